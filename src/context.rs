@@ -1,0 +1,1 @@
+//! The typed-index request context map.

@@ -1,0 +1,3 @@
+//! dormant: an HTTP/1.1 + HTTP/2 server whose idle connections cost almost nothing.
+
+pub mod context;
