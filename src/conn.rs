@@ -1,0 +1,355 @@
+//! The per-connection driver: the idle ladder ACTIVE ⇄ PARKED.
+//!
+//! ```text
+//! accept ─► PARKED ── readable ─► try_read into a pool buffer
+//!             ▲                     │ 0 bytes: the peer closed → done, no hyper state built
+//!             │                     ▼
+//!             │                   ACTIVE: hyper over ConnIo (replays the bytes first)
+//!             │                     │ HTTP/2 preface → hyper's http2 server (never parks)
+//!             └── idle for ─────────┘
+//!                 `park_after`: into_parts, copy the unparsed bytes, drop the rest
+//! ```
+//!
+//! A PARKED connection is one small task holding its `TcpStream`, a
+//! reference to the service, and (only if the client pipelined part of a
+//! request) the bytes hyper had read but not parsed. It owns no hyper
+//! connection and no buffer (invariants I1 and I4 of the design).
+//!
+//! # When is hyper between messages?
+//!
+//! hyper does not say, so the driver watches from the outside. After the
+//! hyper connection future returns `Pending`, the connection is *idle* when
+//! all of these hold:
+//!
+//! - the last read hyper issued reached the socket and found nothing
+//!   (`WouldBlock`), and no replayed byte is left: hyper has every byte the
+//!   client sent so far, and is waiting for more;
+//! - no request is in flight: every service future has completed and every
+//!   response body has been written to its end and dropped by hyper;
+//! - every write was flushed: hyper's write buffer is empty;
+//! - the last request body was read to its end, or a later request began.
+//!   A body the handler dropped unread is drained (or the connection
+//!   closed) by hyper, but only the next request proves it was drained;
+//!   parking before that could cut a body in two and let its tail be parsed
+//!   as a request (request smuggling), so such a connection stays ACTIVE
+//!   until its next request.
+//!
+//! With nothing in flight and nothing buffered on either side, hyper's only
+//! state is its keep-alive `Init` state plus, possibly, the first bytes of a
+//! request head it could not yet parse. `into_parts` hands those back; the
+//! driver copies them out (a slice would pin hyper's whole read buffer) and
+//! replays them to the next hyper connection (invariant I2).
+//!
+//! Parking right after each response would rebuild hyper for every request
+//! of a busy connection, so the driver waits until the connection has been
+//! idle for `park_after` (one timer per activation, only moved forward).
+
+use std::future::{Future, poll_fn};
+use std::net::SocketAddr;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::task::Poll;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::service::Service;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tracing::{debug, trace};
+
+use crate::body::Body;
+use crate::io::{ConnIo, Replay};
+use crate::server::{Open, ServeState};
+use crate::service::{BoxError, ConnService};
+use crate::shutdown::Level;
+use crate::stats::Gauge;
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// What the driver, the service wrapper, the request bodies and `ConnIo`
+/// share about one ACTIVE connection.
+#[derive(Debug, Default)]
+pub(crate) struct Tracker {
+    in_flight: AtomicUsize,
+    body_abandoned: AtomicBool,
+    read_blocked: AtomicBool,
+    unflushed: AtomicBool,
+    requests: AtomicU64,
+}
+
+impl Tracker {
+    pub(crate) fn request_started(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Relaxed);
+        self.requests.fetch_add(1, Relaxed);
+        // hyper parses a request head only once the previous body has been
+        // read or drained to its end.
+        self.body_abandoned.store(false, Relaxed);
+        InFlight(self.clone())
+    }
+
+    pub(crate) fn body_abandoned(&self) {
+        self.body_abandoned.store(true, Relaxed);
+    }
+
+    pub(crate) fn set_read_blocked(&self, blocked: bool) {
+        self.read_blocked.store(blocked, Relaxed);
+    }
+
+    pub(crate) fn set_unflushed(&self, unflushed: bool) {
+        self.unflushed.store(unflushed, Relaxed);
+    }
+
+    /// hyper sits between messages with nothing buffered (see module docs).
+    fn is_idle(&self) -> bool {
+        self.read_blocked.load(Relaxed)
+            && !self.unflushed.load(Relaxed)
+            && self.in_flight.load(Relaxed) == 0
+            && !self.body_abandoned.load(Relaxed)
+    }
+}
+
+/// Marks one request as in flight until dropped.
+#[derive(Debug)]
+pub(crate) struct InFlight(Arc<Tracker>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Relaxed);
+    }
+}
+
+/// How an ACTIVE phase ended.
+enum Active {
+    /// Idle long enough: back to PARKED with the socket and unparsed bytes.
+    Parked(TcpStream, Bytes),
+    /// The connection is finished (closed by either side, an error, or
+    /// shutdown).
+    Closed,
+}
+
+/// Serves one accepted connection until it closes.
+pub(crate) async fn serve<S, B>(stream: TcpStream, peer: SocketAddr, service: Arc<S>, state: Open)
+where
+    S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let shared = &state.shared;
+    let mut gauge = Gauge::parked(&shared.stats);
+    let mut stream = stream;
+    let mut carried = Bytes::new();
+    let mut first = true;
+    loop {
+        // PARKED: no hyper state, no buffer.
+        let Some(replay) = wake(&stream, carried, &state).await else {
+            return;
+        };
+        if first {
+            if replay.len() < H2_PREFACE.len() && replay.starts_with(&H2_PREFACE[..replay.len()]) {
+                // A prefix of the HTTP/2 preface: wait for the rest.
+                carried = replay.into_carried();
+                continue;
+            }
+            first = false;
+            if shared.config.http2 && replay.starts_with(H2_PREFACE) {
+                gauge.set_active();
+                Box::pin(serve_h2(stream, replay, peer, service, &state)).await;
+                return;
+            }
+        } else {
+            shared.stats.wakes.fetch_add(1, Relaxed);
+        }
+        gauge.set_active();
+        match Box::pin(serve_h1(stream, replay, peer, &service, &state)).await {
+            Active::Parked(s, c) => {
+                trace!(carried = c.len(), "parked");
+                shared.stats.parks.fetch_add(1, Relaxed);
+                gauge.set_parked();
+                stream = s;
+                carried = c;
+            }
+            Active::Closed => return,
+        }
+    }
+}
+
+/// PARKED: waits until the socket is readable, then reads into a pool
+/// buffer. `None` means the connection is finished: the peer closed it, it
+/// failed, or the server is shutting down.
+async fn wake(stream: &TcpStream, carried: Bytes, state: &ServeState) -> Option<Replay> {
+    loop {
+        tokio::select! {
+            biased;
+            _ = state.signal.reached(Level::Draining) => return None,
+            res = stream.readable() => {
+                if let Err(error) = res {
+                    debug!(%error, "readiness failed");
+                    return None;
+                }
+            }
+        }
+        // The buffer is taken only now, after the await (I4).
+        let mut buf = state.shared.pool.take();
+        match stream.try_read(&mut buf) {
+            Ok(0) => {
+                // EOF. Bytes of an incomplete request die with the
+                // connection, as they would on plain hyper.
+                trace!("peer closed while parked");
+                return None;
+            }
+            Ok(n) => {
+                return Some(Replay {
+                    carried,
+                    fresh: Some((buf, 0..n)),
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(error) => {
+                debug!(%error, "read failed while parked");
+                return None;
+            }
+        }
+    }
+}
+
+/// ACTIVE on HTTP/1.1: runs hyper until the connection closes or has been
+/// idle for `park_after`.
+async fn serve_h1<S, B>(
+    stream: TcpStream,
+    replay: Replay,
+    peer: SocketAddr,
+    service: &Arc<S>,
+    state: &ServeState,
+) -> Active
+where
+    S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let shared = &state.shared;
+    let tracker = Arc::new(Tracker::default());
+    let io = ConnIo::new(stream, replay, tracker.clone());
+    let svc = ConnService {
+        inner: service.clone(),
+        peer,
+        tracker: tracker.clone(),
+    };
+    let mut conn = Some(shared.http1.serve_connection(io, svc));
+    let park_after = shared.config.park_after;
+    let mut park_timer = pin!(tokio::time::sleep(park_after.unwrap_or_default()));
+    let mut timer_armed = false;
+    let mut drain = pin!(state.signal.reached(Level::Draining));
+    let mut draining = false;
+    let mut force = pin!(state.signal.reached(Level::Forced));
+
+    let park = poll_fn(|cx| {
+        let Some(c) = conn.as_mut() else {
+            return Poll::Ready(false);
+        };
+        if force.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(false);
+        }
+        if !draining && drain.as_mut().poll(cx).is_ready() {
+            draining = true;
+            Pin::new(&mut *c).graceful_shutdown();
+        }
+        match Pin::new(&mut *c).poll(cx) {
+            Poll::Ready(Ok(())) => return Poll::Ready(false),
+            Poll::Ready(Err(error)) => {
+                debug!(%error, "connection error");
+                return Poll::Ready(false);
+            }
+            Poll::Pending => {}
+        }
+        let Some(park_after) = park_after else {
+            return Poll::Pending;
+        };
+        if draining || !tracker.is_idle() {
+            timer_armed = false;
+            return Poll::Pending;
+        }
+        if !timer_armed {
+            timer_armed = true;
+            // Always later than the previous deadline: tokio moves it
+            // without taking the timer lock.
+            park_timer.as_mut().reset(Instant::now() + park_after);
+        }
+        if park_timer.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(true);
+        }
+        Poll::Pending
+    })
+    .await;
+
+    shared
+        .stats
+        .requests
+        .fetch_add(tracker.requests.load(Relaxed), Relaxed);
+    let Some(c) = conn.take().filter(|_| park) else {
+        return Active::Closed;
+    };
+    let parts = c.into_parts();
+    let (stream, replay) = parts.io.into_inner();
+    debug_assert!(replay.is_empty(), "idle implies the replay was consumed");
+    // Copy: `read_buf` is a view into hyper's whole read allocation.
+    let carried = Bytes::copy_from_slice(&parts.read_buf);
+    Active::Parked(stream, carried)
+}
+
+/// ACTIVE on HTTP/2: h2 connections never park.
+async fn serve_h2<S, B>(
+    stream: TcpStream,
+    replay: Replay,
+    peer: SocketAddr,
+    service: Arc<S>,
+    state: &ServeState,
+) where
+    S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let tracker = Arc::new(Tracker::default());
+    let io = ConnIo::new(stream, replay, tracker.clone());
+    let svc = ConnService {
+        inner: service,
+        peer,
+        tracker: tracker.clone(),
+    };
+    let mut conn = pin!(state.shared.http2.serve_connection(io, svc));
+    let mut drain = pin!(state.signal.reached(Level::Draining));
+    let mut draining = false;
+    let mut force = pin!(state.signal.reached(Level::Forced));
+    poll_fn(|cx| {
+        if force.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        if !draining && drain.as_mut().poll(cx).is_ready() {
+            draining = true;
+            conn.as_mut().graceful_shutdown();
+        }
+        match conn.as_mut().poll(cx) {
+            Poll::Ready(Ok(())) => Poll::Ready(()),
+            Poll::Ready(Err(error)) => {
+                debug!(%error, "h2 connection error");
+                Poll::Ready(())
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await;
+    state
+        .shared
+        .stats
+        .requests
+        .fetch_add(tracker.requests.load(Relaxed), Relaxed);
+}

@@ -1,0 +1,184 @@
+//! `ConnIo`: the transport hyper sees while a connection is ACTIVE.
+//!
+//! It does three things on top of the socket:
+//!
+//! 1. **Replay.** The bytes the driver read while the connection was parked
+//!    (a pool buffer, and any unparsed bytes carried over from the previous
+//!    hyper connection) are handed to hyper's first reads before the socket
+//!    is touched. The pool buffer goes back to the pool the moment hyper has
+//!    copied its last byte, usually in the same poll that woke the
+//!    connection.
+//! 2. **Readiness reads.** After the replay, reads go to tokio's
+//!    `TcpStream::poll_read`, which waits for readiness and then reads
+//!    without blocking (the same `poll_read_ready` + `try_read` pair).
+//! 3. **Idle bookkeeping.** It records whether the last socket read found
+//!    nothing (`WouldBlock`) and whether every write hyper issued has been
+//!    flushed. The driver uses both to decide that hyper sits between
+//!    messages with nothing buffered on the way out (see `conn`).
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
+use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use crate::conn::Tracker;
+use crate::pool::PoolBuf;
+use std::sync::Arc;
+
+/// Bytes read from the socket before hyper was built.
+#[derive(Debug, Default)]
+pub(crate) struct Replay {
+    /// Unparsed bytes carried over from an earlier hyper connection, or an
+    /// incomplete HTTP/2 preface.
+    pub(crate) carried: Bytes,
+    /// The pool buffer of the read that woke the connection, and how many
+    /// bytes of it are filled and not yet handed over.
+    pub(crate) fresh: Option<(PoolBuf, std::ops::Range<usize>)>,
+}
+
+impl Replay {
+    pub(crate) fn len(&self) -> usize {
+        self.carried.len() + self.fresh.as_ref().map_or(0, |(_, r)| r.len())
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies up to `dst.remaining()` bytes into `dst`; returns how many.
+    fn copy_into(&mut self, dst: &mut ReadBufCursor<'_>) -> usize {
+        if !self.carried.is_empty() {
+            let n = dst.remaining().min(self.carried.len());
+            dst.put_slice(&self.carried[..n]);
+            self.carried.advance(n);
+            return n;
+        }
+        let Some((buf, range)) = &mut self.fresh else {
+            return 0;
+        };
+        let n = dst.remaining().min(range.len());
+        dst.put_slice(&buf[range.start..range.start + n]);
+        range.start += n;
+        if range.start == range.end {
+            // Back to the pool as soon as hyper has it all.
+            self.fresh = None;
+        }
+        n
+    }
+
+    /// The first `n` bytes, contiguous (copies only if they straddle the two
+    /// parts). Used to recognise the HTTP/2 preface.
+    pub(crate) fn starts_with(&self, prefix: &[u8]) -> bool {
+        let mut prefix = prefix;
+        let c = self.carried.len().min(prefix.len());
+        if self.carried[..c] != prefix[..c] {
+            return false;
+        }
+        prefix = &prefix[c..];
+        match &self.fresh {
+            Some((buf, range)) => {
+                let f = range.len().min(prefix.len());
+                buf[range.start..range.start + f] == prefix[..f]
+            }
+            None => true,
+        }
+    }
+
+    /// Moves every byte into `carried`, releasing the pool buffer.
+    pub(crate) fn into_carried(mut self) -> Bytes {
+        match self.fresh.take() {
+            None => self.carried,
+            Some((buf, range)) if self.carried.is_empty() => Bytes::copy_from_slice(&buf[range]),
+            Some((buf, range)) => {
+                let mut all = Vec::with_capacity(self.carried.len() + range.len());
+                all.extend_from_slice(&self.carried);
+                all.extend_from_slice(&buf[range]);
+                all.into()
+            }
+        }
+    }
+}
+
+/// hyper's transport for an ACTIVE connection.
+#[derive(Debug)]
+pub(crate) struct ConnIo {
+    stream: TokioIo<TcpStream>,
+    replay: Replay,
+    tracker: Arc<Tracker>,
+}
+
+impl ConnIo {
+    /// `tracker` learns whether the last read found the socket empty and
+    /// whether a write is waiting for its flush.
+    pub(crate) fn new(stream: TcpStream, replay: Replay, tracker: Arc<Tracker>) -> Self {
+        ConnIo {
+            stream: TokioIo::new(stream),
+            replay,
+            tracker,
+        }
+    }
+
+    pub(crate) fn into_inner(self) -> (TcpStream, Replay) {
+        (self.stream.into_inner(), self.replay)
+    }
+}
+
+impl Read for ConnIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.replay.copy_into(&mut buf) > 0 {
+            this.tracker.set_read_blocked(false);
+            return Poll::Ready(Ok(()));
+        }
+        let res = Pin::new(&mut this.stream).poll_read(cx, buf);
+        this.tracker.set_read_blocked(res.is_pending());
+        res
+    }
+}
+
+impl Write for ConnIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        this.tracker.set_unflushed(true);
+        Pin::new(&mut this.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        this.tracker.set_unflushed(true);
+        Pin::new(&mut this.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.stream).poll_flush(cx);
+        if let Poll::Ready(Ok(())) = res {
+            this.tracker.set_unflushed(false);
+        }
+        res
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}

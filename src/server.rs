@@ -1,0 +1,458 @@
+//! The server: builder, accept loop, graceful shutdown.
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use http::{Request, Response};
+use hyper::server::conn::{http1, http2};
+use hyper::service::Service;
+use hyper_util::rt::TokioExecutor;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tracing::{Instrument, debug, error, trace};
+
+use crate::body::Body;
+use crate::conn;
+use crate::error::Error;
+use crate::pool::Pool;
+use crate::service::BoxError;
+use crate::shutdown::{Level, Signal};
+use crate::stats::{Counters, Stats};
+
+/// hyper's own default for its read buffer limit, which bounds a request
+/// head.
+const DEFAULT_MAX_HEADER_BYTES: usize = 8192 + 4096 * 100;
+
+/// Configures and builds a [`Server`].
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let server = dormant::Server::builder()
+///     .park_after(Duration::from_millis(10))
+///     .shutdown_grace(Duration::from_secs(30))
+///     .build()?;
+/// # Ok::<(), dormant::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Builder {
+    pub(crate) park_after: Option<Duration>,
+    pub(crate) http2: bool,
+    keep_alive: bool,
+    max_header_bytes: usize,
+    max_headers: usize,
+    shutdown_grace: Option<Duration>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            park_after: Some(Duration::from_millis(10)),
+            http2: true,
+            keep_alive: true,
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+            max_headers: 100,
+            shutdown_grace: None,
+        }
+    }
+}
+
+impl Builder {
+    /// How long an HTTP/1 connection must sit idle between requests before
+    /// its hyper state and buffers are dropped (the connection *parks*).
+    /// `None` never parks: connections then cost what they cost on hyper.
+    ///
+    /// Parking after every response would rebuild hyper for each request of
+    /// a busy connection; a short delay keeps busy connections ACTIVE and
+    /// costs nothing measurable (see README, "Throughput").
+    ///
+    /// Default is 10 ms.
+    pub fn park_after(&mut self, after: impl Into<Option<Duration>>) -> &mut Self {
+        self.park_after = after.into();
+        self
+    }
+
+    /// Whether connections that open with the HTTP/2 preface (h2c, "prior
+    /// knowledge") are served with HTTP/2. When off, they get hyper's
+    /// HTTP/1 error response.
+    ///
+    /// Default is `true`.
+    pub fn http2(&mut self, enabled: bool) -> &mut Self {
+        self.http2 = enabled;
+        self
+    }
+
+    /// Whether HTTP/1 connections are kept alive between requests.
+    ///
+    /// Default is `true`.
+    pub fn keep_alive(&mut self, enabled: bool) -> &mut Self {
+        self.keep_alive = enabled;
+        self
+    }
+
+    /// The largest request head (request line and headers) accepted, in
+    /// bytes; a larger one is answered with `431 Request Header Fields Too
+    /// Large` and the connection is closed. Must be at least 8192.
+    ///
+    /// Default is 417,792 (hyper's default).
+    pub fn max_header_bytes(&mut self, max: usize) -> &mut Self {
+        self.max_header_bytes = max;
+        self
+    }
+
+    /// The most headers a request may have; more are answered with `431`.
+    ///
+    /// Default is 100 (hyper's default).
+    pub fn max_headers(&mut self, max: usize) -> &mut Self {
+        self.max_headers = max;
+        self
+    }
+
+    /// How long a graceful shutdown waits for requests in flight before it
+    /// closes their connections anyway. `None` waits as long as they take.
+    ///
+    /// Default is `None`, as Go's `Server.Shutdown` with a background
+    /// context.
+    pub fn shutdown_grace(&mut self, grace: impl Into<Option<Duration>>) -> &mut Self {
+        self.shutdown_grace = grace.into();
+        self
+    }
+
+    /// Checks the configuration and builds the server.
+    pub fn build(&self) -> Result<Server, Error> {
+        if self.max_header_bytes < 8192 {
+            return Err(Error::config("max_header_bytes must be at least 8192"));
+        }
+        if self.max_headers == 0 {
+            return Err(Error::config("max_headers must be at least 1"));
+        }
+        let mut h1 = http1::Builder::new();
+        h1.keep_alive(self.keep_alive)
+            .max_buf_size(self.max_header_bytes)
+            .max_headers(self.max_headers);
+        let h2 = http2::Builder::new(TokioExecutor::new());
+        Ok(Server {
+            shared: Arc::new(Shared {
+                config: self.clone(),
+                http1: h1,
+                http2: h2,
+                pool: Pool::default(),
+                stats: Counters::default(),
+            }),
+        })
+    }
+}
+
+/// What every connection of a server shares.
+pub(crate) struct Shared {
+    pub(crate) config: Builder,
+    pub(crate) http1: http1::Builder,
+    pub(crate) http2: http2::Builder<TokioExecutor>,
+    pub(crate) pool: Pool,
+    pub(crate) stats: Counters,
+}
+
+/// What the connections of one `serve` call share.
+pub(crate) struct ServeState {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) signal: Signal,
+    open: AtomicUsize,
+    all_closed: Notify,
+}
+
+impl ServeState {
+    async fn all_closed(&self) {
+        loop {
+            let mut notified = std::pin::pin!(self.all_closed.notified());
+            notified.as_mut().enable();
+            if self.open.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// A connection's handle on its `serve` call: counts the connection as open
+/// from accept until its task ends.
+pub(crate) struct Open(Arc<ServeState>);
+
+impl Open {
+    fn new(state: &Arc<ServeState>) -> Self {
+        state.open.fetch_add(1, Ordering::AcqRel);
+        Open(state.clone())
+    }
+}
+
+impl std::ops::Deref for Open {
+    type Target = ServeState;
+    fn deref(&self) -> &ServeState {
+        &self.0
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if self.0.open.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.all_closed.notify_waiters();
+        }
+    }
+}
+
+/// An HTTP/1.1 and HTTP/2 server whose idle connections hold no hyper state
+/// and no buffers.
+///
+/// Cloning is cheap; clones share configuration and statistics.
+///
+/// ```no_run
+/// use std::convert::Infallible;
+/// use http::{Request, Response};
+/// use http_body_util::Full;
+/// use hyper::body::Bytes;
+/// use hyper::service::service_fn;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+/// let server = dormant::Server::builder().build()?;
+/// server
+///     .serve(listener, service_fn(|_req: Request<dormant::Body>| async {
+///         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("Hello, World!"))))
+///     }))
+///     .with_graceful_shutdown(async { tokio::signal::ctrl_c().await.unwrap() })
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Server {
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    /// A builder with default settings.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// A snapshot of this server's counters.
+    pub fn stats(&self) -> Stats {
+        self.shared.stats.snapshot(self.shared.pool.stats())
+    }
+
+    /// Serves connections accepted from `listener` with `service` until the
+    /// returned future is dropped, or, with
+    /// [`with_graceful_shutdown`](Serve::with_graceful_shutdown), until
+    /// shutdown completes.
+    ///
+    /// The service is shared by all connections (hyper services take
+    /// `&self`). A tower service, such as an axum `Router`, is served
+    /// through [`TowerToHyperService`](crate::TowerToHyperService).
+    ///
+    /// Errors of single connections are logged (with `tracing`) and never
+    /// end the server; nor do accept errors, which back off instead of
+    /// spinning. Needs a tokio runtime with I/O and time enabled.
+    pub fn serve<S, B>(&self, listener: TcpListener, service: S) -> Serve<S>
+    where
+        S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<BoxError>,
+    {
+        Serve {
+            server: self.clone(),
+            listener,
+            service,
+        }
+    }
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("config", &self.shared.config)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// The future of [`Server::serve`]: runs until dropped.
+#[must_use = "futures do nothing unless `.await`ed or polled"]
+pub struct Serve<S> {
+    server: Server,
+    listener: TcpListener,
+    service: S,
+}
+
+impl<S> Serve<S> {
+    /// Shuts down gracefully once `signal` completes: stops accepting,
+    /// closes idle (parked) connections at once, lets requests in flight
+    /// finish (up to [`Builder::shutdown_grace`]) and then closes their
+    /// connections. The future resolves when every connection is gone.
+    pub fn with_graceful_shutdown<F>(self, signal: F) -> WithGracefulShutdown<S, F>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        WithGracefulShutdown {
+            serve: self,
+            signal,
+        }
+    }
+}
+
+impl<S> fmt::Debug for Serve<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Serve")
+            .field("server", &self.server)
+            .field("listener", &self.listener)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The future of [`Serve::with_graceful_shutdown`].
+#[must_use = "futures do nothing unless `.await`ed or polled"]
+pub struct WithGracefulShutdown<S, F> {
+    serve: Serve<S>,
+    signal: F,
+}
+
+impl<S, F> fmt::Debug for WithGracefulShutdown<S, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WithGracefulShutdown")
+            .field("serve", &self.serve)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The boxed future `Serve` and `WithGracefulShutdown` turn into.
+pub type ServeFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
+
+impl<S, B> IntoFuture for Serve<S>
+where
+    S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    type Output = io::Result<()>;
+    type IntoFuture = ServeFuture;
+
+    fn into_future(self) -> ServeFuture {
+        Box::pin(run(self, std::future::pending()))
+    }
+}
+
+impl<S, B, F> IntoFuture for WithGracefulShutdown<S, F>
+where
+    S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+    F: Future<Output = ()> + Send + 'static,
+{
+    type Output = io::Result<()>;
+    type IntoFuture = ServeFuture;
+
+    fn into_future(self) -> ServeFuture {
+        Box::pin(run(self.serve, self.signal))
+    }
+}
+
+/// First pause after an accept error that is not about one connection
+/// (EMFILE and the like); doubles up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Errors that concern one connection only: accept the next one at once.
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
+}
+
+async fn run<S, B, F>(serve: Serve<S>, signal: F) -> io::Result<()>
+where
+    S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let Serve {
+        server,
+        listener,
+        service,
+    } = serve;
+    let service = Arc::new(service);
+    let state = Arc::new(ServeState {
+        shared: server.shared.clone(),
+        signal: Signal::default(),
+        open: AtomicUsize::new(0),
+        all_closed: Notify::new(),
+    });
+    let mut signal = std::pin::pin!(signal);
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            () = &mut signal => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                backoff = MIN_BACKOFF;
+                if let Err(error) = stream.set_nodelay(true) {
+                    debug!(%error, "setting TCP_NODELAY failed");
+                }
+                state.shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
+                let conn = conn::serve(stream, peer, service.clone(), Open::new(&state));
+                tokio::spawn(conn.instrument(tracing::debug_span!("conn", %peer)));
+            }
+            Err(error) if is_connection_error(&error) => {
+                trace!(%error, "accept: connection failed before it was accepted");
+            }
+            Err(error) => {
+                error!(%error, retry_in = ?backoff, "accept failed");
+                tokio::select! {
+                    biased;
+                    () = &mut signal => break,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+
+    debug!("graceful shutdown: draining connections");
+    drop(listener);
+    state.signal.raise(Level::Draining);
+    match state.shared.config.shutdown_grace {
+        Some(grace) => {
+            if tokio::time::timeout(grace, state.all_closed())
+                .await
+                .is_err()
+            {
+                debug!("graceful shutdown: grace period over, closing connections");
+                state.signal.raise(Level::Forced);
+                state.all_closed().await;
+            }
+        }
+        None => state.all_closed().await,
+    }
+    Ok(())
+}

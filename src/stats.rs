@@ -1,0 +1,105 @@
+//! Counters a user can read at any time, with [`Server::stats`].
+//!
+//! [`Server::stats`]: crate::Server::stats
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+use crate::pool::PoolStats;
+
+/// A snapshot of a server's counters.
+///
+/// Gauges (`active`, `parked`, `open`) are current values; the others count
+/// since the server was built. Each field is read on its own, so a snapshot
+/// taken while connections change state may be off by one between fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Open connections being served by hyper right now (ACTIVE), HTTP/2
+    /// included.
+    pub active: usize,
+    /// Open connections waiting for bytes with no hyper state (PARKED).
+    pub parked: usize,
+    /// ACTIVE → PARKED transitions.
+    pub parks: u64,
+    /// PARKED → ACTIVE transitions after the first request.
+    pub wakes: u64,
+    /// Requests served. A connection adds its requests when it parks or
+    /// closes, so a busy connection's requests show up with a delay.
+    pub requests: u64,
+    /// The read buffer pool.
+    pub pool: PoolStats,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) accepted: AtomicU64,
+    pub(crate) active: AtomicUsize,
+    pub(crate) parked: AtomicUsize,
+    pub(crate) parks: AtomicU64,
+    pub(crate) wakes: AtomicU64,
+    pub(crate) requests: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn snapshot(&self, pool: PoolStats) -> Stats {
+        Stats {
+            accepted: self.accepted.load(Relaxed),
+            active: self.active.load(Relaxed),
+            parked: self.parked.load(Relaxed),
+            parks: self.parks.load(Relaxed),
+            wakes: self.wakes.load(Relaxed),
+            requests: self.requests.load(Relaxed),
+            pool,
+        }
+    }
+}
+
+/// Counts one connection in the `active` or `parked` gauge, and out of it
+/// when dropped.
+#[derive(Debug)]
+pub(crate) struct Gauge<'a> {
+    counters: &'a Counters,
+    active: bool,
+}
+
+impl<'a> Gauge<'a> {
+    pub(crate) fn parked(counters: &'a Counters) -> Self {
+        counters.parked.fetch_add(1, Relaxed);
+        Gauge {
+            counters,
+            active: false,
+        }
+    }
+
+    fn current(&self) -> &AtomicUsize {
+        if self.active {
+            &self.counters.active
+        } else {
+            &self.counters.parked
+        }
+    }
+
+    fn set(&mut self, active: bool) {
+        if self.active != active {
+            self.current().fetch_sub(1, Relaxed);
+            self.active = active;
+            self.current().fetch_add(1, Relaxed);
+        }
+    }
+
+    pub(crate) fn set_active(&mut self) {
+        self.set(true);
+    }
+
+    pub(crate) fn set_parked(&mut self) {
+        self.set(false);
+    }
+}
+
+impl Drop for Gauge<'_> {
+    fn drop(&mut self) {
+        self.current().fetch_sub(1, Relaxed);
+    }
+}

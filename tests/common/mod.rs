@@ -1,0 +1,270 @@
+//! Test harness: a real dormant server on 127.0.0.1:0 and a raw client.
+#![allow(dead_code, unreachable_pub)]
+
+use std::convert::Infallible;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::service::service_fn;
+
+/// How long a raw client waits for bytes before the test fails instead of
+/// hanging.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A running server; shuts down (and joins its runtime) on drop.
+pub struct Serve {
+    pub addr: SocketAddr,
+    pub server: dormant::Server,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Serve {
+    pub fn stats(&self) -> dormant::Stats {
+        self.server.stats()
+    }
+
+    /// Starts graceful shutdown and waits until `serve` has returned.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            thread.join().expect("server thread panicked");
+        }
+    }
+
+    pub fn connect(&self) -> Client {
+        Client::connect(self.addr)
+    }
+
+    /// Waits (polling, bounded) until `cond(stats)` holds; panics with the
+    /// last stats otherwise.
+    pub fn wait_for(&self, what: &str, cond: impl Fn(&dormant::Stats) -> bool) {
+        let deadline = std::time::Instant::now() + CLIENT_TIMEOUT;
+        loop {
+            let stats = self.stats();
+            if cond(&stats) {
+                return;
+            }
+            if std::time::Instant::now() > deadline {
+                panic!("timed out waiting for {what}: {stats:?}");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        // Don't join while panicking: a stuck server must not hide the
+        // original failure.
+        if !std::thread::panicking() {
+            self.stop();
+        }
+    }
+}
+
+/// Starts `service` on a dormant server built by `builder`, on its own
+/// runtime thread.
+pub fn serve_with<S, B>(builder: &dormant::Builder, service: S) -> Serve
+where
+    S: hyper::service::Service<Request<dormant::Body>, Response = Response<B>>
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let server = builder.build().expect("valid config");
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let srv = server.clone();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addr_tx.send(listener.local_addr().unwrap()).unwrap();
+            srv.serve(listener, service)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await
+                .unwrap();
+        });
+    });
+    let addr = addr_rx.recv().expect("server started");
+    Serve {
+        addr,
+        server,
+        shutdown: Some(tx),
+        thread: Some(thread),
+    }
+}
+
+/// A builder that parks quickly, so tests need short pauses only.
+pub fn fast_park() -> dormant::Builder {
+    let mut b = dormant::Server::builder();
+    b.park_after(Duration::from_millis(5));
+    b
+}
+
+/// Answers `200` with a body describing the request: method, path, and the
+/// request body it read (`read` = the body was read to its end).
+pub async fn echo(req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let body = req.into_body().collect().await.map(|b| b.to_bytes());
+    let text = match body {
+        Ok(b) => format!("{method} {path} read={}", String::from_utf8_lossy(&b)),
+        Err(e) => format!("{method} {path} error={e}"),
+    };
+    Ok(Response::new(Full::new(Bytes::from(text))))
+}
+
+/// Answers `200 hello` without touching the request body.
+pub async fn hello(_req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
+    Ok(Response::new(Full::new(Bytes::from_static(b"hello"))))
+}
+
+pub fn echo_service() -> impl hyper::service::Service<
+    Request<dormant::Body>,
+    Response = Response<Full<Bytes>>,
+    Error = Infallible,
+    Future = impl Send,
+> + Send
++ Sync
++ Clone
++ 'static {
+    service_fn(echo)
+}
+
+/// A blocking raw-bytes client with a read timeout.
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    /// Reads one full response (head plus content-length or chunked body);
+    /// returns it with the `date` header removed.
+    pub fn response(&mut self) -> String {
+        loop {
+            if let Some(len) = complete_response(&self.buf) {
+                let resp: Vec<u8> = self.buf.drain(..len).collect();
+                return strip_date(&String::from_utf8_lossy(&resp));
+            }
+            let mut chunk = [0u8; 8192];
+            let n = self
+                .stream
+                .read(&mut chunk)
+                .expect("read response (timed out?)");
+            assert!(
+                n > 0,
+                "connection closed before a full response; got {:?}",
+                String::from_utf8_lossy(&self.buf)
+            );
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Reads until the server closes the connection; returns what was read
+    /// (with `date` headers removed).
+    pub fn read_to_close(&mut self) -> String {
+        loop {
+            let mut chunk = [0u8; 8192];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break,
+                Err(e) => panic!(
+                    "read until close: {e}; got {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                ),
+            }
+        }
+        strip_date(&String::from_utf8_lossy(&std::mem::take(&mut self.buf)))
+    }
+}
+
+/// Removes `date:` header lines.
+pub fn strip_date(s: &str) -> String {
+    s.split_inclusive("\r\n")
+        .filter(|line| !line.to_ascii_lowercase().starts_with("date:"))
+        .collect()
+}
+
+/// The length of the first complete HTTP/1 response in `buf`, if any.
+pub fn complete_response(buf: &[u8]) -> Option<usize> {
+    let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+    let status_line = head.lines().next()?;
+    let informational = status_line
+        .split(' ')
+        .nth(1)
+        .is_some_and(|s| s.starts_with('1'));
+    let no_body = informational
+        || status_line.contains(" 204 ")
+        || status_line.contains(" 304 ")
+        || head.contains("x-head-request: 1");
+    if no_body {
+        return Some(head_end);
+    }
+    if let Some(cl) = head.lines().find_map(|l| {
+        l.strip_prefix("content-length:")
+            .map(|v| v.trim().parse::<usize>().unwrap())
+    }) {
+        return (buf.len() >= head_end + cl).then_some(head_end + cl);
+    }
+    if head.contains("transfer-encoding: chunked") {
+        let mut pos = head_end;
+        loop {
+            let line_end = buf[pos..].windows(2).position(|w| w == b"\r\n")? + pos;
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&buf[pos..line_end]).ok()?.trim(), 16)
+                    .ok()?;
+            pos = line_end + 2;
+            if size == 0 {
+                return (buf.len() >= pos + 2).then_some(pos + 2);
+            }
+            pos += size + 2;
+            if buf.len() < pos {
+                return None;
+            }
+        }
+    }
+    // No framing: the body runs to close.
+    None
+}
