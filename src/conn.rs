@@ -128,9 +128,26 @@ enum Active {
     Closed,
 }
 
-/// Serves one accepted connection until it closes.
-pub(crate) async fn serve<S, B>(stream: TcpStream, peer: SocketAddr, service: Arc<S>, state: Open)
-where
+/// How a PARKED wait ended.
+enum Wake {
+    /// Bytes arrived: serve them.
+    Read(Replay),
+    /// Parked for `dormant_after`: move to the lot.
+    Dormant,
+    /// The connection is finished: the peer closed it, it failed, it was
+    /// idle too long, or the server is shutting down.
+    Closed,
+}
+
+/// Serves one connection until it closes or goes dormant. `fresh` is true
+/// for a newly accepted connection, false for one woken in the lot.
+pub(crate) async fn serve<S, B>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    service: Arc<S>,
+    state: Open,
+    fresh: bool,
+) where
     S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
@@ -142,11 +159,22 @@ where
     let mut gauge = Gauge::parked(&shared.stats);
     let mut stream = stream;
     let mut carried = Bytes::new();
-    let mut first = true;
+    let mut first = fresh;
     loop {
         // PARKED: no hyper state, no buffer.
-        let Some(replay) = wake(&stream, carried, &state).await else {
-            return;
+        let parked_at = Instant::now();
+        let replay = match wake(&stream, carried, &state, parked_at).await {
+            Wake::Read(replay) => replay,
+            Wake::Closed => return,
+            Wake::Dormant => {
+                let Some(lot) = &state.lot else { return };
+                let idle_deadline = shared.config.idle_timeout.map(|t| parked_at + t);
+                drop(gauge);
+                if let Err(error) = lot.enter(stream, idle_deadline, &shared.stats) {
+                    debug!(%error, "entering the parking lot failed");
+                }
+                return;
+            }
         };
         if first {
             if replay.len() < H2_PREFACE.len() && replay.starts_with(&H2_PREFACE[..replay.len()]) {
@@ -178,18 +206,43 @@ where
 }
 
 /// PARKED: waits until the socket is readable, then reads into a pool
-/// buffer. `None` means the connection is finished: the peer closed it, it
-/// failed, or the server is shutting down.
-async fn wake(stream: &TcpStream, carried: Bytes, state: &ServeState) -> Option<Replay> {
+/// buffer; or until it is time to go dormant or to close the idle
+/// connection.
+async fn wake(stream: &TcpStream, carried: Bytes, state: &ServeState, parked_at: Instant) -> Wake {
+    let config = &state.shared.config;
+    let idle_deadline = config.idle_timeout.map(|t| parked_at + t);
+    // Bytes of a pipelined request stay with their task.
+    let dormant_deadline = config
+        .dormant_after
+        .filter(|_| carried.is_empty() && state.lot.as_ref().is_some_and(|l| l.is_open()))
+        .map(|t| parked_at + t);
+    let deadline = match (idle_deadline, dormant_deadline) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let mut timer = pin!(async {
+        match deadline {
+            Some(deadline) => tokio::time::sleep_until(deadline).await,
+            None => std::future::pending().await,
+        }
+    });
     loop {
         tokio::select! {
             biased;
-            _ = state.signal.reached(Level::Draining) => return None,
+            _ = state.signal.reached(Level::Draining) => return Wake::Closed,
             res = stream.readable() => {
                 if let Err(error) = res {
                     debug!(%error, "readiness failed");
-                    return None;
+                    return Wake::Closed;
                 }
+            }
+            () = &mut timer => {
+                if idle_deadline.is_some_and(|d| d <= Instant::now()) {
+                    debug!("idle timeout");
+                    state.shared.stats.idle_timeouts.fetch_add(1, Relaxed);
+                    return Wake::Closed;
+                }
+                return Wake::Dormant;
             }
         }
         // The buffer is taken only now, after the await (I4).
@@ -199,10 +252,10 @@ async fn wake(stream: &TcpStream, carried: Bytes, state: &ServeState) -> Option<
                 // EOF. Bytes of an incomplete request die with the
                 // connection, as they would on plain hyper.
                 trace!("peer closed while parked");
-                return None;
+                return Wake::Closed;
             }
             Ok(n) => {
-                return Some(Replay {
+                return Wake::Read(Replay {
                     carried,
                     fresh: Some((buf, 0..n)),
                 });
@@ -210,7 +263,7 @@ async fn wake(stream: &TcpStream, carried: Bytes, state: &ServeState) -> Option<
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
             Err(error) => {
                 debug!(%error, "read failed while parked");
-                return None;
+                return Wake::Closed;
             }
         }
     }

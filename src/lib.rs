@@ -50,6 +50,7 @@ mod conn;
 pub mod context;
 mod error;
 mod io;
+mod lot;
 mod pool;
 mod server;
 mod service;

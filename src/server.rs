@@ -19,6 +19,7 @@ use tracing::{Instrument, debug, error, trace};
 use crate::body::Body;
 use crate::conn;
 use crate::error::Error;
+use crate::lot::{self, Lot};
 use crate::pool::Pool;
 use crate::service::BoxError;
 use crate::shutdown::{Level, Signal};
@@ -42,6 +43,8 @@ const DEFAULT_MAX_HEADER_BYTES: usize = 8192 + 4096 * 100;
 #[derive(Clone, Debug)]
 pub struct Builder {
     pub(crate) park_after: Option<Duration>,
+    pub(crate) dormant_after: Option<Duration>,
+    pub(crate) idle_timeout: Option<Duration>,
     pub(crate) http2: bool,
     keep_alive: bool,
     max_header_bytes: usize,
@@ -53,6 +56,8 @@ impl Default for Builder {
     fn default() -> Self {
         Builder {
             park_after: Some(Duration::from_millis(10)),
+            dormant_after: Some(Duration::from_secs(1)),
+            idle_timeout: None,
             http2: true,
             keep_alive: true,
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
@@ -74,6 +79,35 @@ impl Builder {
     /// Default is 10 ms.
     pub fn park_after(&mut self, after: impl Into<Option<Duration>>) -> &mut Self {
         self.park_after = after.into();
+        self
+    }
+
+    /// How long a connection must stay PARKED before it leaves tokio for the
+    /// parking lot (DORMANT): no task, no tokio registration, 8 bytes of
+    /// slab plus the kernel's socket. Waking a dormant connection costs a
+    /// new task and a few syscalls more than waking a parked one (see
+    /// README, "Latency"). `None` keeps parked connections in tokio.
+    ///
+    /// A connection whose client pipelined part of a request stays PARKED
+    /// (it holds those bytes), as do HTTP/2 connections (they never park).
+    ///
+    /// Default is 1 s.
+    pub fn dormant_after(&mut self, after: impl Into<Option<Duration>>) -> &mut Self {
+        self.dormant_after = after.into();
+        self
+    }
+
+    /// How long a connection may wait for the next request (or, when new,
+    /// for its first) before the server closes it. Counted from when the
+    /// connection parked, so it is enforced with `park_after` granularity;
+    /// dormant connections are closed by the parking lot, which keeps their
+    /// deadlines in one queue instead of a timer each. At most 24 days.
+    /// `None` keeps idle connections open until the peer closes them.
+    ///
+    /// Default is `None`, like Go's `net/http` and hyper: idle connections
+    /// are cheap here, and the right bound depends on the clients.
+    pub fn idle_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
+        self.idle_timeout = timeout.into();
         self
     }
 
@@ -128,6 +162,12 @@ impl Builder {
         if self.max_header_bytes < 8192 {
             return Err(Error::config("max_header_bytes must be at least 8192"));
         }
+        if self
+            .idle_timeout
+            .is_some_and(|t| t > Duration::from_secs(24 * 24 * 3600))
+        {
+            return Err(Error::config("idle_timeout must be at most 24 days"));
+        }
         if self.max_headers == 0 {
             return Err(Error::config("max_headers must be at least 1"));
         }
@@ -161,6 +201,8 @@ pub(crate) struct Shared {
 pub(crate) struct ServeState {
     pub(crate) shared: Arc<Shared>,
     pub(crate) signal: Signal,
+    /// `None` when `dormant_after` is off (or the lot could not be made).
+    pub(crate) lot: Option<Lot>,
     open: AtomicUsize,
     all_closed: Notify,
 }
@@ -399,12 +441,26 @@ where
         service,
     } = serve;
     let service = Arc::new(service);
+    let (lot, poll) = match server.shared.config.dormant_after {
+        None => (None, None),
+        Some(_) => match Lot::new() {
+            Ok((lot, poll)) => (Some(lot), Some(poll)),
+            Err(error) => {
+                error!(%error, "no parking lot: connections stay parked in tokio");
+                (None, None)
+            }
+        },
+    };
     let state = Arc::new(ServeState {
         shared: server.shared.clone(),
         signal: Signal::default(),
+        lot,
         open: AtomicUsize::new(0),
         all_closed: Notify::new(),
     });
+    if let Some(poll) = poll {
+        tokio::spawn(drive_lot(state.clone(), poll, service.clone()));
+    }
     let mut signal = std::pin::pin!(signal);
     let mut backoff = MIN_BACKOFF;
     loop {
@@ -420,7 +476,7 @@ where
                     debug!(%error, "setting TCP_NODELAY failed");
                 }
                 state.shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
-                let conn = conn::serve(stream, peer, service.clone(), Open::new(&state));
+                let conn = conn::serve(stream, peer, service.clone(), Open::new(&state), true);
                 tokio::spawn(conn.instrument(tracing::debug_span!("conn", %peer)));
             }
             Err(error) if is_connection_error(&error) => {
@@ -441,6 +497,9 @@ where
     debug!("graceful shutdown: draining connections");
     drop(listener);
     state.signal.raise(Level::Draining);
+    if let Some(lot) = &state.lot {
+        lot.close_all(&state.shared.stats);
+    }
     match state.shared.config.shutdown_grace {
         Some(grace) => {
             if tokio::time::timeout(grace, state.all_closed())
@@ -455,4 +514,40 @@ where
         None => state.all_closed().await,
     }
     Ok(())
+}
+
+/// Drives the parking lot of one `serve` call until shutdown; connections
+/// that wake there get a new task.
+async fn drive_lot<S, B>(state: Arc<ServeState>, poll: mio::Poll, service: Arc<S>)
+where
+    S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let Some(lot) = &state.lot else { return };
+    let stats = &state.shared.stats;
+    let respawn = |stream: tokio::net::TcpStream| {
+        let peer = match stream.peer_addr() {
+            Ok(peer) => peer,
+            Err(error) => {
+                debug!(%error, "woken connection is gone");
+                return;
+            }
+        };
+        let conn = conn::serve(stream, peer, service.clone(), Open::new(&state), false);
+        tokio::spawn(conn.instrument(tracing::debug_span!("conn", %peer)));
+    };
+    tokio::select! {
+        biased;
+        () = state.signal.reached(Level::Draining) => {}
+        res = lot::drive(lot, poll, stats, respawn) => {
+            if let Err(error) = res {
+                error!(%error, "parking lot failed; closing its connections");
+            }
+            lot.close_all(stats);
+        }
+    }
 }

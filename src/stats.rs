@@ -8,7 +8,7 @@ use crate::pool::PoolStats;
 
 /// A snapshot of a server's counters.
 ///
-/// Gauges (`active`, `parked`, `open`) are current values; the others count
+/// Gauges (`active`, `parked`, `dormant`) are current values; the others count
 /// since the server was built. Each field is read on its own, so a snapshot
 /// taken while connections change state may be off by one between fields.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -21,10 +21,20 @@ pub struct Stats {
     pub active: usize,
     /// Open connections waiting for bytes with no hyper state (PARKED).
     pub parked: usize,
+    /// Connections waiting in the parking lot, outside tokio (DORMANT).
+    pub dormant: usize,
     /// ACTIVE → PARKED transitions.
     pub parks: u64,
     /// PARKED → ACTIVE transitions after the first request.
     pub wakes: u64,
+    /// PARKED → DORMANT transitions.
+    pub dormancies: u64,
+    /// DORMANT connections handed back to tokio because bytes arrived.
+    pub lot_wakes: u64,
+    /// DORMANT connections closed because the peer closed them.
+    pub lot_closes: u64,
+    /// Connections closed by the idle timeout (PARKED or DORMANT).
+    pub idle_timeouts: u64,
     /// Requests served. A connection adds its requests when it parks or
     /// closes, so a busy connection's requests show up with a delay.
     pub requests: u64,
@@ -37,8 +47,13 @@ pub(crate) struct Counters {
     pub(crate) accepted: AtomicU64,
     pub(crate) active: AtomicUsize,
     pub(crate) parked: AtomicUsize,
+    pub(crate) dormant: AtomicUsize,
     pub(crate) parks: AtomicU64,
     pub(crate) wakes: AtomicU64,
+    pub(crate) dormancies: AtomicU64,
+    pub(crate) lot_wakes: AtomicU64,
+    pub(crate) lot_closes: AtomicU64,
+    pub(crate) idle_timeouts: AtomicU64,
     pub(crate) requests: AtomicU64,
 }
 
@@ -48,8 +63,13 @@ impl Counters {
             accepted: self.accepted.load(Relaxed),
             active: self.active.load(Relaxed),
             parked: self.parked.load(Relaxed),
+            dormant: self.dormant.load(Relaxed),
             parks: self.parks.load(Relaxed),
             wakes: self.wakes.load(Relaxed),
+            dormancies: self.dormancies.load(Relaxed),
+            lot_wakes: self.lot_wakes.load(Relaxed),
+            lot_closes: self.lot_closes.load(Relaxed),
+            idle_timeouts: self.idle_timeouts.load(Relaxed),
             requests: self.requests.load(Relaxed),
             pool,
         }
