@@ -220,6 +220,19 @@ async fn wake(stream: &TcpStream, carried: Bytes, state: &ServeState, parked_at:
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
+    let timed_out = || {
+        if idle_deadline.is_some_and(|d| d <= Instant::now()) {
+            debug!("idle timeout");
+            state.shared.stats.idle_timeouts.fetch_add(1, Relaxed);
+            return Wake::Closed;
+        }
+        Wake::Dormant
+    };
+    // A zero delay acts at once: the timer wheel would round it up to its
+    // next tick.
+    if deadline.is_some_and(|d| d <= parked_at) {
+        return timed_out();
+    }
     let mut timer = pin!(async {
         match deadline {
             Some(deadline) => tokio::time::sleep_until(deadline).await,
@@ -236,14 +249,7 @@ async fn wake(stream: &TcpStream, carried: Bytes, state: &ServeState, parked_at:
                     return Wake::Closed;
                 }
             }
-            () = &mut timer => {
-                if idle_deadline.is_some_and(|d| d <= Instant::now()) {
-                    debug!("idle timeout");
-                    state.shared.stats.idle_timeouts.fetch_add(1, Relaxed);
-                    return Wake::Closed;
-                }
-                return Wake::Dormant;
-            }
+            () = &mut timer => return timed_out(),
         }
         // The buffer is taken only now, after the await (I4).
         let mut buf = state.shared.pool.take();

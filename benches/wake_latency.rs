@@ -1,0 +1,106 @@
+//! Request → response latency on an ACTIVE, a PARKED and a DORMANT
+//! connection, same run.
+//!
+//! One keep-alive connection sends `REQUESTS` sequential GETs with a think
+//! time between them; the server is configured so that during the think time
+//! the connection stays ACTIVE (`park_after: None`), parks right after each
+//! response (`park_after: 0`, `dormant_after: None`) or goes dormant right
+//! after parking (`park_after: 0`, `dormant_after: 0`), so every request of
+//! the last two rows pays the wake from its rung. Each row prints p50 and p99
+//! of the client's write → full response time; the server's stats prove
+//! which rung was used. Rows alternate in two rounds to spread the machine's
+//! noise.
+//!
+//! ```text
+//! cargo bench --bench wake_latency            # REQUESTS=2000 per row, THINK_MS=2
+//! ```
+
+use std::convert::Infallible;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::service::service_fn;
+
+const RESPONSE_LEN: usize = 79; // "HTTP/1.1 200 OK" + content-length + date + body
+
+async fn hello(_req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
+    Ok(Response::new(Full::new(Bytes::from_static(b"Hello, World!"))))
+}
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn row(name: &str, builder: &dormant::Builder, requests: u64, think: Duration) {
+    let server = builder.build().expect("valid config");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(server.serve(listener, service_fn(hello)).into_future());
+
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_nodelay(true).unwrap();
+    let mut buf = [0u8; 256];
+    let mut samples = Vec::with_capacity(requests as usize);
+    for _ in 0..requests {
+        std::thread::sleep(think);
+        let start = Instant::now();
+        conn.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut got = 0;
+        while got < RESPONSE_LEN {
+            let n = conn.read(&mut buf[got..]).unwrap();
+            assert!(n > 0, "server closed");
+            got += n;
+        }
+        samples.push(start.elapsed());
+    }
+    samples.sort();
+    let pct = |p: f64| samples[((samples.len() as f64 - 1.0) * p) as usize];
+    let s = server.stats();
+    println!(
+        "{name:<8} p50 {:>7.1} µs   p99 {:>7.1} µs   (parks {}, dormancies {}, lot wakes {})",
+        pct(0.50).as_secs_f64() * 1e6,
+        pct(0.99).as_secs_f64() * 1e6,
+        s.parks,
+        s.dormancies,
+        s.lot_wakes,
+    );
+    drop(conn);
+    rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo bench -- --list` probes every bench binary.
+    }
+    let requests = env("REQUESTS", 2000);
+    let think = Duration::from_millis(env("THINK_MS", 2));
+    println!("{requests} sequential requests, think time {think:?}, server on 1 worker thread");
+    let ms = Duration::from_millis;
+    let mut active = dormant::Server::builder();
+    active.park_after(None).dormant_after(None);
+    let mut parked = dormant::Server::builder();
+    parked.park_after(ms(0)).dormant_after(None);
+    let mut asleep = dormant::Server::builder();
+    asleep.park_after(ms(0)).dormant_after(ms(0));
+    // Interleave rows to spread the machine's noise over all three.
+    for round in 0..2 {
+        println!("round {}", round + 1);
+        row("ACTIVE", &active, requests / 2, think);
+        row("PARKED", &parked, requests / 2, think);
+        row("DORMANT", &asleep, requests / 2, think);
+    }
+}
