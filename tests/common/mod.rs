@@ -324,3 +324,69 @@ pub fn complete_response(buf: &[u8]) -> Option<usize> {
     // No framing: the body runs to close.
     None
 }
+
+/// A plain hyper HTTP/1 server (no dormant), to compare against: same
+/// handler, same bytes in, the output must match.
+pub struct PlainHyper {
+    pub addr: SocketAddr,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PlainHyper {
+    pub fn connect(&self) -> Client {
+        Client::connect(self.addr)
+    }
+}
+
+impl Drop for PlainHyper {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            if !std::thread::panicking() {
+                thread.join().expect("plain hyper thread panicked");
+            }
+        }
+    }
+}
+
+/// Serves `handler` with `hyper::server::conn::http1` (default settings)
+/// over tokio, on its own runtime thread.
+pub fn serve_plain_hyper<F, Fut>(handler: F) -> PlainHyper
+where
+    F: Fn(Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
+{
+    let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addr_tx.send(listener.local_addr().unwrap()).unwrap();
+            loop {
+                let (stream, _) = tokio::select! {
+                    _ = &mut rx => break,
+                    accepted = listener.accept() => accepted.unwrap(),
+                };
+                let handler = handler.clone();
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service_fn(handler))
+                        .await;
+                });
+            }
+        });
+    });
+    PlainHyper {
+        addr: addr_rx.recv().expect("plain hyper started"),
+        shutdown: Some(tx),
+        thread: Some(thread),
+    }
+}
