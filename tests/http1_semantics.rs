@@ -175,3 +175,33 @@ fn too_many_headers_gets_431() {
         "HTTP/1.1 431 Request Header Fields Too Large\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
     );
 }
+
+/// The head limit holds across parks: a head sent in pieces, with the
+/// connection parked (carrying the partial head) between them, is still
+/// refused once it outgrows `max_header_bytes`.
+#[test]
+fn oversized_head_in_pieces_across_parks_gets_431() {
+    let mut b = fast_park();
+    b.max_header_bytes(8192);
+    let srv = serve_with(&b, echo_service());
+    let big = format!(
+        "GET /big HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(20 * 1024)
+    );
+    let mut c = srv.connect();
+    let mut sent = 0;
+    // Pieces well under the limit, each followed by a park, until the
+    // server has seen more than the limit.
+    for piece in big.as_bytes().chunks(2000).take(6) {
+        let parks = srv.stats().parks;
+        c.send(piece);
+        sent += piece.len();
+        if sent < 8192 {
+            srv.wait_for("park with a partial head", |s| s.parks > parks);
+        }
+    }
+    assert_eq!(
+        c.read_to_close(),
+        "HTTP/1.1 431 Request Header Fields Too Large\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
+    );
+}
