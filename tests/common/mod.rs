@@ -33,6 +33,28 @@ impl Serve {
         self.stop();
     }
 
+    /// Starts graceful shutdown without waiting for it.
+    pub fn begin_shutdown(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Waits (bounded) until `serve` has returned; panics if it does not.
+    pub fn wait_stopped(&mut self) {
+        let thread = self.thread.take().expect("server thread");
+        let deadline = std::time::Instant::now() + CLIENT_TIMEOUT;
+        while !thread.is_finished() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "serve did not return after shutdown: {:?}",
+                self.stats()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        thread.join().expect("server thread panicked");
+    }
+
     fn stop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
@@ -128,8 +150,13 @@ pub fn fast_park() -> dormant::Builder {
 }
 
 /// Answers `200` with a body describing the request: method, path, and the
-/// request body it read (`read` = the body was read to its end).
-pub async fn echo(req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
+/// request body it read (`read` = the body was read to its end). Generic over
+/// the body so a plain hyper server can run the same handler.
+pub async fn echo<B>(req: Request<B>) -> Result<Response<Full<Bytes>>, Infallible>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let body = req.into_body().collect().await.map(|b| b.to_bytes());
@@ -154,7 +181,14 @@ pub fn echo_service() -> impl hyper::service::Service<
 + Sync
 + Clone
 + 'static {
-    service_fn(echo)
+    service_fn(echo::<dormant::Body>)
+}
+
+/// Open file descriptors of this process (the server runs in-process).
+pub fn fd_count() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .count()
 }
 
 /// A blocking raw-bytes client with a read timeout.
@@ -194,6 +228,28 @@ impl Client {
             assert!(
                 n > 0,
                 "connection closed before a full response; got {:?}",
+                String::from_utf8_lossy(&self.buf)
+            );
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Reads one response head only (for `HEAD` requests, whose responses
+    /// announce a length but carry no body); `date` removed.
+    pub fn response_head(&mut self) -> String {
+        loop {
+            if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head: Vec<u8> = self.buf.drain(..end + 4).collect();
+                return strip_date(&String::from_utf8_lossy(&head));
+            }
+            let mut chunk = [0u8; 8192];
+            let n = self
+                .stream
+                .read(&mut chunk)
+                .expect("read head (timed out?)");
+            assert!(
+                n > 0,
+                "connection closed before a full head; got {:?}",
                 String::from_utf8_lossy(&self.buf)
             );
             self.buf.extend_from_slice(&chunk[..n]);
@@ -267,4 +323,70 @@ pub fn complete_response(buf: &[u8]) -> Option<usize> {
     }
     // No framing: the body runs to close.
     None
+}
+
+/// A plain hyper HTTP/1 server (no dormant), to compare against: same
+/// handler, same bytes in, the output must match.
+pub struct PlainHyper {
+    pub addr: SocketAddr,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PlainHyper {
+    pub fn connect(&self) -> Client {
+        Client::connect(self.addr)
+    }
+}
+
+impl Drop for PlainHyper {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            if !std::thread::panicking() {
+                thread.join().expect("plain hyper thread panicked");
+            }
+        }
+    }
+}
+
+/// Serves `handler` with `hyper::server::conn::http1` (default settings)
+/// over tokio, on its own runtime thread.
+pub fn serve_plain_hyper<F, Fut>(handler: F) -> PlainHyper
+where
+    F: Fn(Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
+{
+    let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addr_tx.send(listener.local_addr().unwrap()).unwrap();
+            loop {
+                let (stream, _) = tokio::select! {
+                    _ = &mut rx => break,
+                    accepted = listener.accept() => accepted.unwrap(),
+                };
+                let handler = handler.clone();
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service_fn(handler))
+                        .await;
+                });
+            }
+        });
+    });
+    PlainHyper {
+        addr: addr_rx.recv().expect("plain hyper started"),
+        shutdown: Some(tx),
+        thread: Some(thread),
+    }
 }

@@ -1,0 +1,169 @@
+//! HTTP/2 over cleartext with prior knowledge: served by hyper's h2 server,
+//! counted as active while open, never parked.
+
+mod common;
+use common::*;
+
+use std::time::Duration;
+
+use http::{Request, StatusCode, Version};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::time::timeout;
+
+async fn post(
+    send: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+    path: &str,
+    body: &'static str,
+) -> (StatusCode, Version, Bytes) {
+    let req = Request::post(format!("http://x{path}"))
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
+        .unwrap();
+    let res = timeout(CLIENT_TIMEOUT, send.send_request(req))
+        .await
+        .expect("response timed out")
+        .expect("h2 response");
+    let (parts, body) = res.into_parts();
+    let body = timeout(CLIENT_TIMEOUT, body.collect())
+        .await
+        .expect("body timed out")
+        .expect("h2 body")
+        .to_bytes();
+    (parts.status, parts.version, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn h2c_prior_knowledge_is_served_and_never_parks() {
+    let srv = serve_with(&fast_park(), echo_service());
+    let stream = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .expect("h2 handshake");
+    let conn = tokio::spawn(conn);
+
+    let (status, version, body) = post(&mut send, "/h2/one", "first").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(version, Version::HTTP_2);
+    assert_eq!(body, "POST /h2/one read=first");
+    srv.wait_for("h2 active", |s| s.active == 1 && s.parked == 0);
+
+    // Far longer than park_after: an h2 connection stays ACTIVE.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let s = srv.stats();
+    assert_eq!((s.active, s.parked, s.parks), (1, 0, 0), "{s:?}");
+
+    // Concurrent streams on the same connection.
+    let mut send2 = send.clone();
+    let (a, b) = tokio::join!(
+        post(&mut send, "/h2/two", "2"),
+        post(&mut send2, "/h2/three", "3")
+    );
+    assert_eq!(a.2, "POST /h2/two read=2");
+    assert_eq!(b.2, "POST /h2/three read=3");
+    assert_eq!(srv.stats().parks, 0);
+
+    drop(send);
+    drop(send2);
+    timeout(CLIENT_TIMEOUT, conn)
+        .await
+        .expect("client connection did not end")
+        .unwrap()
+        .unwrap();
+    srv.wait_for("h2 closed", |s| s.active == 0 && s.parked == 0);
+    let s = srv.stats();
+    assert_eq!(
+        (s.accepted, s.requests, s.parks, s.wakes),
+        (1, 3, 0, 0),
+        "{s:?}"
+    );
+}
+
+/// The preface split across two writes (the driver waits for the rest
+/// before choosing the protocol).
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn h2c_preface_split_across_writes() {
+    use tokio::io::AsyncWriteExt;
+    let srv = serve_with(&fast_park(), echo_service());
+    let mut stream = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    stream.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // hyper's client writes the whole preface again; skip what was sent.
+    let io = SkipPrefix {
+        inner: stream,
+        skip: 16,
+    };
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(io))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    let (status, version, body) = post(&mut send, "/split", "x").await;
+    assert_eq!((status, version), (StatusCode::OK, Version::HTTP_2));
+    assert_eq!(body, "POST /split read=x");
+}
+
+/// Drops the first `skip` bytes written (already sent by hand).
+struct SkipPrefix {
+    inner: tokio::net::TcpStream,
+    skip: usize,
+}
+
+impl tokio::io::AsyncRead for SkipPrefix {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for SkipPrefix {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.skip > 0 {
+            let n = self.skip.min(buf.len());
+            self.skip -= n;
+            return std::task::Poll::Ready(Ok(n));
+        }
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// With `http2(false)`, the preface goes to hyper's HTTP/1 server, which
+/// closes without a response (hyper sends none for a parse error of kind
+/// `VersionH2`), exactly as plain hyper does.
+#[test]
+fn h2c_disabled_closes_like_plain_hyper() {
+    let mut b = fast_park();
+    b.http2(false);
+    let srv = serve_with(&b, echo_service());
+    let plain = serve_plain_hyper(echo::<hyper::body::Incoming>);
+    let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    let mut c = plain.connect();
+    c.send(preface);
+    assert_eq!(c.read_to_close(), "");
+    let mut c = srv.connect();
+    c.send(preface);
+    assert_eq!(c.read_to_close(), "");
+    srv.wait_for("closed", |s| s.active == 0 && s.parked == 0);
+}
