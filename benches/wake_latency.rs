@@ -28,7 +28,9 @@ use hyper::service::service_fn;
 const RESPONSE_LEN: usize = 79; // "HTTP/1.1 200 OK" + content-length + date + body
 
 async fn hello(_req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(b"Hello, World!"))))
+    Ok(Response::new(Full::new(Bytes::from_static(
+        b"Hello, World!",
+    ))))
 }
 
 fn env(name: &str, default: u64) -> u64 {
@@ -58,7 +60,8 @@ fn row(name: &str, builder: &dormant::Builder, requests: u64, think: Duration) {
     for _ in 0..requests {
         std::thread::sleep(think);
         let start = Instant::now();
-        conn.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        conn.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         let mut got = 0;
         while got < RESPONSE_LEN {
             let n = conn.read(&mut buf[got..]).unwrap();

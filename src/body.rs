@@ -15,10 +15,12 @@ use crate::conn::Tracker;
 ///
 /// It streams hyper's [`Incoming`] body unchanged. On HTTP/1 it also tells
 /// the connection driver whether the body was read to its end: a connection
-/// whose last request body was dropped unread is not taken apart (parked)
-/// until the next request has begun, because only then is it certain that
-/// hyper has drained the remains of the old body from the socket. Dropping a
-/// body unread is therefore always safe, it only delays parking.
+/// is never taken apart (parked) while a body is still being received, and
+/// one whose last request body was dropped unread waits until the next
+/// request has begun, because only then is it certain that hyper has drained
+/// the remains of the old body from the socket. Holding a body past the
+/// response, or dropping it unread, is therefore always safe; it only delays
+/// parking.
 pub struct Body {
     inner: Incoming,
     /// `Some` while the body has not reached its end on an HTTP/1
@@ -34,6 +36,9 @@ impl Body {
         } else {
             tracker.cloned()
         };
+        if let Some(tracker) = &watch {
+            tracker.body_opened();
+        }
         Body { inner, watch }
     }
 }
@@ -48,7 +53,9 @@ impl http_body::Body for Body {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let res = Pin::new(&mut self.inner).poll_frame(cx);
         if let Poll::Ready(None) = res {
-            self.watch = None;
+            if let Some(tracker) = self.watch.take() {
+                tracker.body_closed(true);
+            }
         }
         res
     }
@@ -68,9 +75,7 @@ impl Drop for Body {
             // `is_end_stream` also covers a length-delimited body whose last
             // chunk was taken: hyper leaves the body state with that chunk.
             use http_body::Body as _;
-            if !self.inner.is_end_stream() {
-                tracker.body_abandoned();
-            }
+            tracker.body_closed(self.inner.is_end_stream());
         }
     }
 }

@@ -27,8 +27,10 @@
 //! - no request is in flight: every service future has completed and every
 //!   response body has been written to its end and dropped by hyper;
 //! - every write was flushed: hyper's write buffer is empty;
-//! - the last request body was read to its end, or a later request began.
-//!   A body the handler dropped unread is drained (or the connection
+//! - every request body was read to its end, or dropped and a later request
+//!   began. A body still alive (a handler may answer first and read the body
+//!   later, in another task) keeps hyper in the middle of the message. A
+//!   body the handler dropped unread is drained (or the connection
 //!   closed) by hyper, but only the next request proves it was drained;
 //!   parking before that could cut a body in two and let its tail be parsed
 //!   as a request (request smuggling), so such a connection stays ACTIVE
@@ -72,6 +74,8 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #[derive(Debug, Default)]
 pub(crate) struct Tracker {
     in_flight: AtomicUsize,
+    /// Request bodies handed to the service and not yet at their end.
+    open_bodies: AtomicUsize,
     body_abandoned: AtomicBool,
     read_blocked: AtomicBool,
     unflushed: AtomicBool,
@@ -88,8 +92,16 @@ impl Tracker {
         InFlight(self.clone())
     }
 
-    pub(crate) fn body_abandoned(&self) {
-        self.body_abandoned.store(true, Relaxed);
+    pub(crate) fn body_opened(&self) {
+        self.open_bodies.fetch_add(1, Relaxed);
+    }
+
+    /// A body reached its end (`complete`) or was dropped before it.
+    pub(crate) fn body_closed(&self, complete: bool) {
+        self.open_bodies.fetch_sub(1, Relaxed);
+        if !complete {
+            self.body_abandoned.store(true, Relaxed);
+        }
     }
 
     pub(crate) fn set_read_blocked(&self, blocked: bool) {
@@ -105,6 +117,7 @@ impl Tracker {
         self.read_blocked.load(Relaxed)
             && !self.unflushed.load(Relaxed)
             && self.in_flight.load(Relaxed) == 0
+            && self.open_bodies.load(Relaxed) == 0
             && !self.body_abandoned.load(Relaxed)
     }
 }
@@ -160,10 +173,15 @@ pub(crate) async fn serve<S, B>(
     let mut stream = stream;
     let mut carried = Bytes::new();
     let mut first = fresh;
+    // The lot hands a connection back only when a byte is waiting: read it
+    // before the connection may go dormant again, or it would bounce.
+    let mut may_sleep = fresh;
     loop {
         // PARKED: no hyper state, no buffer.
         let parked_at = Instant::now();
-        let replay = match wake(&stream, carried, &state, parked_at).await {
+        let woken = wake(&stream, carried, &state, parked_at, may_sleep).await;
+        may_sleep = true;
+        let replay = match woken {
             Wake::Read(replay) => replay,
             Wake::Closed => return,
             Wake::Dormant => {
@@ -208,13 +226,20 @@ pub(crate) async fn serve<S, B>(
 /// PARKED: waits until the socket is readable, then reads into a pool
 /// buffer; or until it is time to go dormant or to close the idle
 /// connection.
-async fn wake(stream: &TcpStream, carried: Bytes, state: &ServeState, parked_at: Instant) -> Wake {
+async fn wake(
+    stream: &TcpStream,
+    carried: Bytes,
+    state: &ServeState,
+    parked_at: Instant,
+    may_sleep: bool,
+) -> Wake {
     let config = &state.shared.config;
     let idle_deadline = config.idle_timeout.map(|t| parked_at + t);
     // Bytes of a pipelined request stay with their task.
     let dormant_deadline = config
         .dormant_after
-        .filter(|_| carried.is_empty() && state.lot.as_ref().is_some_and(|l| l.is_open()))
+        .filter(|_| may_sleep && carried.is_empty())
+        .filter(|_| state.lot.as_ref().is_some_and(|l| l.is_open()))
         .map(|t| parked_at + t);
     let deadline = match (idle_deadline, dormant_deadline) {
         (Some(a), Some(b)) => Some(a.min(b)),

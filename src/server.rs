@@ -112,8 +112,9 @@ impl Builder {
     }
 
     /// Whether connections that open with the HTTP/2 preface (h2c, "prior
-    /// knowledge") are served with HTTP/2. When off, they get hyper's
-    /// HTTP/1 error response.
+    /// knowledge") are served with HTTP/2. When off, hyper's HTTP/1 parser
+    /// rejects the preface and the connection is closed without a response,
+    /// as on a plain hyper HTTP/1 server.
     ///
     /// Default is `true`.
     pub fn http2(&mut self, enabled: bool) -> &mut Self {
