@@ -198,29 +198,42 @@ impl<T> fmt::Debug for Key<T> {
     }
 }
 
-/// One slot's storage, type-erased so a [`Context`] can hold any value type.
-trait Slot: Any + Send + Sync {
-    /// Drops the value, keeping the allocation. Returns whether there was one.
-    fn clear(&mut self) -> bool;
-    fn as_any(&self) -> &dyn Any;
-    fn as_any_mut(&mut self) -> &mut dyn Any;
+/// One slot's storage: the key's value as a boxed `Option<T>`, type-erased.
+///
+/// Reaching the value costs one indirect call (`Any::type_id`, the downcast
+/// check). A `trait Slot { fn as_any(&self) -> &dyn Any; .. }` object would
+/// cost two (`as_any`, then `type_id`); trait upcasting would avoid that but
+/// needs Rust 1.86.
+struct Slot {
+    /// A `Box<Option<T>>`. For a `T` without drop glue, a cleared slot may
+    /// still hold its last value (dropping it would do nothing, so clearing
+    /// skips the downcast); `full` is what says whether there is a value.
+    /// For a `T` with drop glue, `full == cell.is_some()` always.
+    cell: Box<dyn Any + Send + Sync>,
+    full: bool,
+    /// Drops the value in the cell; `None` when `T` has no drop glue.
+    drop_value: Option<fn(&mut (dyn Any + Send + Sync))>,
 }
 
-/// The typed cell behind a slot: a value of a key's type, or nothing.
-struct Cell<T>(Option<T>);
+impl Slot {
+    fn new<T: Send + Sync + 'static>(value: T) -> Self {
+        Slot {
+            cell: Box::new(Some(value)),
+            full: true,
+            drop_value: if std::mem::needs_drop::<T>() {
+                Some(drop_value::<T>)
+            } else {
+                None
+            },
+        }
+    }
+}
 
-impl<T: Send + Sync + 'static> Slot for Cell<T> {
-    fn clear(&mut self) -> bool {
+/// Drops the value in a cell, keeping the cell.
+fn drop_value<T: 'static>(cell: &mut (dyn Any + Send + Sync)) {
+    if let Some(cell) = cell.downcast_mut::<Option<T>>() {
         // take() first: if the value's Drop panics the cell is already empty.
-        self.0.take().is_some()
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
+        drop(cell.take());
     }
 }
 
@@ -232,9 +245,9 @@ impl<T: Send + Sync + 'static> Slot for Cell<T> {
 /// Purposefully not `Clone`: values are not required to be `Clone`.
 pub struct Context {
     /// Indexed by key index. `None` until a key first stores a value here;
-    /// after that the box stays, holding an empty cell once cleared.
-    slots: Vec<Option<Box<dyn Slot>>>,
-    /// How many cells hold a value.
+    /// after that the slot keeps its box for the next value.
+    slots: Vec<Option<Slot>>,
+    /// How many slots are full.
     len: usize,
 }
 
@@ -251,21 +264,25 @@ impl Context {
         }
     }
 
-    /// The typed cell of `index`, if this context has one of type `T`.
+    /// The full slot of `key`, and its typed cell.
     #[inline]
-    fn cell<T: Send + Sync + 'static>(&self, index: usize) -> Option<&Cell<T>> {
+    fn cell<T: Send + Sync + 'static>(&self, key: &Key<T>) -> Option<&Option<T>> {
+        let slot = self.slots.get(key.assigned()?)?.as_ref()?;
+        if !slot.full {
+            return None;
+        }
         // The downcast cannot fail (a key index belongs to one key, so one
         // type), but it is the check that lets this module forbid `unsafe`.
-        self.slots.get(index)?.as_deref()?.as_any().downcast_ref()
+        slot.cell.downcast_ref()
     }
 
     #[inline]
-    fn cell_mut<T: Send + Sync + 'static>(&mut self, index: usize) -> Option<&mut Cell<T>> {
-        self.slots
-            .get_mut(index)?
-            .as_deref_mut()?
-            .as_any_mut()
-            .downcast_mut()
+    fn cell_mut<T: Send + Sync + 'static>(&mut self, key: &Key<T>) -> Option<&mut Option<T>> {
+        let slot = self.slots.get_mut(key.assigned()?)?.as_mut()?;
+        if !slot.full {
+            return None;
+        }
+        slot.cell.downcast_mut()
     }
 
     /// Stores `value` under `key`, returning the value it replaces.
@@ -273,34 +290,48 @@ impl Context {
     /// Allocates only the first time `key` stores a value in this context
     /// (and when the slot array must grow); after [`clear`](Self::clear) or
     /// recycling, storing under the same key reuses the allocation.
+    #[inline]
     pub fn insert<T: Send + Sync + 'static>(&mut self, key: &Key<T>, value: T) -> Option<T> {
         let index = key.index();
-        if let Some(cell) = self.cell_mut::<T>(index) {
-            let old = cell.0.replace(value);
-            if old.is_none() {
+        if let Some(slot) = self.slots.get_mut(index).and_then(Option::as_mut) {
+            if let Some(cell) = slot.cell.downcast_mut::<Option<T>>() {
+                let old = cell.replace(value);
+                if slot.full {
+                    return old;
+                }
+                // An empty slot's cell is None, or for a type without drop
+                // glue a stale value that is dropped here without effect.
+                slot.full = true;
                 self.len += 1;
+                return None;
             }
-            return old;
         }
+        self.insert_new(index, value);
+        None
+    }
+
+    /// The first value for `index` in this context: allocates its box.
+    #[cold]
+    #[inline(never)]
+    fn insert_new<T: Send + Sync + 'static>(&mut self, index: usize, value: T) {
         if index >= self.slots.len() {
             self.slots.resize_with(index + 1, || None);
         }
-        // First value for this key in this context.
-        self.slots[index] = Some(Box::new(Cell(Some(value))));
+        // The slot is empty (never a box of another type: indices are unique).
+        self.slots[index] = Some(Slot::new(value));
         self.len += 1;
-        None
     }
 
     /// The value stored under `key`.
     #[inline]
     pub fn get<T: Send + Sync + 'static>(&self, key: &Key<T>) -> Option<&T> {
-        self.cell::<T>(key.assigned()?)?.0.as_ref()
+        self.cell(key)?.as_ref()
     }
 
     /// The value stored under `key`, mutably.
     #[inline]
     pub fn get_mut<T: Send + Sync + 'static>(&mut self, key: &Key<T>) -> Option<&mut T> {
-        self.cell_mut::<T>(key.assigned()?)?.0.as_mut()
+        self.cell_mut(key)?.as_mut()
     }
 
     /// The value stored under `key`, storing `make()` first if there is none.
@@ -320,10 +351,13 @@ impl Context {
     ///
     /// The slot's allocation stays for the next value under `key`.
     pub fn remove<T: Send + Sync + 'static>(&mut self, key: &Key<T>) -> Option<T> {
-        let old = self.cell_mut::<T>(key.assigned()?)?.0.take();
-        if old.is_some() {
-            self.len -= 1;
+        let slot = self.slots.get_mut(key.assigned()?)?.as_mut()?;
+        if !slot.full {
+            return None;
         }
+        let old = slot.cell.downcast_mut::<Option<T>>()?.take();
+        slot.full = false;
+        self.len -= 1;
         old
     }
 
@@ -346,19 +380,24 @@ impl Context {
     }
 
     /// Drops every value, keeping the allocations for the next request.
+    ///
+    /// Values of types without drop glue (integers, `&'static str`, plain
+    /// structs of those) are just marked gone, without touching their box.
     pub fn clear(&mut self) {
         for slot in self.slots.iter_mut().flatten() {
             if self.len == 0 {
                 break;
             }
-            if slot.clear() {
-                // Counted after the drop: if a Drop panics, `len` is too high,
-                // never too low, so a later clear still visits every value.
+            if slot.full {
+                // Bookkeeping first: if the value's Drop panics, the slot is
+                // already empty and counted as such.
+                slot.full = false;
                 self.len -= 1;
+                if let Some(drop_value) = slot.drop_value {
+                    drop_value(&mut *slot.cell);
+                }
             }
         }
-        debug_assert_eq!(self.len, 0, "dormant::context: value count out of step");
-        self.len = 0;
     }
 }
 
@@ -640,6 +679,52 @@ mod tests {
         assert!(ctx.is_empty());
         assert_eq!(ctx.get(&A), None);
         assert_eq!(ctx.get(&NAME), None);
+    }
+
+    #[test]
+    fn cleared_plain_values_are_gone() {
+        // Types without drop glue are cleared by a flag; their stale bytes
+        // must never be seen again.
+        static N: Key<u64> = Key::new();
+        static S: Key<&'static str> = Key::new();
+        let mut ctx = Context::new();
+        ctx.insert(&N, 1);
+        ctx.insert(&S, "old");
+        ctx.clear();
+        assert!(ctx.is_empty());
+        assert_eq!(ctx.get(&N), None);
+        assert_eq!(ctx.get_mut(&S), None);
+        assert!(!ctx.contains(&N));
+        assert_eq!(ctx.remove(&N), None);
+        assert_eq!(ctx.insert(&N, 2), None, "no stale value comes back");
+        assert_eq!(ctx.insert(&N, 3), Some(2));
+        assert_eq!(ctx.remove(&N), Some(3));
+        assert_eq!(ctx.insert(&N, 4), None);
+        assert_eq!(*ctx.get_or_insert_with(&S, || "new"), "new");
+        assert_eq!(ctx.len(), 2);
+    }
+
+    #[test]
+    fn a_panicking_drop_leaves_the_context_consistent() {
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("boom");
+            }
+        }
+        static BOMB: Key<Bomb> = Key::new();
+        static AFTER: Key<Tracked> = Key::new();
+        let c = counter();
+        let mut ctx = Context::new();
+        ctx.insert(&BOMB, Bomb);
+        ctx.insert(&AFTER, Tracked(c.clone()));
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.clear()));
+        assert!(caught.is_err());
+        assert!(!ctx.contains(&BOMB));
+        assert_eq!(ctx.len(), usize::from(ctx.contains(&AFTER)));
+        ctx.clear();
+        assert!(ctx.is_empty());
+        assert_eq!(drops(&c), 1);
     }
 
     #[test]
