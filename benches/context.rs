@@ -238,13 +238,16 @@ fn print_allocations() {
     println!("allocations per request: not counted (built with --cfg dormant_uncounted)");
 }
 
+/// A named request workload.
+type Workload = (&'static str, fn(Input));
+
 /// Nanoseconds per request of each workload, timed in interleaved rounds and
 /// taking each one's fastest round: on a shared, noisy machine this keeps the
 /// ratio honest where back-to-back criterion groups can see different load.
 fn print_interleaved_times() {
     const ROUNDS: usize = 30;
     const PER_ROUND: u64 = 20_000;
-    let workloads: [(&str, fn(Input)); 4] = [
+    let workloads: [Workload; 4] = [
         ("dormant", dormant_request),
         ("http::Extensions", extensions_request),
         ("HashMap", hashmap_request),
