@@ -26,8 +26,19 @@
 //! a value it takes the next number from one process-wide atomic counter;
 //! that number is its index for the rest of the process. A [`Context`] is a
 //! slot array indexed by it: a lookup is a bounds check, one `TypeId`
-//! comparison (the downcast that keeps this module free of `unsafe`) and a
+//! comparison (the downcast that keeps this module free of `unsafe`; it
+//! cannot fail, since an index belongs to one key and so to one type) and a
 //! pointer read. No hashing, no string compares.
+//!
+//! ```text
+//! static REQUEST_ID: Key<u64>   index 0 ─┐
+//! static USER: Key<String>      index 1 ─┼─┐
+//! static DEADLINE: Key<Instant> index 2 ─┼─┼─┐
+//!                                        ▼ ▼ ▼
+//! Context.slots: [ Some(slot) | Some(slot) | None ] ...
+//!                     │            │
+//!                 Box<Option<u64>> Box<Option<String>>   (kept when cleared)
+//! ```
 //!
 //! Because keys are process-global there is no "key from another server"
 //! failure mode: every key is valid with every `Context`. A key that was
@@ -39,16 +50,20 @@
 //! A slot holds a small box (a typed cell) that is allocated the first time
 //! its key stores a value in that `Context`. [`Context::clear`] drops the
 //! *values* but keeps the boxes and the slot array, so storing the same keys
-//! again allocates nothing.
+//! again allocates nothing. Values of types without drop glue (integers,
+//! `&'static str`, plain structs of those) are cleared by a flag, without
+//! touching their box.
 //!
 //! The per-request context travels in the request's extensions as one
 //! [`RequestContext`] entry. When that entry is dropped (the request ends),
 //! its `Context` is cleared and put on a small bounded per-thread free list;
 //! [`RequestContext::new`] takes from that list. In steady state a request
 //! that stores values of the same keys as earlier requests on the same
-//! thread allocates nothing for its context. (Inserting the entry into the
-//! request's own `http::Extensions` is hyper's map and costs what that map
-//! costs.)
+//! thread allocates nothing for its context. Inserting the entry into the
+//! request's own `http::Extensions` is another matter: that map is boxed and
+//! allocated per request by `http` (three allocations when it was empty),
+//! which is why [`ContextExt::context_mut`] inserts the entry only when a
+//! request first needs it.
 //!
 //! Values are dropped exactly once: when they are replaced or removed, when
 //! the context is cleared, or when the request ends. Nothing stored by one
@@ -454,9 +469,11 @@ fn give_back(ctx: Context) {
 
 /// A request's [`Context`], as stored in the request's extensions.
 ///
-/// The server inserts one per request; [`ContextExt::context_mut`] inserts
-/// one if a request has none (middleware run outside a `dormant` server,
-/// unit tests). It dereferences to its [`Context`].
+/// [`ContextExt::context_mut`] inserts one when a request first needs it, so
+/// middleware works the same inside a `dormant` server and outside one (in
+/// unit tests, behind another server). Inserting one eagerly is also fine:
+/// `req.extensions_mut().insert(RequestContext::new())`. It dereferences to
+/// its [`Context`].
 ///
 /// Creating one takes a cleared context from a per-thread free list;
 /// dropping one clears its context (dropping the values) and returns it to
