@@ -245,8 +245,8 @@ type Workload = (&'static str, fn(Input));
 /// taking each one's fastest round: on a shared, noisy machine this keeps the
 /// ratio honest where back-to-back criterion groups can see different load.
 fn print_interleaved_times() {
-    const ROUNDS: usize = 30;
-    const PER_ROUND: u64 = 20_000;
+    const ROUNDS: usize = 100;
+    const PER_ROUND: u64 = 5_000;
     let workloads: [Workload; 4] = [
         ("dormant", dormant_request),
         ("http::Extensions", extensions_request),
