@@ -15,15 +15,23 @@
 //!   `http::Extensions`. The difference to `dormant` is the cost of hyper's
 //!   per-request extensions map itself.
 //!
-//! Before criterion runs, the binary prints the heap allocations per request
-//! of each (steady state, after a warm-up), counted by a global allocator.
-//! That counter adds two atomic increments to every allocation and every
-//! free, so it slows the workloads that allocate; to time without it, build
-//! the bench with `--cfg dormant_uncounted`:
+//! Before criterion runs, the binary prints
+//!
+//! - the heap allocations per request of each (steady state, after a
+//!   warm-up), counted by a global allocator (`stats_alloc`: the crate
+//!   forbids `unsafe`, and implementing `GlobalAlloc` needs it);
+//! - nanoseconds per request of each, timed in interleaved rounds, fastest
+//!   round kept, and the ratio `http::Extensions / dormant`. On a shared
+//!   machine this is the figure to quote: criterion's groups run one after
+//!   another and can each see different load.
+//!
+//! The counting allocator adds atomic increments to every allocation and
+//! free, which slows only the workloads that allocate (here by about 2%).
+//! To time without it, build the bench with `--cfg dormant_uncounted`:
 //!
 //! ```text
-//! cargo rustc --release --bench context -- --cfg dormant_uncounted
-//! target/release/deps/context-* --bench --warm-up-time 1 --measurement-time 3
+//! cargo rustc --profile bench --bench context -- --cfg dormant_uncounted
+//! target/release/deps/context-<hash> --bench --warm-up-time 1 --measurement-time 3
 //! ```
 
 // `dormant_uncounted` is this bench's own switch (see above); cargo does not
