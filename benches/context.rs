@@ -26,7 +26,8 @@
 //!   another and can each see different load.
 //!
 //! The counting allocator adds atomic increments to every allocation and
-//! free, which slows only the workloads that allocate (here by about 2%).
+//! free, which could slow the workloads that allocate (measured: within
+//! noise, about 1%).
 //! To time without it, build the bench with `--cfg dormant_uncounted`:
 //!
 //! ```text
