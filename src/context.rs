@@ -332,9 +332,13 @@ impl Context {
         if index >= self.slots.len() {
             self.slots.resize_with(index + 1, || None);
         }
-        // The slot is empty (never a box of another type: indices are unique).
+        // The slot is empty: indices are unique, so it never holds a box of
+        // another type. Count as if it could, so `len` stays exact regardless.
+        let was_full = self.slots[index].as_ref().is_some_and(|slot| slot.full);
         self.slots[index] = Some(Slot::new(value));
-        self.len += 1;
+        if !was_full {
+            self.len += 1;
+        }
     }
 
     /// The value stored under `key`.
