@@ -336,9 +336,11 @@ fn server_main() {
     // Warm-up: one-time allocations (runtime, pools, thread caches) must not
     // count as per-connection cost.
     client.command(&format!("cycle {WARMUP} {addr}"));
-    wait_until("warm-up connections to close", Duration::from_secs(30), || {
-        running.accepted() >= WARMUP
-    });
+    wait_until(
+        "warm-up connections accepted",
+        Duration::from_secs(30),
+        || running.accepted() >= WARMUP,
+    );
     std::thread::sleep(Duration::from_millis(200));
     wait_heap_stable();
     let (heap0, allocs0) = heap();
