@@ -12,13 +12,22 @@
 //! `GET / HTTP/1.1` requests on each of them (64 in flight at any time) and
 //! reads every response to its end. The machines are noisy: compare the two
 //! lines of one run (the ratio), never a lone figure.
+//!
+//! Criterion measures one server after the other, so load that comes and
+//! goes during a run (other builds on the machine) lands on one of them.
+//! After the criterion group the bench therefore also runs the two servers
+//! *interleaved*: [`ROUNDS`] rounds, each timing both servers on the same
+//! work (order alternating between rounds), and prints every round's ratio
+//! dormant / hyper-util and their median. That part is skipped by
+//! `--test`, `--list` and `--no-run`.
 
 use std::convert::Infallible;
 use std::hint::black_box;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -33,6 +42,11 @@ use tokio::task::JoinSet;
 const CONNS: usize = 64;
 /// Requests per connection per iteration.
 const PER_CONN: usize = 50;
+
+/// Interleaved rounds after the criterion group, and iterations (of
+/// `CONNS * PER_CONN` requests) per server per round.
+const ROUNDS: usize = 10;
+const ROUND_ITERS: usize = 8;
 
 const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
 
@@ -171,26 +185,87 @@ impl Load {
     }
 }
 
-fn throughput(c: &mut Criterion) {
-    let client = tokio::runtime::Builder::new_current_thread()
+const KINDS: [&str; 2] = ["dormant", "hyper-util"];
+
+/// Both servers, started once for the whole run.
+fn servers() -> &'static [SocketAddr; 2] {
+    static SERVERS: OnceLock<[SocketAddr; 2]> = OnceLock::new();
+    SERVERS.get_or_init(|| KINDS.map(spawn_server))
+}
+
+fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("client runtime");
+        .expect("client runtime")
+}
+
+fn throughput(c: &mut Criterion) {
+    let client = client_runtime();
     let mut group = c.benchmark_group("keepalive_hello_64conns");
     group
         .throughput(Throughput::Elements((CONNS * PER_CONN) as u64))
         .sample_size(20)
         .warm_up_time(Duration::from_secs(2))
         .measurement_time(Duration::from_secs(8));
-    for kind in ["dormant", "hyper-util"] {
-        let addr = spawn_server(kind);
-        let mut load = client.block_on(Load::connect(addr));
-        group.bench_function(kind, |b| {
+    for (kind, addr) in KINDS.iter().zip(servers()) {
+        let mut load = client.block_on(Load::connect(*addr));
+        group.bench_function(*kind, |b| {
             b.iter(|| client.block_on(black_box(&mut load).iteration()));
         });
     }
     group.finish();
 }
 
+/// Both servers on the same work, alternating; prints requests/s per round
+/// and the median ratio.
+fn interleaved() {
+    let client = client_runtime();
+    let mut loads = servers().map(|addr| client.block_on(Load::connect(addr)));
+    let rate = |load: &mut Load| {
+        let start = Instant::now();
+        for _ in 0..ROUND_ITERS {
+            client.block_on(load.iteration());
+        }
+        (ROUND_ITERS * CONNS * PER_CONN) as f64 / start.elapsed().as_secs_f64()
+    };
+    // Warm-up, untimed.
+    for load in &mut loads {
+        rate(load);
+    }
+    println!(
+        "interleaved: {ROUNDS} rounds, {} requests per server per round",
+        ROUND_ITERS * CONNS * PER_CONN
+    );
+    println!(
+        "{:>5} {:>14} {:>14} {:>7}",
+        "round", "dormant req/s", "hyper req/s", "ratio"
+    );
+    let mut ratios = Vec::with_capacity(ROUNDS);
+    for round in 0..ROUNDS {
+        let [d, h] = &mut loads;
+        let (d, h) = if round % 2 == 0 {
+            let d = rate(d);
+            (d, rate(h))
+        } else {
+            let h = rate(h);
+            (rate(d), h)
+        };
+        println!("{round:>5} {d:>14.0} {h:>14.0} {:>7.3}", d / h);
+        ratios.push(d / h);
+    }
+    ratios.sort_by(f64::total_cmp);
+    let median = (ratios[(ROUNDS - 1) / 2] + ratios[ROUNDS / 2]) / 2.0;
+    println!("median ratio dormant / hyper-util: {median:.3}");
+}
+
 criterion_group!(benches, throughput);
-criterion_main!(benches);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    let quick = std::env::args().any(|a| a == "--test" || a == "--list" || a == "--no-run");
+    if !quick {
+        interleaved();
+    }
+}
