@@ -4,7 +4,11 @@
 //! ```text
 //! CARGO_TARGET_DIR=/work/target-bench cargo bench --bench idle_memory
 //! IDLE_N=5000 IDLE_REPEAT=5 cargo bench --bench idle_memory
+//! cargo bench --bench idle_memory -- 2000          # N as an argument
 //! ```
+//!
+//! Under `cargo test --benches` (no `--bench` argument) it only checks that
+//! it works: N = 200, one round.
 //!
 //! # Method
 //!
@@ -60,6 +64,7 @@ static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
 
 const DEFAULT_N: usize = 10_000;
 const DEFAULT_REPEAT: usize = 3;
+const SMOKE_N: usize = 200;
 const WARMUP: usize = 64;
 
 /// The server kinds, in the order they run within one repetition.
@@ -82,13 +87,20 @@ fn env_usize(name: &str, default: usize) -> usize {
     }
 }
 
-/// N: `IDLE_N`, or the first argument that is a number (cargo bench passes
-/// `--bench` and filters; numbers are ours).
+/// `cargo bench` passes `--bench`; `cargo test --benches` does not, and then
+/// the bench only checks that it works: a small N, one round.
+fn is_bench() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+/// N: the first argument that is a number, or `IDLE_N`, or the default
+/// (`SMOKE_N` under `cargo test`).
 fn conn_count() -> usize {
+    let default = if is_bench() { DEFAULT_N } else { SMOKE_N };
     std::env::args()
         .skip(1)
         .find_map(|a| a.parse().ok())
-        .unwrap_or_else(|| env_usize("IDLE_N", DEFAULT_N))
+        .unwrap_or_else(|| env_usize("IDLE_N", default))
 }
 
 /// This binary again, with its fd soft limit raised to the hard limit.
@@ -117,7 +129,7 @@ struct Sample {
 
 fn orchestrate() {
     let n = conn_count();
-    let repeat = env_usize("IDLE_REPEAT", DEFAULT_REPEAT).max(1);
+    let repeat = env_usize("IDLE_REPEAT", if is_bench() { DEFAULT_REPEAT } else { 1 }).max(1);
     println!("idle memory per connection, N = {n}, {repeat} repetition(s), medians");
     println!("(each measurement in a fresh server process; client in its own process)");
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); KINDS.len()];

@@ -18,8 +18,8 @@
 //! After the criterion group the bench therefore also runs the two servers
 //! *interleaved*: [`ROUNDS`] rounds, each timing both servers on the same
 //! work (order alternating between rounds), and prints every round's ratio
-//! dormant / hyper-util and their median. That part is skipped by
-//! `--test`, `--list` and `--no-run`.
+//! dormant / hyper-util and their median. That part runs only under
+//! `cargo bench` (which passes `--bench`), not under `cargo test --benches`.
 
 use std::convert::Infallible;
 use std::hint::black_box;
@@ -264,8 +264,11 @@ criterion_group!(benches, throughput);
 fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
-    let quick = std::env::args().any(|a| a == "--test" || a == "--list" || a == "--no-run");
-    if !quick {
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not, and
+    // criterion then runs each benchmark once as a test.
+    let bench = std::env::args().any(|a| a == "--bench");
+    let listing = std::env::args().any(|a| a == "--list" || a == "--test");
+    if bench && !listing {
         interleaved();
     }
 }
