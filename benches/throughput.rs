@@ -62,6 +62,9 @@ async fn hello_hyper(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, I
     ))))
 }
 
+/// The dormant server, for its statistics.
+static DORMANT: OnceLock<dormant::Server> = OnceLock::new();
+
 /// Starts a server on its own current-thread runtime thread; returns its
 /// address. The thread lives until the process exits.
 fn spawn_server(kind: &'static str) -> SocketAddr {
@@ -80,6 +83,7 @@ fn spawn_server(kind: &'static str) -> SocketAddr {
                 match kind {
                     "dormant" => {
                         let server = dormant::Server::builder().build().expect("build");
+                        let _ = DORMANT.set(server.clone());
                         server
                             .serve(listener, service_fn(hello_dormant))
                             .await
@@ -257,6 +261,15 @@ fn interleaved() {
     ratios.sort_by(f64::total_cmp);
     let median = (ratios[(ROUNDS - 1) / 2] + ratios[ROUNDS / 2]) / 2.0;
     println!("median ratio dormant / hyper-util: {median:.3}");
+    if let Some(server) = DORMANT.get() {
+        // Parks and wakes tell whether connections went idle for
+        // `park_after` during the run (between rounds they do, 64 each).
+        let stats = server.stats();
+        println!(
+            "dormant stats: accepted {} parks {} wakes {} requests {}",
+            stats.accepted, stats.parks, stats.wakes, stats.requests
+        );
+    }
 }
 
 criterion_group!(benches, throughput);
