@@ -3,7 +3,13 @@
 //! ```text
 //! cargo run --release --example hello [ADDR]     # default 127.0.0.1:3000
 //! RUST_LOG=dormant=debug cargo run --example hello
+//! PARK_AFTER_MS=100 cargo run --release --example hello   # benches/wrk.sh
 //! ```
+//!
+//! `PARK_AFTER_MS` sets [`park_after`](dormant::Builder::park_after) in
+//! milliseconds (`none`: never park); it exists for the `park_after` sweep
+//! of `benches/wrk.sh`. `TOKIO_WORKER_THREADS` sets the number of runtime
+//! threads, as for any `#[tokio::main]` program.
 
 use std::convert::Infallible;
 
@@ -31,7 +37,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind(&addr).await?;
     println!("listening on {}", listener.local_addr()?);
 
-    let server = dormant::Server::builder().build()?;
+    let mut builder = dormant::Server::builder();
+    if let Ok(ms) = std::env::var("PARK_AFTER_MS") {
+        builder.park_after(match ms.as_str() {
+            "none" => None,
+            ms => Some(std::time::Duration::from_millis(ms.parse()?)),
+        });
+    }
+    let server = builder.build()?;
     server
         .serve(listener, service_fn(hello))
         .with_graceful_shutdown(async {

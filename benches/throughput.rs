@@ -1,0 +1,287 @@
+//! Keep-alive hello-world throughput over 64 connections: `dormant` (default
+//! settings) against a hyper-util auto server, same run.
+//!
+//! ```text
+//! CARGO_TARGET_DIR=/work/target-bench cargo bench --bench throughput
+//! ```
+//!
+//! Each server runs on its own current-thread runtime on its own thread;
+//! only the one being measured is busy. The client, on one more
+//! current-thread runtime, keeps 64 keep-alive connections per server open
+//! for the whole run; one iteration sends [`PER_CONN`] sequential
+//! `GET / HTTP/1.1` requests on each of them (64 in flight at any time) and
+//! reads every response to its end. The machines are noisy: compare the two
+//! lines of one run (the ratio), never a lone figure.
+//!
+//! Criterion measures one server after the other, so load that comes and
+//! goes during a run (other builds on the machine) lands on one of them.
+//! After the criterion group the bench therefore also runs the two servers
+//! *interleaved*: [`ROUNDS`] rounds, each timing both servers on the same
+//! work (order alternating between rounds), and prints every round's ratio
+//! dormant / hyper-util and their median. That part runs only under
+//! `cargo bench` (which passes `--bench`), not under `cargo test --benches`.
+
+use std::convert::Infallible;
+use std::hint::black_box;
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group};
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+/// Keep-alive connections per server.
+const CONNS: usize = 64;
+/// Requests per connection per iteration.
+const PER_CONN: usize = 50;
+
+/// Interleaved rounds after the criterion group, and iterations (of
+/// `CONNS * PER_CONN` requests) per server per round.
+const ROUNDS: usize = 10;
+const ROUND_ITERS: usize = 8;
+
+const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+
+async fn hello_dormant(_req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
+    Ok(Response::new(Full::new(Bytes::from_static(
+        b"Hello, World!",
+    ))))
+}
+
+async fn hello_hyper(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    Ok(Response::new(Full::new(Bytes::from_static(
+        b"Hello, World!",
+    ))))
+}
+
+/// The dormant server, for its statistics.
+static DORMANT: OnceLock<dormant::Server> = OnceLock::new();
+
+/// Starts a server on its own current-thread runtime thread; returns its
+/// address. The thread lives until the process exits.
+fn spawn_server(kind: &'static str) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let addr = listener.local_addr().expect("local_addr");
+    std::thread::Builder::new()
+        .name(format!("{kind}-server"))
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let listener = TcpListener::from_std(listener).expect("listener");
+                match kind {
+                    "dormant" => {
+                        let server = dormant::Server::builder().build().expect("build");
+                        let _ = DORMANT.set(server.clone());
+                        server
+                            .serve(listener, service_fn(hello_dormant))
+                            .await
+                            .expect("serve");
+                    }
+                    _ => serve_hyper_util(listener).await,
+                }
+            });
+        })
+        .expect("server thread");
+    addr
+}
+
+/// The baseline: one hyper-util auto connection per accepted socket.
+async fn serve_hyper_util(listener: TcpListener) {
+    let builder = std::sync::Arc::new(auto::Builder::new(TokioExecutor::new()));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let builder = builder.clone();
+        tokio::spawn(async move {
+            let _ = builder
+                .serve_connection(TokioIo::new(stream), service_fn(hello_hyper))
+                .await;
+        });
+    }
+}
+
+/// One client keep-alive connection and its read buffer.
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    async fn connect(addr: SocketAddr) -> Self {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        Conn {
+            stream,
+            buf: Vec::with_capacity(1024),
+        }
+    }
+
+    /// `n` requests, one after another, each response read to its end.
+    async fn run(mut self, n: usize) -> Self {
+        for _ in 0..n {
+            self.stream.write_all(REQUEST).await.expect("write");
+            loop {
+                if let Some(len) = complete_response(&self.buf) {
+                    self.buf.drain(..len);
+                    break;
+                }
+                let read = self.stream.read_buf(&mut self.buf).await.expect("read");
+                assert!(read > 0, "server closed the connection");
+            }
+        }
+        self
+    }
+}
+
+/// The length of the response at the start of `buf`, once all of it is
+/// there (head plus `content-length` bytes).
+fn complete_response(buf: &[u8]) -> Option<usize> {
+    let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = std::str::from_utf8(&buf[..head_end]).ok()?;
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    (buf.len() >= head_end + len).then_some(head_end + len)
+}
+
+/// The 64 connections to one server, moved into tasks for an iteration and
+/// back.
+struct Load {
+    conns: Vec<Conn>,
+}
+
+impl Load {
+    async fn connect(addr: SocketAddr) -> Self {
+        let mut conns = Vec::with_capacity(CONNS);
+        for _ in 0..CONNS {
+            conns.push(Conn::connect(addr).await);
+        }
+        Load { conns }
+    }
+
+    async fn iteration(&mut self) {
+        let mut set = JoinSet::new();
+        for conn in self.conns.drain(..) {
+            set.spawn(conn.run(PER_CONN));
+        }
+        while let Some(conn) = set.join_next().await {
+            self.conns.push(conn.expect("client task"));
+        }
+    }
+}
+
+const KINDS: [&str; 2] = ["dormant", "hyper-util"];
+
+/// Both servers, started once for the whole run.
+fn servers() -> &'static [SocketAddr; 2] {
+    static SERVERS: OnceLock<[SocketAddr; 2]> = OnceLock::new();
+    SERVERS.get_or_init(|| KINDS.map(spawn_server))
+}
+
+fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime")
+}
+
+fn throughput(c: &mut Criterion) {
+    let client = client_runtime();
+    let mut group = c.benchmark_group("keepalive_hello_64conns");
+    group
+        .throughput(Throughput::Elements((CONNS * PER_CONN) as u64))
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(2))
+        .measurement_time(Duration::from_secs(8));
+    for (kind, addr) in KINDS.iter().zip(servers()) {
+        let mut load = client.block_on(Load::connect(*addr));
+        group.bench_function(*kind, |b| {
+            b.iter(|| client.block_on(black_box(&mut load).iteration()));
+        });
+    }
+    group.finish();
+}
+
+/// Both servers on the same work, alternating; prints requests/s per round
+/// and the median ratio.
+fn interleaved() {
+    let client = client_runtime();
+    let mut loads = servers().map(|addr| client.block_on(Load::connect(addr)));
+    let rate = |load: &mut Load| {
+        let start = Instant::now();
+        for _ in 0..ROUND_ITERS {
+            client.block_on(load.iteration());
+        }
+        (ROUND_ITERS * CONNS * PER_CONN) as f64 / start.elapsed().as_secs_f64()
+    };
+    // Warm-up, untimed.
+    for load in &mut loads {
+        rate(load);
+    }
+    println!(
+        "interleaved: {ROUNDS} rounds, {} requests per server per round",
+        ROUND_ITERS * CONNS * PER_CONN
+    );
+    println!(
+        "{:>5} {:>14} {:>14} {:>7}",
+        "round", "dormant req/s", "hyper req/s", "ratio"
+    );
+    let mut ratios = Vec::with_capacity(ROUNDS);
+    for round in 0..ROUNDS {
+        let [d, h] = &mut loads;
+        let (d, h) = if round % 2 == 0 {
+            let d = rate(d);
+            (d, rate(h))
+        } else {
+            let h = rate(h);
+            (rate(d), h)
+        };
+        println!("{round:>5} {d:>14.0} {h:>14.0} {:>7.3}", d / h);
+        ratios.push(d / h);
+    }
+    ratios.sort_by(f64::total_cmp);
+    let median = (ratios[(ROUNDS - 1) / 2] + ratios[ROUNDS / 2]) / 2.0;
+    println!("median ratio dormant / hyper-util: {median:.3}");
+    if let Some(server) = DORMANT.get() {
+        // Parks and wakes tell whether connections went idle for
+        // `park_after` during the run (between rounds they do, 64 each).
+        let stats = server.stats();
+        println!(
+            "dormant stats: accepted {} parks {} wakes {} requests {}",
+            stats.accepted, stats.parks, stats.wakes, stats.requests
+        );
+    }
+}
+
+criterion_group!(benches, throughput);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not, and
+    // criterion then runs each benchmark once as a test.
+    let bench = std::env::args().any(|a| a == "--bench");
+    let listing = std::env::args().any(|a| a == "--list" || a == "--test");
+    if bench && !listing {
+        interleaved();
+    }
+}

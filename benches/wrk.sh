@@ -1,0 +1,63 @@
+#!/bin/sh
+# Keep-alive hello-world throughput with wrk: dormant (examples/hello.rs)
+# against hyper-util (examples/hello_hyper.rs), alternating, same machine,
+# same run. Prints every run's Requests/sec and the median ratio.
+#
+#   benches/wrk.sh [ROUNDS] [DURATION]        # default 5 rounds of 8s each
+#   PARK_AFTER_MS=0 benches/wrk.sh            # dormant with park_after = 0 ms
+#
+# Each server gets one tokio worker thread (TOKIO_WORKER_THREADS=1) pinned
+# to CPU 0; wrk (-t1 -c64) is pinned to CPU 1. A round runs dormant, then
+# hyper-util; the ratio of a round is dormant / hyper-util. Needs wrk
+# (Debian: apt-get install wrk), taskset (util-linux) and a free port
+# (WRK_ADDR, default 127.0.0.1:3917). PARK_AFTER_MS is passed to the
+# dormant example; CARGO_TARGET_DIR is honoured.
+set -eu
+
+ROUNDS=${1:-5}
+DURATION=${2:-8s}
+ADDR=${WRK_ADDR:-127.0.0.1:3917}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
+
+cd "$(dirname "$0")/.."
+cargo build --release --quiet --example hello --example hello_hyper
+TARGET=${CARGO_TARGET_DIR:-target}/release/examples
+
+# run BIN: starts BIN on ADDR, runs wrk against it, prints Requests/sec.
+run() {
+    out=$(mktemp)
+    TOKIO_WORKER_THREADS=1 taskset -c "$SERVER_CPU" "$TARGET/$1" "$ADDR" >"$out" 2>&1 &
+    pid=$!
+    i=0
+    until grep -q "^listening on" "$out"; do
+        i=$((i + 1))
+        if [ "$i" -gt 100 ] || ! kill -0 "$pid" 2>/dev/null; then
+            echo "$1 did not start:" >&2
+            cat "$out" >&2
+            exit 1
+        fi
+        sleep 0.05
+    done
+    taskset -c "$CLIENT_CPU" wrk -t1 -c64 -d"$DURATION" "http://$ADDR/" |
+        awk '/^Requests\/sec:/ { print $2 } /Non-2xx|Socket errors/ { print "wrk: " $0 > "/dev/stderr" }'
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    rm -f "$out"
+}
+
+echo "wrk -t1 -c64 -d$DURATION, servers: 1 worker thread on CPU $SERVER_CPU, wrk on CPU $CLIENT_CPU"
+echo "dormant park_after: ${PARK_AFTER_MS:-default} ms"
+printf '%-6s %14s %14s %8s\n' round dormant hyper-util ratio
+ratios=""
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+    d=$(run hello)
+    h=$(run hello_hyper)
+    ratio=$(echo "$d $h" | awk '{ printf "%.3f", $1 / $2 }')
+    ratios="$ratios $ratio"
+    printf '%-6s %14s %14s %8s\n' "$r" "$d" "$h" "$ratio"
+    r=$((r + 1))
+done
+echo "$ratios" | tr ' ' '\n' | grep . | sort -n |
+    awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "median ratio dormant / hyper-util: %.3f\n", m }'
