@@ -21,7 +21,8 @@
 //! process may hold at most `ulimit -Hn` descriptors) open N connections one
 //! after another, each sending one keep-alive `GET` and reading its
 //! response, and keep them all open. Once every connection is idle (dormant:
-//! `stats().parked == N`; hyper-util: N accepted, then a settle time) and
+//! `stats()` shows all N on the rung measured; hyper-util: N accepted, then a
+//! settle time) and
 //! the live heap has stopped moving, it takes the *after* figures and
 //! reports `(after - before) / N`:
 //!
@@ -32,9 +33,15 @@
 //! - **RSS**: `VmRSS` from `/proc/self/status`.
 //!
 //! The kinds alternate, `IDLE_REPEAT` times (default 3), and the table shows
-//! medians. Besides the two kinds the brief compares, the bench measures
-//! `dormant` with `park_after(None)` (never parks: what a connection costs
-//! while dormant keeps hyper), which shows what parking saves.
+//! medians:
+//!
+//! - `hyper-util`: hyper-util's auto server, the baseline;
+//! - `parked`: dormant with `dormant_after(None)`, every connection PARKED
+//!   (a task and a tokio registration, no hyper state, no buffer);
+//! - `dormant`: dormant's defaults, measured once every connection has gone
+//!   DORMANT (`dormant_after`, 1 s): fds in the parking lot, no task;
+//! - `no-park`: dormant with `park_after(None)`: what a connection costs
+//!   while it keeps hyper, which shows what parking saves.
 //!
 //! Both child processes raise their soft `RLIMIT_NOFILE` to the hard limit
 //! by being started through `sh -c 'ulimit -n "$(ulimit -Hn)"; exec …'`
@@ -68,7 +75,7 @@ const SMOKE_N: usize = 200;
 const WARMUP: usize = 64;
 
 /// The server kinds, in the order they run within one repetition.
-const KINDS: [&str; 3] = ["hyper-util", "dormant", "dormant-noparks"];
+const KINDS: [&str; 4] = ["hyper-util", "parked", "dormant", "no-park"];
 
 fn main() {
     match std::env::var("IDLE_ROLE").as_deref() {
@@ -184,14 +191,16 @@ fn orchestrate() {
             med(k, |s| s.rss)
         );
     }
-    // Ratios of medians, hyper-util over dormant (default settings).
-    let ratio = |f: fn(&Sample) -> f64| med(0, f) / med(1, f);
+    // Ratios of medians, hyper-util over each dormant rung.
     println!();
-    println!(
-        "hyper-util / dormant: heap {:.1}x, RSS {:.1}x",
-        ratio(|s| s.heap),
-        ratio(|s| s.rss)
-    );
+    for (k, rung) in [(1, "PARKED"), (2, "DORMANT")] {
+        let ratio = |f: fn(&Sample) -> f64| med(0, f) / med(k, f);
+        println!(
+            "hyper-util / {rung}: heap {:.1}x, RSS {:.1}x",
+            ratio(|s| s.heap),
+            ratio(|s| s.rss)
+        );
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -294,11 +303,13 @@ fn server_main() {
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
 
     let (running, task) = match kind.as_str() {
-        "dormant" | "dormant-noparks" => {
+        "parked" | "dormant" | "no-park" => {
             let mut builder = dormant::Server::builder();
-            if kind == "dormant-noparks" {
-                builder.park_after(None);
-            }
+            match kind.as_str() {
+                "parked" => builder.dormant_after(None),
+                "no-park" => builder.park_after(None),
+                _ => &mut builder, // defaults: dormant after 1 s
+            };
             let server = builder.build().expect("build");
             let serve = server.clone();
             let task = rt.spawn(async move {
@@ -365,12 +376,12 @@ fn server_main() {
     });
     match &running {
         Running::Dormant(server) => {
-            wait_until("all connections parked", Duration::from_secs(60), || {
+            wait_until("all connections idle", Duration::from_secs(60), || {
                 let s = server.stats();
-                if kind == "dormant-noparks" {
-                    s.active == n
-                } else {
-                    s.parked == n && s.active == 0
+                match kind.as_str() {
+                    "no-park" => s.active == n,
+                    "parked" => s.parked == n && s.active == 0,
+                    _ => s.dormant == n && s.parked == 0 && s.active == 0,
                 }
             });
         }
