@@ -223,6 +223,13 @@ pub(crate) async fn serve<S, B>(
     }
 }
 
+/// What ended one wait of a PARKED connection.
+enum Parked {
+    Shutdown,
+    Readable(std::io::Result<()>),
+    Timer,
+}
+
 /// PARKED: waits until the socket is readable, then reads into a pool
 /// buffer; or until it is time to go dormant or to close the idle
 /// connection.
@@ -264,17 +271,31 @@ async fn wake(
             None => std::future::pending().await,
         }
     });
+    let mut drain = pin!(state.signal.reached(Level::Draining));
     loop {
-        tokio::select! {
-            biased;
-            _ = state.signal.reached(Level::Draining) => return Wake::Closed,
-            res = stream.readable() => {
-                if let Err(error) = res {
-                    debug!(%error, "readiness failed");
-                    return Wake::Closed;
-                }
+        // `poll_read_ready` keeps its waker in tokio's per-socket state; a
+        // `readable()` future would add a waiter node to this task.
+        let ready = poll_fn(|cx| {
+            if drain.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Parked::Shutdown);
             }
-            () = &mut timer => return timed_out(),
+            if let Poll::Ready(res) = stream.poll_read_ready(cx) {
+                return Poll::Ready(Parked::Readable(res));
+            }
+            if timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Parked::Timer);
+            }
+            Poll::Pending
+        })
+        .await;
+        match ready {
+            Parked::Shutdown => return Wake::Closed,
+            Parked::Timer => return timed_out(),
+            Parked::Readable(Ok(())) => {}
+            Parked::Readable(Err(error)) => {
+                debug!(%error, "readiness failed");
+                return Wake::Closed;
+            }
         }
         // The buffer is taken only now, after the await (I4).
         let mut buf = state.shared.pool.take();
