@@ -349,7 +349,12 @@ where
     let mut conn = Some(shared.http1.serve_connection(io, svc));
     let park_after = shared.config.park_after;
     let mut park_timer = pin!(tokio::time::sleep(park_after.unwrap_or_default()));
-    let mut timer_armed = false;
+    // The request count when the park timer was last armed. A keep-alive
+    // request often starts and ends within one poll, so "busy" is never
+    // seen between two idle polls: the connection parks only if the timer
+    // fires with no request since it was armed. A busy connection re-arms
+    // once per `park_after`, not once per request.
+    let mut armed: Option<u64> = None;
     let mut drain = pin!(state.signal.reached(Level::Draining));
     let mut draining = false;
     let mut force = pin!(state.signal.reached(Level::Forced));
@@ -377,17 +382,21 @@ where
             return Poll::Pending;
         };
         if draining || !tracker.is_idle() {
-            timer_armed = false;
             return Poll::Pending;
         }
-        if !timer_armed {
-            timer_armed = true;
+        let requests = tracker.requests.load(Relaxed);
+        if armed.is_none() {
+            armed = Some(requests);
+            park_timer.as_mut().reset(Instant::now() + park_after);
+        }
+        while park_timer.as_mut().poll(cx).is_ready() {
+            if armed == Some(requests) {
+                return Poll::Ready(true);
+            }
+            armed = Some(requests);
             // Always later than the previous deadline: tokio moves it
             // without taking the timer lock.
             park_timer.as_mut().reset(Instant::now() + park_after);
-        }
-        if park_timer.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(true);
         }
         Poll::Pending
     })

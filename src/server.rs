@@ -29,6 +29,9 @@ use crate::stats::{Counters, Stats};
 /// head.
 const DEFAULT_MAX_HEADER_BYTES: usize = 8192 + 4096 * 100;
 
+/// hyper's own default header count limit.
+const HYPER_MAX_HEADERS: usize = 100;
+
 /// Configures and builds a [`Server`].
 ///
 /// ```
@@ -61,7 +64,7 @@ impl Default for Builder {
             http2: true,
             keep_alive: true,
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
-            max_headers: 100,
+            max_headers: HYPER_MAX_HEADERS,
             shutdown_grace: None,
         }
     }
@@ -174,8 +177,12 @@ impl Builder {
         }
         let mut h1 = http1::Builder::new();
         h1.keep_alive(self.keep_alive)
-            .max_buf_size(self.max_header_bytes)
-            .max_headers(self.max_headers);
+            .max_buf_size(self.max_header_bytes);
+        if self.max_headers != HYPER_MAX_HEADERS {
+            // Only when needed: an explicit limit sends hyper down a slower
+            // path that initialises a header array per request.
+            h1.max_headers(self.max_headers);
+        }
         let h2 = http2::Builder::new(TokioExecutor::new());
         Ok(Server {
             shared: Arc::new(Shared {

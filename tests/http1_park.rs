@@ -156,3 +156,29 @@ fn body_split_while_handler_reads_does_not_park() {
     c.send(b"56789");
     assert_eq!(c.response(), ok("POST /slowbody read=0123456789"));
 }
+
+/// A connection busy with back-to-back requests never parks, however long
+/// it stays busy: only a pause of `park_after` with no request parks it.
+#[test]
+fn busy_connection_does_not_park() {
+    let mut b = dormant::Server::builder();
+    b.park_after(Duration::from_millis(200));
+    let srv = serve_with(&b, echo_service());
+    let mut c = srv.connect();
+    let start = std::time::Instant::now();
+    let mut i = 0;
+    while start.elapsed() < Duration::from_millis(700) {
+        c.send(format!("GET /{i} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+        let body = format!("GET /{i} read=");
+        assert_eq!(
+            c.response(),
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        );
+        i += 1;
+    }
+    assert_eq!(srv.stats().parks, 0, "{i} back-to-back requests");
+    srv.wait_for("park after the pause", |s| s.parks == 1);
+}
