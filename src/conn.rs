@@ -271,12 +271,12 @@ async fn wake(
             None => std::future::pending().await,
         }
     });
-    let mut drain = pin!(state.signal.reached(Level::Draining));
+    let mut watch = pin!(state.signal.watch());
     loop {
         // `poll_read_ready` keeps its waker in tokio's per-socket state; a
         // `readable()` future would add a waiter node to this task.
         let ready = poll_fn(|cx| {
-            if drain.as_mut().poll(cx).is_ready() {
+            if watch.as_mut().poll_level(cx) >= Level::Draining {
                 return Poll::Ready(Parked::Shutdown);
             }
             if let Poll::Ready(res) = stream.poll_read_ready(cx) {
@@ -355,20 +355,21 @@ where
     // fires with no request since it was armed. A busy connection re-arms
     // once per `park_after`, not once per request.
     let mut armed: Option<u64> = None;
-    let mut drain = pin!(state.signal.reached(Level::Draining));
+    let mut watch = pin!(state.signal.watch());
     let mut draining = false;
-    let mut force = pin!(state.signal.reached(Level::Forced));
 
     let park = poll_fn(|cx| {
         let Some(c) = conn.as_mut() else {
             return Poll::Ready(false);
         };
-        if force.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(false);
-        }
-        if !draining && drain.as_mut().poll(cx).is_ready() {
-            draining = true;
-            Pin::new(&mut *c).graceful_shutdown();
+        match watch.as_mut().poll_level(cx) {
+            Level::Running => {}
+            Level::Draining if draining => {}
+            Level::Draining => {
+                draining = true;
+                Pin::new(&mut *c).graceful_shutdown();
+            }
+            Level::Forced => return Poll::Ready(false),
         }
         match Pin::new(&mut *c).poll(cx) {
             Poll::Ready(Ok(())) => return Poll::Ready(false),
@@ -440,16 +441,17 @@ async fn serve_h2<S, B>(
         tracker: tracker.clone(),
     };
     let mut conn = pin!(state.shared.http2.serve_connection(io, svc));
-    let mut drain = pin!(state.signal.reached(Level::Draining));
+    let mut watch = pin!(state.signal.watch());
     let mut draining = false;
-    let mut force = pin!(state.signal.reached(Level::Forced));
     poll_fn(|cx| {
-        if force.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(());
-        }
-        if !draining && drain.as_mut().poll(cx).is_ready() {
-            draining = true;
-            conn.as_mut().graceful_shutdown();
+        match watch.as_mut().poll_level(cx) {
+            Level::Running => {}
+            Level::Draining if draining => {}
+            Level::Draining => {
+                draining = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            Level::Forced => return Poll::Ready(()),
         }
         match conn.as_mut().poll(cx) {
             Poll::Ready(Ok(())) => Poll::Ready(()),

@@ -4,9 +4,14 @@
 //! waiter node inside its own task, so the signal costs no allocation per
 //! connection.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll};
 
+use pin_project_lite::pin_project;
 use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
 
 /// How far shutdown has gone. Levels only ever rise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -45,6 +50,23 @@ impl Signal {
         self.level.load(Ordering::Acquire) >= level as u8
     }
 
+    fn level(&self) -> Level {
+        match self.level.load(Ordering::Acquire) {
+            0 => Level::Running,
+            1 => Level::Draining,
+            _ => Level::Forced,
+        }
+    }
+
+    /// A watcher for a connection's poll function.
+    pub(crate) fn watch(&self) -> Watch<'_> {
+        Watch {
+            signal: self,
+            notified: self.notify.notified(),
+            registered: false,
+        }
+    }
+
     /// Resolves once the signal is at `level` or higher.
     pub(crate) async fn reached(&self, level: Level) {
         loop {
@@ -58,5 +80,47 @@ impl Signal {
             }
             notified.await;
         }
+    }
+}
+
+pin_project! {
+    /// Reads the level from inside a poll function, cheaply: the waiter is
+    /// registered once (a lock on the shared `Notify`), after which each
+    /// poll is one atomic load until the level rises. A connection's task
+    /// polls it on every wake-up, so this matters for throughput.
+    pub(crate) struct Watch<'a> {
+        signal: &'a Signal,
+        #[pin]
+        notified: Notified<'a>,
+        registered: bool,
+    }
+}
+
+impl Watch<'_> {
+    /// The current level; the task is woken when it rises. Relies on the
+    /// task's waker staying the same between polls, as it does for a
+    /// future polled by one tokio task.
+    pub(crate) fn poll_level(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Level {
+        let mut this = self.project();
+        if !*this.registered {
+            // `Notified` receives `notify_waiters` from its creation on, so
+            // a rise between creation and this poll is not missed.
+            match this.notified.as_mut().poll(cx) {
+                Poll::Pending => *this.registered = true,
+                Poll::Ready(()) => {
+                    // Risen: watch for the next rise.
+                    this.notified.set(this.signal.notify.notified());
+                    let _ = this.notified.as_mut().poll(cx);
+                    *this.registered = true;
+                }
+            }
+        } else if this.signal.level() != Level::Running {
+            // Woken by a rise: register again for the next one.
+            if this.notified.as_mut().poll(cx).is_ready() {
+                this.notified.set(this.signal.notify.notified());
+                let _ = this.notified.as_mut().poll(cx);
+            }
+        }
+        this.signal.level()
     }
 }
