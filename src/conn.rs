@@ -54,16 +54,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::task::Poll;
 
 use bytes::Bytes;
-use http::{Request, Response};
-use hyper::service::Service;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tracing::{debug, trace};
 
-use crate::body::Body;
 use crate::io::{ConnIo, Replay};
 use crate::server::{Open, ServeState};
-use crate::service::{BoxError, ConnService};
+use crate::service::{ConnService, HttpService, ResBody};
 use crate::shutdown::Level;
 use crate::stats::Gauge;
 
@@ -161,12 +158,8 @@ pub(crate) async fn serve<S, B>(
     state: Open,
     fresh: bool,
 ) where
-    S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: HttpService<B>,
+    B: ResBody,
 {
     let shared = &state.shared;
     let mut gauge = Gauge::parked(&shared.stats);
@@ -331,12 +324,8 @@ async fn serve_h1<S, B>(
     state: &ServeState,
 ) -> Active
 where
-    S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: HttpService<B>,
+    B: ResBody,
 {
     let shared = &state.shared;
     let tracker = Arc::new(Tracker::default());
@@ -426,12 +415,8 @@ async fn serve_h2<S, B>(
     service: Arc<S>,
     state: &ServeState,
 ) where
-    S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: HttpService<B>,
+    B: ResBody,
 {
     let tracker = Arc::new(Tracker::default());
     let io = ConnIo::new(stream, replay, tracker.clone());

@@ -21,7 +21,7 @@ use crate::conn;
 use crate::error::Error;
 use crate::lot::{self, Lot};
 use crate::pool::Pool;
-use crate::service::BoxError;
+use crate::service::{BoxError, HttpService, ResBody};
 use crate::shutdown::{Level, Signal};
 use crate::stats::{Counters, Stats};
 
@@ -435,12 +435,8 @@ fn is_connection_error(e: &io::Error) -> bool {
 
 async fn run<S, B, F>(serve: Serve<S>, signal: F) -> io::Result<()>
 where
-    S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: HttpService<B>,
+    B: ResBody,
     F: Future<Output = ()> + Send + 'static,
 {
     let Serve {
@@ -528,12 +524,8 @@ where
 /// that wake there get a new task.
 async fn drive_lot<S, B>(state: Arc<ServeState>, poll: mio::Poll, service: Arc<S>)
 where
-    S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: HttpService<B>,
+    B: ResBody,
 {
     let Some(lot) = &state.lot else { return };
     let stats = &state.shared.stats;

@@ -20,6 +20,36 @@ use crate::conn::{InFlight, Tracker};
 /// Boxed error, as hyper takes them.
 pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
 
+/// What dormant needs of a user's service, spelled once for the crate's
+/// internals (the public `Server::serve` states the same bounds in full).
+pub(crate) trait HttpService<B>:
+    Service<Request<Body>, Response = Response<B>, Future: Send + 'static, Error: Into<BoxError>>
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S, B> HttpService<B> for S where
+    S: Service<
+            Request<Body>,
+            Response = Response<B>,
+            Future: Send + 'static,
+            Error: Into<BoxError>,
+        > + Send
+        + Sync
+        + 'static
+{
+}
+
+/// What dormant needs of a response body.
+pub(crate) trait ResBody:
+    http_body::Body<Data: Send, Error: Into<BoxError>> + Send + 'static
+{
+}
+
+impl<B> ResBody for B where B: http_body::Body<Data: Send, Error: Into<BoxError>> + Send + 'static {}
+
 /// The peer's address, in every request's extensions.
 ///
 /// ```no_run
