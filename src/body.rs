@@ -15,12 +15,12 @@ use crate::conn::Tracker;
 ///
 /// It streams hyper's [`Incoming`] body unchanged. On HTTP/1 it also tells
 /// the connection driver whether the body was read to its end: a connection
-/// is never taken apart (parked) while a body is still being received, and
-/// one whose last request body was dropped unread waits until the next
-/// request has begun, because only then is it certain that hyper has drained
-/// the remains of the old body from the socket. Holding a body past the
-/// response, or dropping it unread, is therefore always safe; it only delays
-/// parking.
+/// is never taken apart (parked) while a body is still being received. When
+/// a body is dropped unread, hyper drains what has already arrived or, if
+/// the rest is still on its way, closes the connection after the response;
+/// the driver waits until hyper has done one or the other. Holding a body
+/// past the response, or dropping it unread, is therefore always safe; it
+/// only delays parking.
 pub struct Body {
     inner: Incoming,
     /// `Some` while the body has not reached its end on an HTTP/1

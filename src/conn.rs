@@ -52,6 +52,7 @@ use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::task::Poll;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::net::TcpStream;
@@ -63,6 +64,7 @@ use crate::server::{Open, ServeState};
 use crate::service::{ConnService, HttpService, ResBody};
 use crate::shutdown::Level;
 use crate::stats::Gauge;
+use crate::timeout::{Expiry, Observed, Timeouts, Watchdog};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -70,23 +72,33 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// share about one ACTIVE connection.
 #[derive(Debug, Default)]
 pub(crate) struct Tracker {
-    in_flight: AtomicUsize,
+    /// Requests in flight (low 32 bits) and, of those, requests whose
+    /// response is being written (high 32 bits).
+    in_flight: AtomicU64,
     /// Request bodies handed to the service and not yet at their end.
     open_bodies: AtomicUsize,
-    body_abandoned: AtomicBool,
+    /// Request bodies dropped before their end, ever. The driver compares
+    /// it with the count hyper has seen (see [`Tracker::observe`]).
+    abandons: AtomicU64,
     read_blocked: AtomicBool,
     unflushed: AtomicBool,
+    /// Bytes arrived after the last request ended and before the next one
+    /// began: hyper holds part of a request head.
+    head_pending: AtomicBool,
     requests: AtomicU64,
 }
+
+const RESPONDING: u64 = 1 << 32;
 
 impl Tracker {
     pub(crate) fn request_started(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Relaxed);
         self.requests.fetch_add(1, Relaxed);
-        // hyper parses a request head only once the previous body has been
-        // read or drained to its end.
-        self.body_abandoned.store(false, Relaxed);
-        InFlight(self.clone())
+        self.head_pending.store(false, Relaxed);
+        InFlight {
+            tracker: self.clone(),
+            responding: false,
+        }
     }
 
     pub(crate) fn body_opened(&self) {
@@ -97,7 +109,7 @@ impl Tracker {
     pub(crate) fn body_closed(&self, complete: bool) {
         self.open_bodies.fetch_sub(1, Relaxed);
         if !complete {
-            self.body_abandoned.store(true, Relaxed);
+            self.abandons.fetch_add(1, Relaxed);
         }
     }
 
@@ -109,33 +121,98 @@ impl Tracker {
         self.unflushed.store(unflushed, Relaxed);
     }
 
-    /// hyper sits between messages with nothing buffered (see module docs).
-    fn is_idle(&self) -> bool {
-        self.read_blocked.load(Relaxed)
-            && !self.unflushed.load(Relaxed)
-            && self.in_flight.load(Relaxed) == 0
-            && self.open_bodies.load(Relaxed) == 0
-            && !self.body_abandoned.load(Relaxed)
+    /// hyper read bytes from the client.
+    pub(crate) fn bytes_read(&self) {
+        if self.in_flight.load(Relaxed) == 0 && self.open_bodies.load(Relaxed) == 0 {
+            self.head_pending.store(true, Relaxed);
+        }
+    }
+
+    /// What the connection is doing (see module docs). `acked` is the
+    /// number of abandoned bodies hyper has reacted to.
+    ///
+    /// When a handler drops a body before its end, the next poll of hyper
+    /// either drains the rest of the body, if it is already readable, or
+    /// stops reading and closes the connection once the response is written
+    /// (`poll_drain_or_close_read` in hyper's `proto/h1/conn.rs`). An
+    /// abandoned body therefore counts as unread until hyper has been
+    /// polled after the drop; after that, a connection still open is
+    /// between messages.
+    fn observe(&self, acked: u64) -> Observed {
+        let flight = self.in_flight.load(Relaxed);
+        let in_flight = flight & (RESPONDING - 1);
+        let unflushed = self.unflushed.load(Relaxed);
+        let body = self.open_bodies.load(Relaxed) > 0 || self.abandons.load(Relaxed) != acked;
+        let between = in_flight == 0 && !unflushed && !body;
+        let head = between && self.head_pending.load(Relaxed);
+        Observed {
+            requests: self.requests.load(Relaxed),
+            quiet: between && self.read_blocked.load(Relaxed),
+            head,
+            body,
+            writing: flight >= RESPONDING || (in_flight == 0 && unflushed),
+        }
+    }
+}
+
+impl Tracker {
+    /// What an HTTP/2 connection is doing: it is quiet when no stream is
+    /// open, whatever hyper buffers (its streams are independent).
+    fn observe_streams(&self) -> Observed {
+        Observed {
+            requests: self.requests.load(Relaxed),
+            quiet: self.in_flight.load(Relaxed) == 0 && self.open_bodies.load(Relaxed) == 0,
+            ..Observed::default()
+        }
     }
 }
 
 /// Marks one request as in flight until dropped.
 #[derive(Debug)]
-pub(crate) struct InFlight(Arc<Tracker>);
+pub(crate) struct InFlight {
+    tracker: Arc<Tracker>,
+    responding: bool,
+}
+
+impl InFlight {
+    /// The service answered: the response is being written from now on.
+    pub(crate) fn responded(&mut self) {
+        if !self.responding {
+            self.responding = true;
+            self.tracker.in_flight.fetch_add(RESPONDING, Relaxed);
+        }
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Relaxed);
+        let mut done = 1;
+        if self.responding {
+            done += RESPONDING;
+        }
+        self.tracker.in_flight.fetch_sub(done, Relaxed);
     }
 }
 
 /// How an ACTIVE phase ended.
 enum Active {
-    /// Idle long enough: back to PARKED with the socket and unparsed bytes.
-    Parked(TcpStream, Bytes),
-    /// The connection is finished (closed by either side, an error, or
-    /// shutdown).
+    /// Quiet long enough: back to PARKED with the socket and unparsed bytes.
+    Parked(TcpStream, Bytes, Clocks),
+    /// The connection is finished (closed by either side, an error, a
+    /// timeout, or shutdown).
     Closed,
+}
+
+/// The clocks a connection keeps while PARKED.
+#[derive(Clone, Copy, Debug)]
+struct Clocks {
+    /// When the connection last became quiet (the idle timeout counts from
+    /// here).
+    quiet_since: Instant,
+    /// When the request head the connection is receiving began: at accept
+    /// until the first request, then while it holds part of a pipelined
+    /// request head.
+    head_since: Option<Instant>,
 }
 
 /// How a PARKED wait ended.
@@ -144,8 +221,8 @@ enum Wake {
     Read(Replay),
     /// Parked for `dormant_after`: move to the lot.
     Dormant,
-    /// The connection is finished: the peer closed it, it failed, it was
-    /// idle too long, or the server is shutting down.
+    /// The connection is finished: the peer closed it, it failed, a timeout
+    /// passed, or the server is shutting down.
     Closed,
 }
 
@@ -162,27 +239,53 @@ pub(crate) async fn serve<S, B>(
     B: ResBody,
 {
     let shared = &state.shared;
+    let timeouts = shared.config.timeouts;
     let mut gauge = Gauge::parked(&shared.stats);
     let mut stream = stream;
     let mut carried = Bytes::new();
+    let accepted = Instant::now();
+    let mut clocks = Clocks {
+        quiet_since: accepted,
+        // Like Go's, the header read timeout of a new connection counts
+        // from accept.
+        head_since: fresh.then_some(accepted),
+    };
     let mut first = fresh;
     // The lot hands a connection back only when a byte is waiting: read it
     // before the connection may go dormant again, or it would bounce.
     let mut may_sleep = fresh;
     loop {
         // PARKED: no hyper state, no buffer.
-        let parked_at = Instant::now();
-        let woken = wake(&stream, carried, &state, parked_at, may_sleep).await;
+        let deadline = match clocks.head_since {
+            Some(since) => timeouts
+                .head_deadline(since)
+                .or_else(|| timeouts.idle_deadline(since)),
+            None => timeouts.idle_deadline(clocks.quiet_since),
+        };
+        // A connection that holds bytes of a request head, or has not sent
+        // a request yet, stays in tokio: the lot keeps one idle timeout.
+        let dormant_at = shared
+            .config
+            .dormant_after
+            .filter(|_| may_sleep && clocks.head_since.is_none() && carried.is_empty())
+            .filter(|_| state.lot.as_ref().is_some_and(|l| l.is_open()))
+            .map(|t| Instant::now() + t);
+        let woken = wake(&stream, carried, &state, deadline, dormant_at).await;
         may_sleep = true;
         let replay = match woken {
             Wake::Read(replay) => replay,
             Wake::Closed => return,
             Wake::Dormant => {
-                let Some(lot) = &state.lot else { return };
-                let idle_deadline = shared.config.idle_timeout.map(|t| parked_at + t);
                 drop(gauge);
-                if let Err(error) = lot.enter(stream, idle_deadline, &shared.stats) {
-                    debug!(%error, "entering the parking lot failed");
+                let idle_deadline = timeouts.idle_deadline(clocks.quiet_since);
+                // Counted as held from here on by the lot, so that a wake
+                // racing this task's end cannot count it out twice.
+                let state = state.into_lot();
+                let entered = state.lot.as_ref().is_some_and(|lot| {
+                    lot.enter(stream, idle_deadline.map(|(at, _)| at), &state.shared.stats)
+                });
+                if !entered {
+                    state.held.release(1);
                 }
                 return;
             }
@@ -202,14 +305,18 @@ pub(crate) async fn serve<S, B>(
         } else {
             shared.stats.wakes.fetch_add(1, Relaxed);
         }
+        // The bytes that woke the connection begin a request head, unless
+        // an earlier part of it is already on the clock.
+        let head_since = clocks.head_since.unwrap_or_else(Instant::now);
         gauge.set_active();
-        match Box::pin(serve_h1(stream, replay, peer, &service, &state)).await {
-            Active::Parked(s, c) => {
+        match Box::pin(serve_h1(stream, replay, peer, &service, &state, head_since)).await {
+            Active::Parked(s, c, k) => {
                 trace!(carried = c.len(), "parked");
                 shared.stats.parks.fetch_add(1, Relaxed);
                 gauge.set_parked();
                 stream = s;
                 carried = c;
+                clocks = k;
             }
             Active::Closed => return,
         }
@@ -224,43 +331,37 @@ enum Parked {
 }
 
 /// PARKED: waits until the socket is readable, then reads into a pool
-/// buffer; or until it is time to go dormant or to close the idle
-/// connection.
+/// buffer; or until `deadline` (closes) or `dormant_at` (moves to the lot).
 async fn wake(
     stream: &TcpStream,
     carried: Bytes,
     state: &ServeState,
-    parked_at: Instant,
-    may_sleep: bool,
+    deadline: Option<(Instant, Expiry)>,
+    dormant_at: Option<Instant>,
 ) -> Wake {
-    let config = &state.shared.config;
-    let idle_deadline = config.idle_timeout.map(|t| parked_at + t);
-    // Bytes of a pipelined request stay with their task.
-    let dormant_deadline = config
-        .dormant_after
-        .filter(|_| may_sleep && carried.is_empty())
-        .filter(|_| state.lot.as_ref().is_some_and(|l| l.is_open()))
-        .map(|t| parked_at + t);
-    let deadline = match (idle_deadline, dormant_deadline) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+    let stats = &state.shared.stats;
+    let expired = |why: Expiry| {
+        debug!(?why, "timeout while parked");
+        why.count(stats);
+        Wake::Closed
     };
-    let timed_out = || {
-        if idle_deadline.is_some_and(|d| d <= Instant::now()) {
-            debug!("idle timeout");
-            state.shared.stats.idle_timeouts.fetch_add(1, Relaxed);
-            return Wake::Closed;
-        }
-        Wake::Dormant
+    let timer_at = match (deadline, dormant_at) {
+        (Some((at, _)), Some(d)) => Some(at.min(d)),
+        (Some((at, _)), None) => Some(at),
+        (None, d) => d,
+    };
+    let timed_out = || match deadline {
+        Some((at, why)) if at <= Instant::now() => expired(why),
+        _ => Wake::Dormant,
     };
     // A zero delay acts at once: the timer wheel would round it up to its
     // next tick.
-    if deadline.is_some_and(|d| d <= parked_at) {
+    if timer_at.is_some_and(|at| at <= Instant::now()) {
         return timed_out();
     }
     let mut timer = pin!(async {
-        match deadline {
-            Some(deadline) => tokio::time::sleep_until(deadline).await,
+        match timer_at {
+            Some(at) => tokio::time::sleep_until(at).await,
             None => std::future::pending().await,
         }
     });
@@ -314,14 +415,16 @@ async fn wake(
     }
 }
 
-/// ACTIVE on HTTP/1.1: runs hyper until the connection closes or has been
-/// idle for `park_after`.
+/// ACTIVE on HTTP/1.1: runs hyper until the connection closes, a timeout
+/// passes, or it has been quiet for `park_after`. `head_since` is when the
+/// bytes about to be replayed began to arrive.
 async fn serve_h1<S, B>(
     stream: TcpStream,
     replay: Replay,
     peer: SocketAddr,
     service: &Arc<S>,
     state: &ServeState,
+    head_since: Instant,
 ) -> Active
 where
     S: HttpService<B>,
@@ -336,59 +439,50 @@ where
         tracker: tracker.clone(),
     };
     let mut conn = Some(shared.http1.serve_connection(io, svc));
-    let park_after = shared.config.park_after;
-    let mut park_timer = pin!(tokio::time::sleep(park_after.unwrap_or_default()));
-    // The request count when the park timer was last armed. A keep-alive
-    // request often starts and ends within one poll, so "busy" is never
-    // seen between two idle polls: the connection parks only if the timer
-    // fires with no request since it was armed. A busy connection re-arms
-    // once per `park_after`, not once per request.
-    let mut armed: Option<u64> = None;
+    let mut watchdog = Watchdog::new(
+        shared.config.timeouts,
+        shared.config.park_after,
+        Some(head_since),
+    );
+    // One timer for parking and every timeout (see `timeout`).
+    let mut timer = pin!(tokio::time::sleep_until(head_since));
+    // Abandoned request bodies hyper has been polled after.
+    let mut acked = 0;
     let mut watch = pin!(state.signal.watch());
     let mut draining = false;
 
-    let park = poll_fn(|cx| {
+    let ended = poll_fn(|cx| {
         let Some(c) = conn.as_mut() else {
-            return Poll::Ready(false);
+            return Poll::Ready(None);
         };
         match watch.as_mut().poll_level(cx) {
             Level::Running => {}
             Level::Draining if draining => {}
             Level::Draining => {
                 draining = true;
+                watchdog.stop_parking();
                 Pin::new(&mut *c).graceful_shutdown();
             }
-            Level::Forced => return Poll::Ready(false),
+            Level::Forced => return Poll::Ready(None),
         }
+        let abandons = tracker.abandons.load(Relaxed);
         match Pin::new(&mut *c).poll(cx) {
-            Poll::Ready(Ok(())) => return Poll::Ready(false),
+            Poll::Ready(Ok(())) => return Poll::Ready(None),
             Poll::Ready(Err(error)) => {
                 debug!(%error, "connection error");
-                return Poll::Ready(false);
+                return Poll::Ready(None);
             }
             Poll::Pending => {}
         }
-        let Some(park_after) = park_after else {
-            return Poll::Pending;
-        };
-        if draining || !tracker.is_idle() {
-            return Poll::Pending;
+        if abandons != acked {
+            // hyper has drained or given up on the abandoned body (see
+            // `Tracker::observe`); bytes it drained are not a request head.
+            acked = abandons;
+            tracker.head_pending.store(false, Relaxed);
         }
-        let requests = tracker.requests.load(Relaxed);
-        if armed.is_none() {
-            armed = Some(requests);
-            park_timer.as_mut().reset(Instant::now() + park_after);
-        }
-        while park_timer.as_mut().poll(cx).is_ready() {
-            if armed == Some(requests) {
-                return Poll::Ready(true);
-            }
-            armed = Some(requests);
-            // Always later than the previous deadline: tokio moves it
-            // without taking the timer lock.
-            park_timer.as_mut().reset(Instant::now() + park_after);
-        }
-        Poll::Pending
+        watchdog
+            .poll(cx, timer.as_mut(), tracker.observe(acked))
+            .map(Some)
     })
     .await;
 
@@ -396,18 +490,36 @@ where
         .stats
         .requests
         .fetch_add(tracker.requests.load(Relaxed), Relaxed);
-    let Some(c) = conn.take().filter(|_| park) else {
-        return Active::Closed;
-    };
+    let c = conn.take();
+    match ended {
+        Some(Expiry::Park) => {}
+        Some(why) => {
+            debug!(?why, "timeout");
+            why.count(&shared.stats);
+            return Active::Closed;
+        }
+        None => return Active::Closed,
+    }
+    let Some(c) = c else { return Active::Closed };
     let parts = c.into_parts();
     let (stream, replay) = parts.io.into_inner();
-    debug_assert!(replay.is_empty(), "idle implies the replay was consumed");
+    debug_assert!(replay.is_empty(), "quiet implies the replay was consumed");
     // Copy: `read_buf` is a view into hyper's whole read allocation.
     let carried = Bytes::copy_from_slice(&parts.read_buf);
-    Active::Parked(stream, carried)
+    let (quiet_since, head_since) = watchdog.parked_clocks(!carried.is_empty());
+    Active::Parked(
+        stream,
+        carried,
+        Clocks {
+            quiet_since,
+            head_since,
+        },
+    )
 }
 
-/// ACTIVE on HTTP/2: h2 connections never park.
+/// ACTIVE on HTTP/2: h2 connections never park. With an idle timeout, a
+/// connection with no request open for that long is shut down gracefully
+/// (GOAWAY).
 async fn serve_h2<S, B>(
     stream: TcpStream,
     replay: Replay,
@@ -426,26 +538,43 @@ async fn serve_h2<S, B>(
         tracker: tracker.clone(),
     };
     let mut conn = pin!(state.shared.http2.serve_connection(io, svc));
+    let idle_only = Timeouts {
+        idle: state.shared.config.timeouts.idle,
+        ..Timeouts::default()
+    };
+    let mut watchdog = Watchdog::new(idle_only, None, None);
+    let mut timer = pin!(tokio::time::sleep(Duration::ZERO));
     let mut watch = pin!(state.signal.watch());
-    let mut draining = false;
+    let mut closing = false;
     poll_fn(|cx| {
         match watch.as_mut().poll_level(cx) {
             Level::Running => {}
-            Level::Draining if draining => {}
+            Level::Draining if closing => {}
             Level::Draining => {
-                draining = true;
+                closing = true;
                 conn.as_mut().graceful_shutdown();
             }
             Level::Forced => return Poll::Ready(()),
         }
         match conn.as_mut().poll(cx) {
-            Poll::Ready(Ok(())) => Poll::Ready(()),
+            Poll::Ready(Ok(())) => return Poll::Ready(()),
             Poll::Ready(Err(error)) => {
                 debug!(%error, "h2 connection error");
-                Poll::Ready(())
+                return Poll::Ready(());
             }
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => {}
         }
+        if closing {
+            return Poll::Pending;
+        }
+        if let Poll::Ready(why) = watchdog.poll(cx, timer.as_mut(), tracker.observe_streams()) {
+            debug!(?why, "h2 idle timeout");
+            why.count(&state.shared.stats);
+            closing = true;
+            conn.as_mut().graceful_shutdown();
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
     })
     .await;
     state

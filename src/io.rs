@@ -136,10 +136,16 @@ impl Read for ConnIo {
         let this = self.get_mut();
         if this.replay.copy_into(&mut buf) > 0 {
             this.tracker.set_read_blocked(false);
+            this.tracker.bytes_read();
             return Poll::Ready(Ok(()));
         }
         let res = Pin::new(&mut this.stream).poll_read(cx, buf);
         this.tracker.set_read_blocked(res.is_pending());
+        if let Poll::Ready(Ok(())) = res {
+            // Bytes, or the end of the stream, which ends the connection
+            // anyway.
+            this.tracker.bytes_read();
+        }
         res
     }
 }

@@ -56,6 +56,7 @@ mod server;
 mod service;
 mod shutdown;
 mod stats;
+mod timeout;
 
 pub use body::Body;
 pub use error::Error;

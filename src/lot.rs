@@ -43,6 +43,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::{debug, trace};
 
+use crate::server::Held;
 use crate::stats::Counters;
 
 /// Events collected per `epoll_wait`.
@@ -114,18 +115,33 @@ impl Lot {
     }
 
     /// Moves `stream` into the lot, to be closed at `deadline` if no byte
-    /// arrives before. On error (or once the lot is closed) the connection
-    /// is closed.
+    /// arrives before. Returns false if the connection was closed instead:
+    /// the lot is closed (shutdown) or entering it failed.
     pub(crate) fn enter(
         &self,
         stream: TcpStream,
         deadline: Option<Instant>,
         stats: &Counters,
-    ) -> io::Result<()> {
+    ) -> bool {
+        match self.try_enter(stream, deadline, stats) {
+            Ok(entered) => entered,
+            Err(error) => {
+                debug!(%error, "entering the parking lot failed");
+                false
+            }
+        }
+    }
+
+    fn try_enter(
+        &self,
+        stream: TcpStream,
+        deadline: Option<Instant>,
+        stats: &Counters,
+    ) -> io::Result<bool> {
         let mut stream = MioStream::from_std(stream.into_std()?);
         let mut inner = self.lock();
         if inner.closed {
-            return Ok(());
+            return Ok(false);
         }
         let slot = match inner.free.pop() {
             Some(slot) => slot,
@@ -170,7 +186,7 @@ impl Lot {
         }
         stats.dormant.fetch_add(1, Relaxed);
         stats.dormancies.fetch_add(1, Relaxed);
-        Ok(())
+        Ok(true)
     }
 
     /// Whether connections may enter (false after shutdown or a failure of
@@ -180,19 +196,21 @@ impl Lot {
     }
 
     /// Closes every dormant connection and refuses new ones (shutdown).
-    pub(crate) fn close_all(&self, stats: &Counters) {
+    pub(crate) fn close_all(&self, stats: &Counters, held: &Held) {
         let mut inner = self.lock();
         inner.closed = true;
         let closed = inner.slots.iter().filter(|s| s.stream.is_some()).count();
         inner.slots.clear();
         inner.free.clear();
         inner.deadlines.clear();
+        drop(inner);
         stats.dormant.fetch_sub(closed, Relaxed);
+        held.release(closed);
     }
 
     /// Acts on one readiness event; returns the stream if it goes back to
-    /// tokio.
-    fn on_ready(&self, slot: usize, stats: &Counters) -> Option<TcpStream> {
+    /// tokio (still counted as held: the caller adopts it).
+    fn on_ready(&self, slot: usize, stats: &Counters, held: &Held) -> Option<TcpStream> {
         let mut inner = self.lock();
         let entry = inner.slots.get_mut(slot)?;
         let stream = entry.stream.as_ref()?;
@@ -202,8 +220,10 @@ impl Lot {
             res => {
                 trace!(?res, "dormant connection closed by peer");
                 inner.close(slot as u32);
+                drop(inner);
                 stats.dormant.fetch_sub(1, Relaxed);
                 stats.lot_closes.fetch_add(1, Relaxed);
+                held.release(1);
                 return None;
             }
         }
@@ -214,12 +234,14 @@ impl Lot {
         stats.lot_wakes.fetch_add(1, Relaxed);
         if let Err(error) = self.registry.deregister(&mut stream) {
             debug!(%error, "leaving the lot failed");
+            held.release(1);
             return None;
         }
         match TcpStream::from_std(std::net::TcpStream::from(stream)) {
             Ok(stream) => Some(stream),
             Err(error) => {
                 debug!(%error, "back into tokio failed");
+                held.release(1);
                 None
             }
         }
@@ -227,8 +249,17 @@ impl Lot {
 
     /// Closes the connections whose deadline passed; returns how long until
     /// the next deadline.
-    fn expire(&self, now: Instant, stats: &Counters) -> Option<Duration> {
+    fn expire(&self, now: Instant, stats: &Counters, held: &Held) -> Option<Duration> {
         let now = self.millis(now);
+        let mut closed = 0;
+        let next = self.expire_locked(now, &mut closed);
+        stats.dormant.fetch_sub(closed, Relaxed);
+        stats.idle_timeouts.fetch_add(closed as u64, Relaxed);
+        held.release(closed);
+        next
+    }
+
+    fn expire_locked(&self, now: Millis, closed: &mut usize) -> Option<Duration> {
         let mut inner = self.lock();
         while let Some(&(deadline, slot)) = inner.deadlines.front() {
             let left = deadline.wrapping_sub(now) as i32;
@@ -239,8 +270,7 @@ impl Lot {
             // A slot reused since has a later deadline of its own.
             let same = inner.slots[slot as usize].deadline == deadline;
             if same && inner.close(slot) {
-                stats.dormant.fetch_sub(1, Relaxed);
-                stats.idle_timeouts.fetch_add(1, Relaxed);
+                *closed += 1;
             }
         }
         None
@@ -253,6 +283,7 @@ pub(crate) async fn drive(
     lot: &Lot,
     poll: Poll,
     stats: &Counters,
+    held: &Held,
     respawn: impl Fn(TcpStream),
 ) -> io::Result<()> {
     // Deprecated in tokio 1.54 because an arbitrary `AsRawFd` type might
@@ -264,7 +295,7 @@ pub(crate) async fn drive(
     let mut events = Events::with_capacity(EVENTS);
     let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
     loop {
-        let next = lot.expire(Instant::now(), stats);
+        let next = lot.expire(Instant::now(), stats, held);
         if let Some(next) = next {
             timer.as_mut().reset(Instant::now() + next);
         }
@@ -283,7 +314,7 @@ pub(crate) async fn drive(
                     guard.clear_ready();
                 }
                 for event in events.iter() {
-                    if let Some(stream) = lot.on_ready(event.token().0, stats) {
+                    if let Some(stream) = lot.on_ready(event.token().0, stats, held) {
                         respawn(stream);
                     }
                 }

@@ -24,6 +24,7 @@ use crate::pool::Pool;
 use crate::service::{BoxError, HttpService, ResBody};
 use crate::shutdown::{Level, Signal};
 use crate::stats::{Counters, Stats};
+use crate::timeout::Timeouts;
 
 /// hyper's own default for its read buffer limit, which bounds a request
 /// head.
@@ -31,6 +32,9 @@ const DEFAULT_MAX_HEADER_BYTES: usize = 8192 + 4096 * 100;
 
 /// hyper's own default header count limit.
 const HYPER_MAX_HEADERS: usize = 100;
+
+/// hyper's default header read timeout (when it is given a timer).
+const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Configures and builds a [`Server`].
 ///
@@ -47,7 +51,8 @@ const HYPER_MAX_HEADERS: usize = 100;
 pub struct Builder {
     pub(crate) park_after: Option<Duration>,
     pub(crate) dormant_after: Option<Duration>,
-    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) timeouts: Timeouts,
+    max_connections: Option<usize>,
     pub(crate) http2: bool,
     keep_alive: bool,
     max_header_bytes: usize,
@@ -60,7 +65,13 @@ impl Default for Builder {
         Builder {
             park_after: Some(Duration::from_millis(10)),
             dormant_after: Some(Duration::from_secs(1)),
-            idle_timeout: None,
+            timeouts: Timeouts {
+                header_read: Some(DEFAULT_HEADER_READ_TIMEOUT),
+                read: None,
+                write: None,
+                idle: None,
+            },
+            max_connections: None,
             http2: true,
             keep_alive: true,
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
@@ -100,17 +111,80 @@ impl Builder {
         self
     }
 
-    /// How long a connection may wait for the next request (or, when new,
-    /// for its first) before the server closes it. Counted from when the
-    /// connection parked, so it is enforced with `park_after` granularity;
-    /// dormant connections are closed by the parking lot, which keeps their
-    /// deadlines in one queue instead of a timer each. At most 24 days.
-    /// `None` keeps idle connections open until the peer closes them.
+    /// How long a keep-alive connection may wait for the next request
+    /// before the server closes it, counted from when its last response was
+    /// written (Go's `IdleTimeout`). A new connection waits for its first
+    /// request under [`header_read_timeout`](Self::header_read_timeout)
+    /// instead, or under this one if that is `None`. DORMANT connections are
+    /// closed by the parking lot, which keeps their deadlines in one queue
+    /// instead of a timer each. An HTTP/2 connection with no stream open for
+    /// this long is shut down gracefully (GOAWAY). At most 24 days. `None`
+    /// keeps idle connections open until the peer closes them.
     ///
     /// Default is `None`, like Go's `net/http` and hyper: idle connections
     /// are cheap here, and the right bound depends on the clients.
     pub fn idle_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
-        self.idle_timeout = timeout.into();
+        self.timeouts.idle = timeout.into();
+        self
+    }
+
+    /// How long a client may take to send a request head (request line and
+    /// headers), counted from the first byte of the request after an idle
+    /// wait, or from accept for a connection's first request (Go's
+    /// `ReadHeaderTimeout`). On expiry the connection is closed without a
+    /// response, as Go and hyper do. This is what stops a slowloris client
+    /// from holding a connection with a head that never ends.
+    ///
+    /// A connection that has not sent its first request stays PARKED (it
+    /// does not go dormant) until this deadline.
+    ///
+    /// Default is 30 s (hyper's default when it has a timer): long enough
+    /// for any real client, short enough that trickled heads cannot pile
+    /// up. `None` disables it.
+    pub fn header_read_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
+        self.timeouts.header_read = timeout.into();
+        self
+    }
+
+    /// How long a client may take to send a whole request, head and body,
+    /// counted like [`header_read_timeout`](Self::header_read_timeout) (Go's
+    /// `ReadTimeout`). It applies while the handler still reads the body; a
+    /// handler that answers without reading the body stops it. On expiry
+    /// the connection is closed and a handler still reading gets an error
+    /// from the body.
+    ///
+    /// Default is `None`: uploads take as long as they take, as in Go.
+    pub fn read_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
+        self.timeouts.read = timeout.into();
+        self
+    }
+
+    /// How long writing a response may take, from when the handler returns
+    /// it until its last byte is flushed to the socket. On expiry the
+    /// connection is closed: this is what frees a connection whose client
+    /// stopped reading. Unlike Go's `WriteTimeout`, the time the handler
+    /// takes to produce the response is not counted, so long polls need no
+    /// special case; a streaming response body counts in full.
+    ///
+    /// Default is `None`, as in Go: responses may stream for as long as
+    /// they like.
+    pub fn write_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
+        self.timeouts.write = timeout.into();
+        self
+    }
+
+    /// The most connections the server holds at once: ACTIVE, PARKED and
+    /// DORMANT ones all count, since each holds a file descriptor and
+    /// kernel socket memory. At the limit the server stops accepting; new
+    /// connections wait in the kernel's listen backlog until one closes.
+    /// Upgraded connections stop counting when they are handed to the
+    /// handler. HTTP/2 connections count once, whatever their streams.
+    ///
+    /// Default is `None`: no limit beyond the process's file descriptor
+    /// limit (running out of descriptors pauses accepting; see
+    /// [`Stats::accept_errors`]).
+    pub fn max_connections(&mut self, max: impl Into<Option<usize>>) -> &mut Self {
+        self.max_connections = max.into();
         self
     }
 
@@ -167,10 +241,32 @@ impl Builder {
             return Err(Error::config("max_header_bytes must be at least 8192"));
         }
         if self
-            .idle_timeout
+            .timeouts
+            .idle
             .is_some_and(|t| t > Duration::from_secs(24 * 24 * 3600))
         {
             return Err(Error::config("idle_timeout must be at most 24 days"));
+        }
+        for (timeout, message) in [
+            (
+                self.timeouts.header_read,
+                "header_read_timeout must be longer than zero (None disables it)",
+            ),
+            (
+                self.timeouts.read,
+                "read_timeout must be longer than zero (None disables it)",
+            ),
+            (
+                self.timeouts.write,
+                "write_timeout must be longer than zero (None disables it)",
+            ),
+        ] {
+            if timeout == Some(Duration::ZERO) {
+                return Err(Error::config(message));
+            }
+        }
+        if self.max_connections == Some(0) {
+            return Err(Error::config("max_connections must be at least 1"));
         }
         if self.max_headers == 0 {
             return Err(Error::config("max_headers must be at least 1"));
@@ -211,45 +307,107 @@ pub(crate) struct ServeState {
     pub(crate) signal: Signal,
     /// `None` when `dormant_after` is off (or the lot could not be made).
     pub(crate) lot: Option<Lot>,
-    open: AtomicUsize,
-    all_closed: Notify,
+    pub(crate) held: Held,
 }
 
-impl ServeState {
-    async fn all_closed(&self) {
+/// The connections a `serve` call holds, in a task or in the parking lot.
+/// Shutdown waits for none to be left; the accept loop waits for fewer than
+/// the maximum.
+pub(crate) struct Held {
+    count: AtomicUsize,
+    max: usize,
+    /// Notified when the count reaches zero, or drops below the maximum.
+    released: Notify,
+}
+
+impl Held {
+    fn new(max: Option<usize>) -> Self {
+        Held {
+            count: AtomicUsize::new(0),
+            max: max.unwrap_or(usize::MAX),
+            released: Notify::new(),
+        }
+    }
+
+    /// `n` connections are closed.
+    pub(crate) fn release(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let before = self.count.fetch_sub(n, Ordering::AcqRel);
+        // Only the release that crosses a threshold someone may wait on
+        // takes the notifier's lock.
+        if before == n || (before >= self.max && before - n < self.max) {
+            self.released.notify_waiters();
+        }
+    }
+
+    /// Waits until `ready(count)` holds.
+    async fn wait(&self, ready: impl Fn(usize) -> bool) {
         loop {
-            let mut notified = std::pin::pin!(self.all_closed.notified());
+            let mut notified = std::pin::pin!(self.released.notified());
             notified.as_mut().enable();
-            if self.open.load(Ordering::Acquire) == 0 {
+            if ready(self.count.load(Ordering::Acquire)) {
                 return;
             }
             notified.await;
         }
     }
+
+    async fn all_released(&self) {
+        self.wait(|n| n == 0).await;
+    }
+
+    async fn below_max(&self) {
+        self.wait(|n| n < self.max).await;
+    }
 }
 
-/// A connection's handle on its `serve` call: counts the connection as open
-/// from accept until its task ends.
-pub(crate) struct Open(Arc<ServeState>);
+/// A connection task's handle on its `serve` call. The connection counts as
+/// held from accept until it is closed: when this handle drops, unless it
+/// went into the parking lot, which then holds it.
+pub(crate) struct Open {
+    state: Arc<ServeState>,
+    held: bool,
+}
 
 impl Open {
+    /// A newly accepted connection.
     fn new(state: &Arc<ServeState>) -> Self {
-        state.open.fetch_add(1, Ordering::AcqRel);
-        Open(state.clone())
+        state.held.count.fetch_add(1, Ordering::AcqRel);
+        Open {
+            state: state.clone(),
+            held: true,
+        }
+    }
+
+    /// A connection the parking lot hands back; it is already counted.
+    fn woken(state: &Arc<ServeState>) -> Self {
+        Open {
+            state: state.clone(),
+            held: true,
+        }
+    }
+
+    /// The connection moves into the parking lot, which holds it from now
+    /// on: it stays counted until the lot closes it.
+    pub(crate) fn into_lot(mut self) -> Arc<ServeState> {
+        self.held = false;
+        self.state.clone()
     }
 }
 
 impl std::ops::Deref for Open {
     type Target = ServeState;
     fn deref(&self) -> &ServeState {
-        &self.0
+        &self.state
     }
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
-        if self.0.open.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.all_closed.notify_waiters();
+        if self.held {
+            self.state.held.release(1);
         }
     }
 }
@@ -459,8 +617,7 @@ where
         shared: server.shared.clone(),
         signal: Signal::default(),
         lot,
-        open: AtomicUsize::new(0),
-        all_closed: Notify::new(),
+        held: Held::new(server.shared.config.max_connections),
     });
     if let Some(poll) = poll {
         tokio::spawn(drive_lot(state.clone(), poll, service.clone()));
@@ -468,10 +625,15 @@ where
     let mut signal = std::pin::pin!(signal);
     let mut backoff = MIN_BACKOFF;
     loop {
+        // The permit comes before accept: over the limit, connections wait
+        // in the listen backlog.
         let accepted = tokio::select! {
             biased;
             () = &mut signal => break,
-            accepted = listener.accept() => accepted,
+            accepted = async {
+                state.held.below_max().await;
+                listener.accept().await
+            } => accepted,
         };
         match accepted {
             Ok((stream, peer)) => {
@@ -487,6 +649,14 @@ where
                 trace!(%error, "accept: connection failed before it was accepted");
             }
             Err(error) => {
+                // Out of file descriptors (EMFILE, ENFILE), buffers and the
+                // like: the listener stays readable, so retrying at once
+                // would spin.
+                state
+                    .shared
+                    .stats
+                    .accept_errors
+                    .fetch_add(1, Ordering::Relaxed);
                 error!(%error, retry_in = ?backoff, "accept failed");
                 tokio::select! {
                     biased;
@@ -502,20 +672,20 @@ where
     drop(listener);
     state.signal.raise(Level::Draining);
     if let Some(lot) = &state.lot {
-        lot.close_all(&state.shared.stats);
+        lot.close_all(&state.shared.stats, &state.held);
     }
     match state.shared.config.shutdown_grace {
         Some(grace) => {
-            if tokio::time::timeout(grace, state.all_closed())
+            if tokio::time::timeout(grace, state.held.all_released())
                 .await
                 .is_err()
             {
                 debug!("graceful shutdown: grace period over, closing connections");
                 state.signal.raise(Level::Forced);
-                state.all_closed().await;
+                state.held.all_released().await;
             }
         }
-        None => state.all_closed().await,
+        None => state.held.all_released().await,
     }
     Ok(())
 }
@@ -530,6 +700,7 @@ where
     let Some(lot) = &state.lot else { return };
     let stats = &state.shared.stats;
     let respawn = |stream: tokio::net::TcpStream| {
+        let open = Open::woken(&state);
         let peer = match stream.peer_addr() {
             Ok(peer) => peer,
             Err(error) => {
@@ -537,17 +708,17 @@ where
                 return;
             }
         };
-        let conn = conn::serve(stream, peer, service.clone(), Open::new(&state), false);
+        let conn = conn::serve(stream, peer, service.clone(), open, false);
         tokio::spawn(conn.instrument(tracing::debug_span!("conn", %peer)));
     };
     tokio::select! {
         biased;
         () = state.signal.reached(Level::Draining) => {}
-        res = lot::drive(lot, poll, stats, respawn) => {
+        res = lot::drive(lot, poll, stats, &state.held, respawn) => {
             if let Err(error) = res {
                 error!(%error, "parking lot failed; closing its connections");
             }
-            lot.close_all(stats);
+            lot.close_all(stats, &state.held);
         }
     }
 }

@@ -117,7 +117,10 @@ where
         let this = self.project();
         let _enter = this.span.enter();
         let res = std::task::ready!(this.inner.poll(cx));
-        let in_flight = this.in_flight.take();
+        let mut in_flight = this.in_flight.take();
+        if let Some(in_flight) = &mut in_flight {
+            in_flight.responded();
+        }
         Poll::Ready(res.map(|res| {
             res.map(|inner| TrackedBody {
                 inner,

@@ -33,8 +33,21 @@ pub struct Stats {
     pub lot_wakes: u64,
     /// DORMANT connections closed because the peer closed them.
     pub lot_closes: u64,
-    /// Connections closed by the idle timeout (PARKED or DORMANT).
+    /// Connections closed by the idle timeout (ACTIVE, PARKED or DORMANT;
+    /// HTTP/2 connections are shut down gracefully).
     pub idle_timeouts: u64,
+    /// Connections closed because a request head took longer than the
+    /// header read timeout.
+    pub header_read_timeouts: u64,
+    /// Connections closed because a request took longer than the read
+    /// timeout to arrive.
+    pub read_timeouts: u64,
+    /// Connections closed because a response took longer than the write
+    /// timeout to be written.
+    pub write_timeouts: u64,
+    /// Accept errors that were not about one connection (running out of
+    /// file descriptors and the like); each one pauses accepting.
+    pub accept_errors: u64,
     /// Requests served. A connection adds its requests when it parks or
     /// closes, so a busy connection's requests show up with a delay.
     pub requests: u64,
@@ -54,6 +67,10 @@ pub(crate) struct Counters {
     pub(crate) lot_wakes: AtomicU64,
     pub(crate) lot_closes: AtomicU64,
     pub(crate) idle_timeouts: AtomicU64,
+    pub(crate) header_read_timeouts: AtomicU64,
+    pub(crate) read_timeouts: AtomicU64,
+    pub(crate) write_timeouts: AtomicU64,
+    pub(crate) accept_errors: AtomicU64,
     pub(crate) requests: AtomicU64,
 }
 
@@ -70,6 +87,10 @@ impl Counters {
             lot_wakes: self.lot_wakes.load(Relaxed),
             lot_closes: self.lot_closes.load(Relaxed),
             idle_timeouts: self.idle_timeouts.load(Relaxed),
+            header_read_timeouts: self.header_read_timeouts.load(Relaxed),
+            read_timeouts: self.read_timeouts.load(Relaxed),
+            write_timeouts: self.write_timeouts.load(Relaxed),
+            accept_errors: self.accept_errors.load(Relaxed),
             requests: self.requests.load(Relaxed),
             pool,
         }

@@ -1,0 +1,263 @@
+//! Go's four timeouts, enforced with one timer per connection.
+//!
+//! A Go server once lost half its QPS because each request moved four
+//! deadlines on one locked timer heap. In tokio, moving a `Sleep` to a later
+//! deadline is a lock-free compare-and-swap, but moving it earlier, or
+//! registering it again after it fired, takes the timer wheel's lock; hyper's
+//! own `header_read_timeout` even boxes a new `Sleep` per request. dormant
+//! keeps one `Sleep` per ACTIVE connection (the one that also decides when
+//! the connection parks) and a [`Watchdog`] that decides what it waits for.
+//!
+//! The watchdog looks at the connection only when hyper returns `Pending`,
+//! and starts a clock only for a phase it *sees*: a request that arrives,
+//! is answered and flushed within one poll of hyper never shows a phase that
+//! has a timeout, so a busy keep-alive connection reads no clock and touches
+//! no timer per request. The idle clock is lazy as well: it starts when the
+//! connection is first seen quiet, and when the timer fires after requests
+//! came and went, it just starts again. A busy connection thus re-arms its
+//! timer once per `park_after`, whatever its request rate.
+//!
+//! | phase, seen after hyper returned `Pending` | clock starts | timeout |
+//! |---|---|---|
+//! | bytes of a request head, head not complete | first byte after an idle wait, or accept | `header_read_timeout`, `read_timeout` |
+//! | a request body not read to its end | first byte of the request (or first seen) | `read_timeout` |
+//! | a response being written or flushed | first seen | `write_timeout` |
+//! | nothing in flight, nothing buffered | first seen quiet | `park_after`, `idle_timeout` |
+//!
+//! PARKED connections use the same deadlines (see `conn`), and DORMANT ones
+//! the parking lot's ordered queue.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+use crate::stats::Counters;
+
+/// The timeouts a server enforces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Timeouts {
+    pub(crate) header_read: Option<Duration>,
+    pub(crate) read: Option<Duration>,
+    pub(crate) write: Option<Duration>,
+    pub(crate) idle: Option<Duration>,
+}
+
+impl Timeouts {
+    /// The deadline of a request head that began at `since`: the header
+    /// read timeout, or the whole-request read timeout if that is shorter.
+    pub(crate) fn head_deadline(&self, since: Instant) -> Option<(Instant, Expiry)> {
+        match (self.header_read, self.read) {
+            (Some(h), Some(r)) if r < h => Some((since + r, Expiry::Read)),
+            (Some(h), _) => Some((since + h, Expiry::HeaderRead)),
+            (None, Some(r)) => Some((since + r, Expiry::Read)),
+            (None, None) => None,
+        }
+    }
+
+    pub(crate) fn idle_deadline(&self, since: Instant) -> Option<(Instant, Expiry)> {
+        self.idle.map(|t| (since + t, Expiry::Idle))
+    }
+}
+
+/// What a connection's timer fired for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Expiry {
+    /// Quiet for `park_after`: take hyper apart.
+    Park,
+    Idle,
+    HeaderRead,
+    Read,
+    Write,
+}
+
+impl Expiry {
+    /// Counts a connection closed for this reason.
+    pub(crate) fn count(self, stats: &Counters) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let counter = match self {
+            Expiry::Park => return,
+            Expiry::Idle => &stats.idle_timeouts,
+            Expiry::HeaderRead => &stats.header_read_timeouts,
+            Expiry::Read => &stats.read_timeouts,
+            Expiry::Write => &stats.write_timeouts,
+        };
+        counter.fetch_add(1, Relaxed);
+    }
+}
+
+/// What an ACTIVE HTTP/1 connection is doing, seen after hyper returned
+/// `Pending`. Several may hold at once (a handler may answer before it has
+/// read the request body).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Observed {
+    /// Requests started on this connection so far.
+    pub(crate) requests: u64,
+    /// Nothing in flight, nothing buffered on the way out, and hyper waits
+    /// for bytes: the connection may park.
+    pub(crate) quiet: bool,
+    /// hyper holds bytes of a request head it cannot parse yet.
+    pub(crate) head: bool,
+    /// A request body has not been read to its end.
+    pub(crate) body: bool,
+    /// A response is being written or flushed.
+    pub(crate) writing: bool,
+}
+
+/// The deadlines of one ACTIVE HTTP/1 connection (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Watchdog {
+    timeouts: Timeouts,
+    park_after: Option<Duration>,
+    /// When the timer is set to fire; `None` before it is armed and after it
+    /// fired.
+    timer_at: Option<Instant>,
+    requests: u64,
+    /// The quiet streak: the request count when it was first seen, and when.
+    quiet: Option<(u64, Instant)>,
+    head_since: Option<Instant>,
+    request_since: Option<Instant>,
+    write_since: Option<Instant>,
+}
+
+impl Watchdog {
+    /// `head_since` is when the bytes hyper is about to read began to
+    /// arrive, for the header read timeout.
+    pub(crate) fn new(
+        timeouts: Timeouts,
+        park_after: Option<Duration>,
+        head_since: Option<Instant>,
+    ) -> Self {
+        Watchdog {
+            timeouts,
+            park_after,
+            timer_at: None,
+            requests: 0,
+            quiet: None,
+            head_since,
+            request_since: None,
+            write_since: None,
+        }
+    }
+
+    /// Stops parking (shutdown has begun); timeouts still apply.
+    pub(crate) fn stop_parking(&mut self) {
+        self.park_after = None;
+    }
+
+    /// When the connection became quiet (for the idle timeout once parked),
+    /// and when the partial request head it holds began, if it holds one.
+    pub(crate) fn parked_clocks(&self, holds_head: bool) -> (Instant, Option<Instant>) {
+        let now = Instant::now();
+        let quiet_since = self.quiet.map_or(now, |(_, since)| since);
+        // A head whose first byte the watchdog did not see began at the
+        // latest now: counting from now never closes a client early.
+        let head_since = holds_head.then(|| self.head_since.unwrap_or(now));
+        (quiet_since, head_since)
+    }
+
+    /// Checks the deadlines of what the connection is doing; `Ready` when
+    /// one has passed. Registers the task with `timer` otherwise.
+    pub(crate) fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut timer: Pin<&mut Sleep>,
+        seen: Observed,
+    ) -> Poll<Expiry> {
+        if seen.requests != self.requests {
+            self.requests = seen.requests;
+            self.request_since = self.head_since.take();
+            self.write_since = None;
+        }
+        let mut now = None;
+        loop {
+            let Some((at, why)) = self.deadline(seen, &mut now) else {
+                // Nothing to watch. A timer armed earlier may still fire;
+                // that only costs a poll.
+                return Poll::Pending;
+            };
+            if now.is_some_and(|now| at <= now) {
+                // A zero delay acts at once: the timer wheel would round it
+                // up to its next tick.
+                return Poll::Ready(why);
+            }
+            if self.timer_at.is_none_or(|t| at < t) {
+                // Later than a pending deadline is left alone: the timer
+                // fires early and is moved on below, which is cheaper than
+                // moving it now.
+                timer.as_mut().reset(at);
+                self.timer_at = Some(at);
+            }
+            if timer.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.timer_at = None;
+            let fired = Instant::now();
+            now = Some(fired);
+            if matches!(why, Expiry::Park | Expiry::Idle)
+                && self
+                    .quiet
+                    .is_some_and(|(requests, _)| requests != seen.requests)
+            {
+                // Requests came and went since the quiet streak began.
+                self.quiet = Some((seen.requests, fired));
+                continue;
+            }
+            if at <= fired {
+                return Poll::Ready(why);
+            }
+        }
+    }
+
+    /// The earliest deadline of what `seen` shows, starting the clocks of
+    /// phases seen for the first time.
+    fn deadline(
+        &mut self,
+        seen: Observed,
+        clock: &mut Option<Instant>,
+    ) -> Option<(Instant, Expiry)> {
+        let mut now = || *clock.get_or_insert_with(Instant::now);
+        let mut best: Option<(Instant, Expiry)> = None;
+        let mut consider = |deadline: Option<(Instant, Expiry)>| {
+            if let Some((at, why)) = deadline {
+                if best.is_none_or(|(b, _)| at < b) {
+                    best = Some((at, why));
+                }
+            }
+        };
+        if seen.quiet {
+            let idle = self.timeouts.idle.filter(|_| !seen.head);
+            if self.park_after.is_some() || idle.is_some() {
+                let (_, since) = *self.quiet.get_or_insert_with(|| (seen.requests, now()));
+                consider(self.park_after.map(|t| (since + t, Expiry::Park)));
+                consider(idle.map(|t| (since + t, Expiry::Idle)));
+            }
+        } else {
+            self.quiet = None;
+        }
+        if seen.head {
+            if self.timeouts.header_read.is_some() || self.timeouts.read.is_some() {
+                let since = *self.head_since.get_or_insert_with(&mut now);
+                consider(self.timeouts.head_deadline(since));
+            }
+        } else {
+            // A head that began before the last request started has become
+            // that request (see `poll`).
+            self.head_since = None;
+        }
+        if seen.body {
+            if let Some(t) = self.timeouts.read {
+                let since = *self.request_since.get_or_insert_with(&mut now);
+                consider(Some((since + t, Expiry::Read)));
+            }
+        }
+        if seen.writing {
+            if let Some(t) = self.timeouts.write {
+                let since = *self.write_since.get_or_insert_with(&mut now);
+                consider(Some((since + t, Expiry::Write)));
+            }
+        }
+        best
+    }
+}
