@@ -1,0 +1,336 @@
+//! Go's four timeouts and the connection limit, over real sockets.
+//!
+//! Timeouts are short (hundreds of milliseconds) so the tests are quick;
+//! every wait is bounded, and nothing asserts how long anything took.
+
+mod common;
+
+use std::convert::Infallible;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{echo_service, fast_park, hello, serve_with};
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::Frame;
+use hyper::service::service_fn;
+
+fn ok(body: &str) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Whether the server has closed `stream`: waits up to `wait` for a byte,
+/// which must not come.
+fn closed_within(stream: &mut TcpStream, wait: Duration) -> bool {
+    stream.set_read_timeout(Some(wait)).unwrap();
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => panic!("unexpected byte from the server"),
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => true,
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => false,
+        Err(e) => panic!("read: {e}"),
+    }
+}
+
+/// Sends a request head one byte every 100 ms (it never ends) until the
+/// server closes the connection; meanwhile another client is served.
+fn slowloris(builder: &dormant::Builder, after_a_request: bool) -> dormant::Stats {
+    let srv = serve_with(builder, hyper::service::service_fn(hello));
+    let mut slow = srv.connect();
+    if after_a_request {
+        slow.send(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(slow.response(), ok("hello"));
+    }
+    let mut normal = srv.connect();
+    let head = b"GET / HTTP/1.1\r\nHost: x\r\n"
+        .iter()
+        .chain(b"X-Slow: 1\r\n".iter().cycle());
+    // Bounded: 200 bytes is 20 s, far beyond the timeout under test.
+    let mut closed = false;
+    for &byte in head.take(200) {
+        if slow.stream.write_all(&[byte]).is_err()
+            || closed_within(&mut slow.stream, Duration::from_millis(100))
+        {
+            closed = true;
+            break;
+        }
+        normal.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(
+            normal.response(),
+            ok("hello"),
+            "the other client is served meanwhile"
+        );
+    }
+    assert!(closed, "the slowloris connection was never closed");
+    srv.wait_for("the timeout counted", |s| s.header_read_timeouts == 1);
+    let stats = srv.stats();
+    assert_eq!(stats.read_timeouts + stats.idle_timeouts, 0, "{stats:?}");
+    // The other connection is still served.
+    normal.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(normal.response(), ok("hello"));
+    stats
+}
+
+fn header_timeout(park_after: Option<Duration>) -> dormant::Builder {
+    let mut b = dormant::Server::builder();
+    b.park_after(park_after)
+        .header_read_timeout(Duration::from_millis(500));
+    b
+}
+
+#[test]
+fn slowloris_first_request_is_closed_by_header_read_timeout() {
+    slowloris(&header_timeout(Some(Duration::from_millis(5))), false);
+}
+
+#[test]
+fn slowloris_after_a_request_is_closed_while_parking_between_bytes() {
+    let stats = slowloris(&header_timeout(Some(Duration::from_millis(5))), true);
+    assert!(
+        stats.parks >= 2,
+        "the trickled head parked between bytes: {stats:?}"
+    );
+}
+
+#[test]
+fn slowloris_is_closed_on_a_connection_that_never_parks() {
+    let stats = slowloris(&header_timeout(None), true);
+    assert_eq!(stats.parks, 0, "{stats:?}");
+}
+
+#[test]
+fn a_connection_that_sends_nothing_is_closed_by_header_read_timeout() {
+    let srv = serve_with(
+        &header_timeout(Some(Duration::from_millis(5))),
+        service_fn(hello),
+    );
+    let mut silent = srv.connect();
+    assert!(closed_within(&mut silent.stream, common::CLIENT_TIMEOUT));
+    srv.wait_for("the timeout counted", |s| {
+        s.header_read_timeouts == 1 && s.parked == 0
+    });
+}
+
+#[test]
+fn header_read_timeout_does_not_close_idle_keep_alive_connections() {
+    // Idle keep-alive waits fall under the idle timeout (none here), not the
+    // header read timeout: two waits much longer than the header timeout.
+    let mut b = fast_park();
+    b.header_read_timeout(Duration::from_millis(100));
+    let srv = serve_with(&b, service_fn(hello));
+    let mut c = srv.connect();
+    for _ in 0..2 {
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(c.response(), ok("hello"));
+        assert!(!closed_within(&mut c.stream, Duration::from_millis(400)));
+    }
+    assert_eq!(srv.stats().header_read_timeouts, 0);
+}
+
+#[test]
+fn slow_body_is_closed_by_read_timeout() {
+    let mut b = fast_park();
+    b.read_timeout(Duration::from_millis(500));
+    let srv = serve_with(&b, echo_service());
+    let mut c = srv.connect();
+    c.send(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 200\r\n\r\n");
+    let mut closed = false;
+    for _ in 0..200 {
+        if c.stream.write_all(b"x").is_err()
+            || closed_within(&mut c.stream, Duration::from_millis(100))
+        {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "the slow upload was never closed");
+    srv.wait_for("the timeout counted", |s| {
+        s.read_timeouts == 1 && s.active == 0
+    });
+    // A quick upload on a new connection is fine.
+    let mut c = srv.connect();
+    c.send(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
+    assert_eq!(c.response(), ok("POST / read=abc"));
+}
+
+/// A response body of 1,024 frames of 64 KiB (64 MiB), more than any
+/// socket buffer holds.
+struct Big(usize);
+
+impl http_body::Body for Big {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.0 == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        self.0 -= 1;
+        std::task::Poll::Ready(Some(Ok(Frame::data(Bytes::from(vec![b'x'; 64 * 1024])))))
+    }
+}
+
+#[test]
+fn a_client_that_never_reads_is_closed_by_write_timeout() {
+    let mut b = fast_park();
+    b.write_timeout(Duration::from_millis(300));
+    let srv = serve_with(
+        &b,
+        service_fn(|req: Request<dormant::Body>| async move {
+            Ok::<_, Infallible>(if req.uri().path() == "/big" {
+                Response::new(http_body_util::Either::Left(Big(1024)))
+            } else {
+                Response::new(http_body_util::Either::Right(Full::new(Bytes::from(
+                    "small",
+                ))))
+            })
+        }),
+    );
+    let mut stuck = srv.connect();
+    stuck.send(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
+    // The client reads nothing; the server gives up on the response.
+    srv.wait_for("the write timeout", |s| {
+        s.write_timeouts == 1 && s.active == 0
+    });
+    // Small responses are unaffected.
+    let mut c = srv.connect();
+    for _ in 0..3 {
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(c.response(), ok("small"));
+    }
+    assert_eq!(srv.stats().write_timeouts, 1);
+}
+
+fn idle_timeout_closes(builder: &mut dormant::Builder) -> dormant::Stats {
+    builder.idle_timeout(Duration::from_millis(300));
+    let srv = serve_with(builder, service_fn(hello));
+    let mut c = srv.connect();
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(c.response(), ok("hello"));
+    assert!(closed_within(&mut c.stream, common::CLIENT_TIMEOUT));
+    srv.wait_for("the idle timeout", |s| {
+        s.idle_timeouts == 1 && s.active + s.parked + s.dormant == 0
+    });
+    srv.stats()
+}
+
+#[test]
+fn idle_timeout_closes_an_active_connection() {
+    let stats = idle_timeout_closes(dormant::Server::builder().park_after(None));
+    assert_eq!(stats.parks, 0, "{stats:?}");
+}
+
+#[test]
+fn idle_timeout_closes_a_parked_connection() {
+    let stats = idle_timeout_closes(fast_park().dormant_after(None));
+    assert_eq!((stats.parks, stats.dormancies), (1, 0), "{stats:?}");
+}
+
+#[test]
+fn idle_timeout_closes_a_dormant_connection() {
+    let stats = idle_timeout_closes(fast_park().dormant_after(Duration::from_millis(10)));
+    assert_eq!((stats.parks, stats.dormancies), (1, 1), "{stats:?}");
+}
+
+#[test]
+fn idle_timeout_shuts_down_an_idle_h2_connection() {
+    let mut b = dormant::Server::builder();
+    b.idle_timeout(Duration::from_millis(300));
+    let srv = serve_with(&b, service_fn(hello));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+        let (mut send, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(tcp),
+        )
+        .await
+        .unwrap();
+        let conn = tokio::spawn(conn);
+        let res = send
+            .send_request(Request::new(Full::new(Bytes::new())))
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        drop(res);
+        // The server's GOAWAY ends the client connection.
+        tokio::time::timeout(common::CLIENT_TIMEOUT, conn)
+            .await
+            .expect("the idle h2 connection was not shut down")
+            .unwrap()
+            .unwrap();
+    });
+    srv.wait_for("the idle timeout", |s| {
+        s.idle_timeouts == 1 && s.active == 0
+    });
+}
+
+/// With `max_connections = 2`, a third connection is accepted only once
+/// one of the first two has closed, whatever state they wait in.
+fn connection_limit(builder: &mut dormant::Builder, wait_state: impl Fn(&dormant::Stats) -> bool) {
+    builder.max_connections(2);
+    let srv = serve_with(builder, service_fn(hello));
+    let mut first = srv.connect();
+    let mut second = srv.connect();
+    for c in [&mut first, &mut second] {
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(c.response(), ok("hello"));
+    }
+    srv.wait_for("the first two waiting", &wait_state);
+    // The third connects (the kernel's backlog takes it) and sends its
+    // request, which is not served while the other two are open.
+    let mut third = srv.connect();
+    third.send(b"GET /third HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(!closed_within(
+        &mut third.stream,
+        Duration::from_millis(300)
+    ));
+    assert_eq!(srv.stats().accepted, 2);
+    drop(first);
+    third
+        .stream
+        .set_read_timeout(Some(common::CLIENT_TIMEOUT))
+        .unwrap();
+    assert_eq!(third.response(), ok("hello"));
+    assert_eq!(srv.stats().accepted, 3);
+    // The second is still served.
+    second.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(second.response(), ok("hello"));
+}
+
+#[test]
+fn max_connections_counts_parked_connections() {
+    connection_limit(fast_park().dormant_after(None), |s| s.parked == 2);
+}
+
+#[test]
+fn max_connections_counts_dormant_connections() {
+    connection_limit(fast_park().dormant_after(Duration::from_millis(10)), |s| {
+        s.dormant == 2
+    });
+}
+
+#[test]
+fn zero_timeouts_and_limits_are_config_errors() {
+    for b in [
+        dormant::Server::builder().header_read_timeout(Duration::ZERO),
+        dormant::Server::builder().read_timeout(Duration::ZERO),
+        dormant::Server::builder().write_timeout(Duration::ZERO),
+        dormant::Server::builder().max_connections(0),
+    ] {
+        let err = b.build().expect_err("invalid config");
+        assert!(err.is_config(), "{err}");
+    }
+}
