@@ -1,5 +1,6 @@
 //! Keep-alive hello-world throughput over 64 connections: `dormant` (default
-//! settings) against a hyper-util auto server, same run.
+//! settings) against a hyper-util auto server, and `dormant` with all four
+//! timeouts on against `dormant` with none, same run.
 //!
 //! ```text
 //! CARGO_TARGET_DIR=/work/target-bench cargo bench --bench throughput
@@ -16,10 +17,17 @@
 //! Criterion measures one server after the other, so load that comes and
 //! goes during a run (other builds on the machine) lands on one of them.
 //! After the criterion group the bench therefore also runs the two servers
-//! *interleaved*: [`ROUNDS`] rounds, each timing both servers on the same
-//! work (order alternating between rounds), and prints every round's ratio
-//! dormant / hyper-util and their median. That part runs only under
-//! `cargo bench` (which passes `--bench`), not under `cargo test --benches`.
+//! *interleaved*: [`ROUNDS`] rounds, each timing every server on the same
+//! work (order reversed every other round), and prints every round's ratios
+//! dormant / hyper-util and timeouts on / off, and their medians. That part
+//! runs only under `cargo bench` (which passes `--bench`), not under
+//! `cargo test --benches`.
+//!
+//! "timeouts on" sets header read 30 s, read 30 s, write 30 s and idle 60 s;
+//! "timeouts off" sets none of them (the default has the header read
+//! timeout only). Allocations per request are counted by
+//! `benches/request_allocs.rs`, which needs a counting allocator this bench
+//! must not pay for.
 
 use std::convert::Infallible;
 use std::hint::black_box;
@@ -62,8 +70,30 @@ async fn hello_hyper(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, I
     ))))
 }
 
-/// The dormant server, for its statistics.
+/// The servers compared, in the order of [`servers`].
+const KINDS: [&str; 4] = ["dormant", "hyper-util", "timeouts-off", "timeouts-on"];
+
+/// The dormant server with default settings, for its statistics.
 static DORMANT: OnceLock<dormant::Server> = OnceLock::new();
+
+/// A dormant server of one of the [`KINDS`].
+fn dormant_builder(kind: &str) -> dormant::Builder {
+    let mut builder = dormant::Server::builder();
+    match kind {
+        "timeouts-off" => {
+            builder.header_read_timeout(None);
+        }
+        "timeouts-on" => {
+            builder
+                .header_read_timeout(Duration::from_secs(30))
+                .read_timeout(Duration::from_secs(30))
+                .write_timeout(Duration::from_secs(30))
+                .idle_timeout(Duration::from_secs(60));
+        }
+        _ => {}
+    }
+    builder
+}
 
 /// Starts a server on its own current-thread runtime thread; returns its
 /// address. The thread lives until the process exits.
@@ -80,17 +110,17 @@ fn spawn_server(kind: &'static str) -> SocketAddr {
                 .expect("runtime");
             rt.block_on(async move {
                 let listener = TcpListener::from_std(listener).expect("listener");
-                match kind {
-                    "dormant" => {
-                        let server = dormant::Server::builder().build().expect("build");
-                        let _ = DORMANT.set(server.clone());
-                        server
-                            .serve(listener, service_fn(hello_dormant))
-                            .await
-                            .expect("serve");
-                    }
-                    _ => serve_hyper_util(listener).await,
+                if kind == "hyper-util" {
+                    return serve_hyper_util(listener).await;
                 }
+                let server = dormant_builder(kind).build().expect("build");
+                if kind == "dormant" {
+                    let _ = DORMANT.set(server.clone());
+                }
+                server
+                    .serve(listener, service_fn(hello_dormant))
+                    .await
+                    .expect("serve");
             });
         })
         .expect("server thread");
@@ -189,11 +219,9 @@ impl Load {
     }
 }
 
-const KINDS: [&str; 2] = ["dormant", "hyper-util"];
-
-/// Both servers, started once for the whole run.
-fn servers() -> &'static [SocketAddr; 2] {
-    static SERVERS: OnceLock<[SocketAddr; 2]> = OnceLock::new();
+/// Every server, started once for the whole run.
+fn servers() -> &'static [SocketAddr; 4] {
+    static SERVERS: OnceLock<[SocketAddr; 4]> = OnceLock::new();
     SERVERS.get_or_init(|| KINDS.map(spawn_server))
 }
 
@@ -221,8 +249,8 @@ fn throughput(c: &mut Criterion) {
     group.finish();
 }
 
-/// Both servers on the same work, alternating; prints requests/s per round
-/// and the median ratio.
+/// Every server on the same work, order reversed every other round;
+/// prints requests/s per round and the median ratios.
 fn interleaved() {
     let client = client_runtime();
     let mut loads = servers().map(|addr| client.block_on(Load::connect(addr)));
@@ -238,29 +266,42 @@ fn interleaved() {
         rate(load);
     }
     println!(
-        "interleaved: {ROUNDS} rounds, {} requests per server per round",
+        "interleaved: {ROUNDS} rounds, {} requests per server per round (req/s)",
         ROUND_ITERS * CONNS * PER_CONN
     );
-    println!(
-        "{:>5} {:>14} {:>14} {:>7}",
-        "round", "dormant req/s", "hyper req/s", "ratio"
-    );
-    let mut ratios = Vec::with_capacity(ROUNDS);
-    for round in 0..ROUNDS {
-        let [d, h] = &mut loads;
-        let (d, h) = if round % 2 == 0 {
-            let d = rate(d);
-            (d, rate(h))
-        } else {
-            let h = rate(h);
-            (rate(d), h)
-        };
-        println!("{round:>5} {d:>14.0} {h:>14.0} {:>7.3}", d / h);
-        ratios.push(d / h);
+    print!("{:>5}", "round");
+    for kind in KINDS {
+        print!(" {kind:>12}");
     }
-    ratios.sort_by(f64::total_cmp);
-    let median = (ratios[(ROUNDS - 1) / 2] + ratios[ROUNDS / 2]) / 2.0;
-    println!("median ratio dormant / hyper-util: {median:.3}");
+    println!(" {:>10} {:>10}", "d/hyper", "on/off");
+    let mut vs_hyper = Vec::with_capacity(ROUNDS);
+    let mut on_off = Vec::with_capacity(ROUNDS);
+    for round in 0..ROUNDS {
+        let mut rates = [0.0; KINDS.len()];
+        let mut order: Vec<usize> = (0..KINDS.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            rates[i] = rate(&mut loads[i]);
+        }
+        let [dormant, hyper, off, on] = rates;
+        print!("{round:>5}");
+        for r in rates {
+            print!(" {r:>12.0}");
+        }
+        println!(" {:>10.3} {:>10.3}", dormant / hyper, on / off);
+        vs_hyper.push(dormant / hyper);
+        on_off.push(on / off);
+    }
+    println!(
+        "median ratio dormant / hyper-util: {:.3}",
+        median(&mut vs_hyper)
+    );
+    println!(
+        "median ratio timeouts on / off:    {:.3}",
+        median(&mut on_off)
+    );
     if let Some(server) = DORMANT.get() {
         // Parks and wakes tell whether connections went idle for
         // `park_after` during the run (between rounds they do, 64 each).
@@ -270,6 +311,12 @@ fn interleaved() {
             stats.accepted, stats.parks, stats.wakes, stats.requests
         );
     }
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    (values[(n - 1) / 2] + values[n / 2]) / 2.0
 }
 
 criterion_group!(benches, throughput);

@@ -1,0 +1,184 @@
+//! Heap allocations per keep-alive request, counted by a global allocator:
+//! `dormant` with no timeouts, with its defaults, with all four timeouts,
+//! and a hyper-util auto server, same run.
+//!
+//! ```text
+//! cargo bench --bench request_allocs
+//! ```
+//!
+//! Each server runs on its own current-thread runtime thread. The client,
+//! on one more, keeps [`CONNS`] keep-alive connections open to each server,
+//! warms them up, then sends [`REQUESTS`] sequential hello-world requests
+//! per connection and reads every response to its end; allocations made by
+//! the whole process during that phase, divided by the requests, are the
+//! figure. The client reuses its buffers and allocates nothing per request,
+//! so differences between rows are the servers'. Requests follow each other
+//! without a pause, so no connection parks: this is the steady-state cost of
+//! a busy connection.
+//!
+//! This is a separate bench from `throughput` because the counting
+//! allocator slows every allocation down, which would tilt a time
+//! comparison towards the server that allocates less.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
+
+/// Keep-alive connections per server.
+const CONNS: usize = 4;
+/// Measured requests per connection (after as many for warm-up).
+const REQUESTS: usize = 5_000;
+
+const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+
+const KINDS: [&str; 4] = ["timeouts-off", "defaults", "timeouts-on", "hyper-util"];
+
+async fn hello_dormant(_req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
+    Ok(Response::new(Full::new(Bytes::from_static(
+        b"Hello, World!",
+    ))))
+}
+
+async fn hello_hyper(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    Ok(Response::new(Full::new(Bytes::from_static(
+        b"Hello, World!",
+    ))))
+}
+
+fn spawn_server(kind: &'static str) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let addr = listener.local_addr().expect("local_addr");
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let listener = TcpListener::from_std(listener).expect("listener");
+            let mut builder = dormant::Server::builder();
+            match kind {
+                "hyper-util" => return serve_hyper_util(listener).await,
+                "timeouts-off" => {
+                    builder.header_read_timeout(None);
+                }
+                "timeouts-on" => {
+                    builder
+                        .header_read_timeout(Duration::from_secs(30))
+                        .read_timeout(Duration::from_secs(30))
+                        .write_timeout(Duration::from_secs(30))
+                        .idle_timeout(Duration::from_secs(60));
+                }
+                _ => {}
+            }
+            let server = builder.build().expect("build");
+            server
+                .serve(listener, service_fn(hello_dormant))
+                .await
+                .expect("serve");
+        });
+    });
+    addr
+}
+
+async fn serve_hyper_util(listener: TcpListener) {
+    let builder = std::sync::Arc::new(auto::Builder::new(TokioExecutor::new()));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let builder = builder.clone();
+        tokio::spawn(async move {
+            let _ = builder
+                .serve_connection(TokioIo::new(stream), service_fn(hello_hyper))
+                .await;
+        });
+    }
+}
+
+/// `n` sequential requests on `stream`, each response read to its end into
+/// `buf` (reused: no allocation once it has grown).
+async fn requests(stream: &mut TcpStream, buf: &mut Vec<u8>, n: usize) {
+    for _ in 0..n {
+        stream.write_all(REQUEST).await.expect("write");
+        loop {
+            if let Some(len) = complete_response(buf) {
+                buf.drain(..len);
+                break;
+            }
+            let read = stream.read_buf(buf).await.expect("read");
+            assert!(read > 0, "server closed the connection");
+        }
+    }
+}
+
+/// The length of the response at the start of `buf`, once all of it is
+/// there (head plus `content-length` bytes).
+fn complete_response(buf: &[u8]) -> Option<usize> {
+    let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = std::str::from_utf8(&buf[..head_end]).ok()?;
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    (buf.len() >= head_end + len).then_some(head_end + len)
+}
+
+fn main() {
+    // `cargo test --benches` runs bench binaries without `--bench`: a short
+    // smoke run then.
+    let full = std::env::args().any(|a| a == "--bench");
+    let per_conn = if full { REQUESTS } else { 50 };
+    let client = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    println!(
+        "allocations per request: {CONNS} keep-alive connections per server, \
+         {per_conn} sequential requests each, after as many for warm-up"
+    );
+    println!("{:>14} {:>12} {:>14}", "server", "allocs/req", "bytes/req");
+    for kind in KINDS {
+        let addr = spawn_server(kind);
+        let (allocs, bytes) = client.block_on(async {
+            let mut conns = Vec::new();
+            for _ in 0..CONNS {
+                let stream = TcpStream::connect(addr).await.expect("connect");
+                stream.set_nodelay(true).expect("nodelay");
+                conns.push((stream, Vec::with_capacity(4096)));
+            }
+            for (stream, buf) in &mut conns {
+                requests(stream, buf, per_conn).await;
+            }
+            let region = Region::new(GLOBAL);
+            for (stream, buf) in &mut conns {
+                requests(stream, buf, per_conn).await;
+            }
+            let change = region.change();
+            let n = (CONNS * per_conn) as f64;
+            (
+                change.allocations as f64 / n,
+                change.bytes_allocated as f64 / n,
+            )
+        });
+        println!("{kind:>14} {allocs:>12.2} {bytes:>14.1}");
+    }
+}
