@@ -228,97 +228,110 @@ enum Wake {
 
 /// Serves one connection until it closes or goes dormant. `fresh` is true
 /// for a newly accepted connection, false for one woken in the lot.
-pub(crate) async fn serve<S, B>(
-    stream: TcpStream,
+///
+/// The future's size is what a PARKED connection costs, so it is written
+/// with care: an `async` block that uses its captured variables in place (an
+/// `async fn` would keep its arguments twice, as arguments and as locals),
+/// and nothing kept across the PARKED wait that can be recomputed.
+pub(crate) fn serve<S, B>(
+    mut stream: TcpStream,
     peer: SocketAddr,
     service: Arc<S>,
     state: Open,
     fresh: bool,
-) where
+) -> impl Future<Output = ()> + Send
+where
     S: HttpService<B>,
     B: ResBody,
 {
-    let shared = &state.shared;
-    let timeouts = shared.config.timeouts;
-    let mut gauge = Gauge::parked(&shared.stats);
-    let mut stream = stream;
-    let mut carried = Bytes::new();
-    let accepted = Instant::now();
-    let mut clocks = Clocks {
-        quiet_since: accepted,
-        // Like Go's, the header read timeout of a new connection counts
-        // from accept.
-        head_since: fresh.then_some(accepted),
-    };
-    let mut first = fresh;
-    // The lot hands a connection back only when a byte is waiting: read it
-    // before the connection may go dormant again, or it would bounce.
-    let mut may_sleep = fresh;
-    loop {
-        // PARKED: no hyper state, no buffer.
-        let deadline = match clocks.head_since {
-            Some(since) => timeouts
-                .head_deadline(since)
-                .or_else(|| timeouts.idle_deadline(since)),
-            None => timeouts.idle_deadline(clocks.quiet_since),
+    async move {
+        let mut gauge = Gauge::parked(&state.shared.stats);
+        let mut carried = Bytes::new();
+        let accepted = Instant::now();
+        let mut clocks = Clocks {
+            quiet_since: accepted,
+            // Like Go's, the header read timeout of a new connection counts
+            // from accept.
+            head_since: fresh.then_some(accepted),
         };
-        // A connection that holds bytes of a request head, or has not sent
-        // a request yet, stays in tokio: the lot keeps one idle timeout.
-        let dormant_at = shared
-            .config
-            .dormant_after
-            .filter(|_| may_sleep && clocks.head_since.is_none() && carried.is_empty())
-            .filter(|_| state.lot.as_ref().is_some_and(|l| l.is_open()))
-            .map(|t| Instant::now() + t);
-        let woken = wake(&stream, carried, &state, deadline, dormant_at).await;
-        may_sleep = true;
-        let replay = match woken {
-            Wake::Read(replay) => replay,
-            Wake::Closed => return,
-            Wake::Dormant => {
-                drop(gauge);
-                let idle_deadline = timeouts.idle_deadline(clocks.quiet_since);
-                // Counted as held from here on by the lot, so that a wake
-                // racing this task's end cannot count it out twice.
-                let state = state.into_lot();
-                let entered = state.lot.as_ref().is_some_and(|lot| {
-                    lot.enter(stream, idle_deadline.map(|(at, _)| at), &state.shared.stats)
-                });
-                if !entered {
-                    state.held.release(1);
+        let mut first = fresh;
+        // The lot hands a connection back only when a byte is waiting: read
+        // it before the connection may go dormant again, or it would bounce.
+        let mut may_sleep = fresh;
+        loop {
+            // PARKED: no hyper state, no buffer.
+            let config = &state.shared.config;
+            let deadline = match clocks.head_since {
+                Some(since) => config
+                    .timeouts
+                    .head_deadline(since)
+                    .or_else(|| config.timeouts.idle_deadline(since)),
+                None => config.timeouts.idle_deadline(clocks.quiet_since),
+            };
+            // A connection that holds bytes of a request head, or has not
+            // sent a request yet, stays in tokio: the lot keeps one idle
+            // timeout.
+            let dormant_at = config
+                .dormant_after
+                .filter(|_| may_sleep && clocks.head_since.is_none() && carried.is_empty())
+                .filter(|_| state.lot.as_ref().is_some_and(|l| l.is_open()))
+                .map(|t| Instant::now() + t);
+            may_sleep = true;
+            let replay = match wake(&stream, carried, &state, deadline, dormant_at).await {
+                Wake::Read(replay) => replay,
+                Wake::Closed => return,
+                Wake::Dormant => {
+                    drop(gauge);
+                    let idle_deadline = state
+                        .shared
+                        .config
+                        .timeouts
+                        .idle_deadline(clocks.quiet_since);
+                    // Counted as held from here on by the lot, so that a
+                    // wake racing this task's end cannot count it out twice.
+                    let state = state.into_lot();
+                    let entered = state.lot.as_ref().is_some_and(|lot| {
+                        lot.enter(stream, idle_deadline.map(|(at, _)| at), &state.shared.stats)
+                    });
+                    if !entered {
+                        state.held.release(1);
+                    }
+                    return;
                 }
-                return;
+            };
+            let shared = &state.shared;
+            if first {
+                if replay.len() < H2_PREFACE.len()
+                    && replay.starts_with(&H2_PREFACE[..replay.len()])
+                {
+                    // A prefix of the HTTP/2 preface: wait for the rest.
+                    carried = replay.into_carried();
+                    continue;
+                }
+                first = false;
+                if shared.config.http2 && replay.starts_with(H2_PREFACE) {
+                    gauge.set_active();
+                    Box::pin(serve_h2(stream, replay, peer, service, &state)).await;
+                    return;
+                }
+            } else {
+                shared.stats.wakes.fetch_add(1, Relaxed);
             }
-        };
-        if first {
-            if replay.len() < H2_PREFACE.len() && replay.starts_with(&H2_PREFACE[..replay.len()]) {
-                // A prefix of the HTTP/2 preface: wait for the rest.
-                carried = replay.into_carried();
-                continue;
+            // The bytes that woke the connection begin a request head,
+            // unless an earlier part of it is already on the clock.
+            let head_since = clocks.head_since.unwrap_or_else(Instant::now);
+            gauge.set_active();
+            match Box::pin(serve_h1(stream, replay, peer, &service, &state, head_since)).await {
+                Active::Parked(s, c, k) => {
+                    trace!(carried = c.len(), "parked");
+                    state.shared.stats.parks.fetch_add(1, Relaxed);
+                    gauge.set_parked();
+                    stream = s;
+                    carried = c;
+                    clocks = k;
+                }
+                Active::Closed => return,
             }
-            first = false;
-            if shared.config.http2 && replay.starts_with(H2_PREFACE) {
-                gauge.set_active();
-                Box::pin(serve_h2(stream, replay, peer, service, &state)).await;
-                return;
-            }
-        } else {
-            shared.stats.wakes.fetch_add(1, Relaxed);
-        }
-        // The bytes that woke the connection begin a request head, unless
-        // an earlier part of it is already on the clock.
-        let head_since = clocks.head_since.unwrap_or_else(Instant::now);
-        gauge.set_active();
-        match Box::pin(serve_h1(stream, replay, peer, &service, &state, head_since)).await {
-            Active::Parked(s, c, k) => {
-                trace!(carried = c.len(), "parked");
-                shared.stats.parks.fetch_add(1, Relaxed);
-                gauge.set_parked();
-                stream = s;
-                carried = c;
-                clocks = k;
-            }
-            Active::Closed => return,
         }
     }
 }
@@ -332,84 +345,82 @@ enum Parked {
 
 /// PARKED: waits until the socket is readable, then reads into a pool
 /// buffer; or until `deadline` (closes) or `dormant_at` (moves to the lot).
-async fn wake(
-    stream: &TcpStream,
+/// Part of every PARKED connection's task, so written like `serve`.
+fn wake<'a>(
+    stream: &'a TcpStream,
     carried: Bytes,
-    state: &ServeState,
+    state: &'a ServeState,
     deadline: Option<(Instant, Expiry)>,
     dormant_at: Option<Instant>,
-) -> Wake {
-    let stats = &state.shared.stats;
-    let expired = |why: Expiry| {
-        debug!(?why, "timeout while parked");
-        why.count(stats);
-        Wake::Closed
-    };
-    let timer_at = match (deadline, dormant_at) {
-        (Some((at, _)), Some(d)) => Some(at.min(d)),
-        (Some((at, _)), None) => Some(at),
-        (None, d) => d,
-    };
-    let timed_out = || match deadline {
-        Some((at, why)) if at <= Instant::now() => expired(why),
-        _ => Wake::Dormant,
-    };
-    // A zero delay acts at once: the timer wheel would round it up to its
-    // next tick.
-    if timer_at.is_some_and(|at| at <= Instant::now()) {
-        return timed_out();
-    }
-    let mut timer = pin!(async {
-        match timer_at {
-            Some(at) => tokio::time::sleep_until(at).await,
-            None => std::future::pending().await,
+) -> impl Future<Output = Wake> + Send + 'a {
+    async move {
+        let timer_at = match (deadline, dormant_at) {
+            (Some((at, _)), Some(d)) => Some(at.min(d)),
+            (Some((at, _)), None) => Some(at),
+            (None, d) => d,
+        };
+        let timed_out = || match deadline {
+            Some((at, why)) if at <= Instant::now() => {
+                debug!(?why, "timeout while parked");
+                why.count(&state.shared.stats);
+                Wake::Closed
+            }
+            _ => Wake::Dormant,
+        };
+        // A zero delay acts at once: the timer wheel would round it up to
+        // its next tick.
+        if timer_at.is_some_and(|at| at <= Instant::now()) {
+            return timed_out();
         }
-    });
-    let mut watch = pin!(state.signal.watch());
-    loop {
-        // `poll_read_ready` keeps its waker in tokio's per-socket state; a
-        // `readable()` future would add a waiter node to this task.
-        let ready = poll_fn(|cx| {
-            if watch.as_mut().poll_level(cx) >= Level::Draining {
-                return Poll::Ready(Parked::Shutdown);
+        let mut timer = pin!(timer_at.map(tokio::time::sleep_until));
+        let mut watch = pin!(state.signal.watch());
+        loop {
+            // `poll_read_ready` keeps its waker in tokio's per-socket state;
+            // a `readable()` future would add a waiter node to this task.
+            let ready = poll_fn(|cx| {
+                if watch.as_mut().poll_level(cx) >= Level::Draining {
+                    return Poll::Ready(Parked::Shutdown);
+                }
+                if let Poll::Ready(res) = stream.poll_read_ready(cx) {
+                    return Poll::Ready(Parked::Readable(res));
+                }
+                if let Some(timer) = timer.as_mut().as_pin_mut() {
+                    if timer.poll(cx).is_ready() {
+                        return Poll::Ready(Parked::Timer);
+                    }
+                }
+                Poll::Pending
+            })
+            .await;
+            match ready {
+                Parked::Shutdown => return Wake::Closed,
+                Parked::Timer => return timed_out(),
+                Parked::Readable(Ok(())) => {}
+                Parked::Readable(Err(error)) => {
+                    debug!(%error, "readiness failed");
+                    return Wake::Closed;
+                }
             }
-            if let Poll::Ready(res) = stream.poll_read_ready(cx) {
-                return Poll::Ready(Parked::Readable(res));
-            }
-            if timer.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Parked::Timer);
-            }
-            Poll::Pending
-        })
-        .await;
-        match ready {
-            Parked::Shutdown => return Wake::Closed,
-            Parked::Timer => return timed_out(),
-            Parked::Readable(Ok(())) => {}
-            Parked::Readable(Err(error)) => {
-                debug!(%error, "readiness failed");
-                return Wake::Closed;
-            }
-        }
-        // The buffer is taken only now, after the await (I4).
-        let mut buf = state.shared.pool.take();
-        match stream.try_read(&mut buf) {
-            Ok(0) => {
-                // EOF. Bytes of an incomplete request die with the
-                // connection, as they would on plain hyper.
-                trace!("peer closed while parked");
-                return Wake::Closed;
-            }
-            Ok(n) => {
-                return Wake::Read(Replay {
-                    carried,
-                    fresh: Some((buf, 0..n)),
-                });
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(error) => {
-                debug!(%error, "read failed while parked");
-                return Wake::Closed;
+            // The buffer is taken only now, after the await (I4).
+            let mut buf = state.shared.pool.take();
+            match stream.try_read(&mut buf) {
+                Ok(0) => {
+                    // EOF. Bytes of an incomplete request die with the
+                    // connection, as they would on plain hyper.
+                    trace!("peer closed while parked");
+                    return Wake::Closed;
+                }
+                Ok(n) => {
+                    return Wake::Read(Replay {
+                        carried,
+                        fresh: Some((buf, 0..n)),
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(error) => {
+                    debug!(%error, "read failed while parked");
+                    return Wake::Closed;
+                }
             }
         }
     }
