@@ -233,6 +233,10 @@ enum Wake {
 /// with care: an `async` block that uses its captured variables in place (an
 /// `async fn` would keep its arguments twice, as arguments and as locals),
 /// and nothing kept across the PARKED wait that can be recomputed.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its arguments twice in the PARKED task"
+)]
 pub(crate) fn serve<S, B>(
     mut stream: TcpStream,
     peer: SocketAddr,
@@ -346,6 +350,10 @@ enum Parked {
 /// PARKED: waits until the socket is readable, then reads into a pool
 /// buffer; or until `deadline` (closes) or `dormant_at` (moves to the lot).
 /// Part of every PARKED connection's task, so written like `serve`.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its arguments twice in the PARKED task"
+)]
 fn wake<'a>(
     stream: &'a TcpStream,
     carried: Bytes,
