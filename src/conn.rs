@@ -51,18 +51,19 @@ use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use pin_project_lite::pin_project;
 use tokio::net::TcpStream;
-use tokio::time::Instant;
-use tracing::{debug, trace};
+use tokio::time::{Instant, Sleep};
+use tracing::{Instrument, debug, debug_span, trace};
 
 use crate::io::{ConnIo, Replay};
 use crate::server::{Open, ServeState};
 use crate::service::{ConnService, HttpService, ResBody};
-use crate::shutdown::Level;
+use crate::shutdown::{Level, Watch};
 use crate::stats::Gauge;
 use crate::timeout::{Expiry, Observed, Timeouts, Watchdog};
 
@@ -263,69 +264,73 @@ where
         // it before the connection may go dormant again, or it would bounce.
         let mut may_sleep = fresh;
         loop {
-            // PARKED: no hyper state, no buffer.
-            let config = &state.shared.config;
-            let deadline = match clocks.head_since {
-                Some(since) => config
-                    .timeouts
-                    .head_deadline(since)
-                    .or_else(|| config.timeouts.idle_deadline(since)),
-                None => config.timeouts.idle_deadline(clocks.quiet_since),
-            };
-            // A connection that holds bytes of a request head, or has not
-            // sent a request yet, stays in tokio: the lot keeps one idle
-            // timeout.
-            let dormant_at = config
-                .dormant_after
-                .filter(|_| may_sleep && clocks.head_since.is_none() && carried.is_empty())
-                .filter(|_| state.lot.as_ref().is_some_and(|l| l.is_open()))
-                .map(|t| Instant::now() + t);
-            may_sleep = true;
-            let replay = match wake(&stream, carried, &state, deadline, dormant_at).await {
-                Wake::Read(replay) => replay,
-                Wake::Closed => return,
-                Wake::Dormant => {
-                    drop(gauge);
-                    let idle_deadline = state
-                        .shared
-                        .config
-                        .timeouts
-                        .idle_deadline(clocks.quiet_since);
-                    // Counted as held from here on by the lot, so that a
-                    // wake racing this task's end cannot count it out twice.
-                    let state = state.into_lot();
-                    let entered = state.lot.as_ref().is_some_and(|lot| {
-                        lot.enter(stream, idle_deadline.map(|(at, _)| at), &state.shared.stats)
-                    });
-                    if !entered {
-                        state.held.release(1);
+            // PARKED: no hyper state, no buffer. Whatever is not needed
+            // across the wait is computed inside it, so the task does not
+            // keep it.
+            let active: Pin<Box<dyn Future<Output = Active> + Send + '_>> = {
+                let wait = ParkedWait::new(&stream, &state, carried, &clocks, may_sleep);
+                may_sleep = true;
+                let replay = match wait.await {
+                    Wake::Read(replay) => replay,
+                    Wake::Closed => return,
+                    Wake::Dormant => {
+                        drop(gauge);
+                        let idle_deadline = state
+                            .shared
+                            .config
+                            .timeouts
+                            .idle_deadline(clocks.quiet_since);
+                        // Counted as held from here on by the lot, so that a
+                        // wake racing this task's end cannot count it out
+                        // twice.
+                        let state = state.into_lot();
+                        let entered = state.lot.as_ref().is_some_and(|lot| {
+                            lot.enter(stream, idle_deadline.map(|(at, _)| at), &state.shared.stats)
+                        });
+                        if !entered {
+                            state.held.release(1);
+                        }
+                        return;
                     }
-                    return;
+                };
+                let shared = &state.shared;
+                // The span covers ACTIVE phases only: in a PARKED task it
+                // would cost its size for every waiting connection.
+                let span = debug_span!("conn", %peer);
+                let h2 = first && shared.config.http2 && replay.starts_with(H2_PREFACE);
+                if first {
+                    if replay.len() < H2_PREFACE.len()
+                        && replay.starts_with(&H2_PREFACE[..replay.len()])
+                    {
+                        // A prefix of the HTTP/2 preface: wait for the rest.
+                        carried = replay.into_carried();
+                        continue;
+                    }
+                    first = false;
+                } else {
+                    shared.stats.wakes.fetch_add(1, Relaxed);
+                }
+                gauge.set_active();
+                if h2 {
+                    let service = service.clone();
+                    let state = &*state;
+                    Box::pin(
+                        async move {
+                            serve_h2(stream, replay, peer, service, state).await;
+                            Active::Closed
+                        }
+                        .instrument(span),
+                    )
+                } else {
+                    // The bytes that woke the connection begin a request
+                    // head, unless an earlier part of it is already on the
+                    // clock.
+                    let head_since = clocks.head_since.unwrap_or_else(Instant::now);
+                    let active = serve_h1(stream, replay, peer, &service, &state, head_since);
+                    Box::pin(active.instrument(span))
                 }
             };
-            let shared = &state.shared;
-            if first {
-                if replay.len() < H2_PREFACE.len()
-                    && replay.starts_with(&H2_PREFACE[..replay.len()])
-                {
-                    // A prefix of the HTTP/2 preface: wait for the rest.
-                    carried = replay.into_carried();
-                    continue;
-                }
-                first = false;
-                if shared.config.http2 && replay.starts_with(H2_PREFACE) {
-                    gauge.set_active();
-                    Box::pin(serve_h2(stream, replay, peer, service, &state)).await;
-                    return;
-                }
-            } else {
-                shared.stats.wakes.fetch_add(1, Relaxed);
-            }
-            // The bytes that woke the connection begin a request head,
-            // unless an earlier part of it is already on the clock.
-            let head_since = clocks.head_since.unwrap_or_else(Instant::now);
-            gauge.set_active();
-            match Box::pin(serve_h1(stream, replay, peer, &service, &state, head_since)).await {
+            match active.await {
                 Active::Parked(s, c, k) => {
                     trace!(carried = c.len(), "parked");
                     state.shared.stats.parks.fetch_add(1, Relaxed);
@@ -340,97 +345,133 @@ where
     }
 }
 
-/// What ended one wait of a PARKED connection.
-enum Parked {
-    Shutdown,
-    Readable(std::io::Result<()>),
-    Timer,
+pin_project! {
+    /// PARKED: waits until the socket is readable, then reads into a pool
+    /// buffer; or until `deadline` (closes) or the dormant deadline (moves
+    /// to the lot), or shutdown. Written out by hand because it is most of
+    /// a PARKED connection's task: an `async` block would keep more.
+    struct ParkedWait<'a> {
+        stream: &'a TcpStream,
+        state: &'a ServeState,
+        carried: Bytes,
+        // The deadline that closes the connection, unpacked: the task's size
+        // is counted in bytes.
+        deadline: Option<Instant>,
+        why: Expiry,
+        expired: bool,
+        #[pin]
+        timer: Option<Sleep>,
+        #[pin]
+        watch: Watch<'a>,
+    }
 }
 
-/// PARKED: waits until the socket is readable, then reads into a pool
-/// buffer; or until `deadline` (closes) or `dormant_at` (moves to the lot).
-/// Part of every PARKED connection's task, so written like `serve`.
-#[expect(
-    clippy::manual_async_fn,
-    reason = "an async fn keeps its arguments twice in the PARKED task"
-)]
-fn wake<'a>(
-    stream: &'a TcpStream,
-    carried: Bytes,
-    state: &'a ServeState,
-    deadline: Option<(Instant, Expiry)>,
-    dormant_at: Option<Instant>,
-) -> impl Future<Output = Wake> + Send + 'a {
-    async move {
+impl<'a> ParkedWait<'a> {
+    /// `may_sleep`: the connection may go dormant (it is not fresh from the
+    /// lot).
+    fn new(
+        stream: &'a TcpStream,
+        state: &'a ServeState,
+        carried: Bytes,
+        clocks: &Clocks,
+        may_sleep: bool,
+    ) -> Self {
+        let config = &state.shared.config;
+        let deadline = match clocks.head_since {
+            Some(since) => config
+                .timeouts
+                .head_deadline(since)
+                .or_else(|| config.timeouts.idle_deadline(since)),
+            None => config.timeouts.idle_deadline(clocks.quiet_since),
+        };
+        // A connection that holds bytes of a request head, or has not sent
+        // a request yet, stays in tokio: the lot keeps one idle timeout.
+        let now = Instant::now();
+        let dormant_at = config
+            .dormant_after
+            .filter(|_| may_sleep && clocks.head_since.is_none() && carried.is_empty())
+            .filter(|_| state.lot.as_ref().is_some_and(|l| l.is_open()))
+            .map(|t| now + t);
         let timer_at = match (deadline, dormant_at) {
             (Some((at, _)), Some(d)) => Some(at.min(d)),
             (Some((at, _)), None) => Some(at),
             (None, d) => d,
         };
-        let timed_out = || match deadline {
-            Some((at, why)) if at <= Instant::now() => {
-                debug!(?why, "timeout while parked");
-                why.count(&state.shared.stats);
-                Wake::Closed
-            }
-            _ => Wake::Dormant,
-        };
-        // A zero delay acts at once: the timer wheel would round it up to
-        // its next tick.
-        if timer_at.is_some_and(|at| at <= Instant::now()) {
-            return timed_out();
+        ParkedWait {
+            stream,
+            state,
+            carried,
+            deadline: deadline.map(|(at, _)| at),
+            why: deadline.map_or(Expiry::Idle, |(_, why)| why),
+            // A zero delay acts at once: the timer wheel would round it up
+            // to its next tick.
+            expired: timer_at.is_some_and(|at| at <= now),
+            timer: timer_at.map(tokio::time::sleep_until),
+            watch: state.signal.watch(),
         }
-        let mut timer = pin!(timer_at.map(tokio::time::sleep_until));
-        let mut watch = pin!(state.signal.watch());
-        loop {
-            // `poll_read_ready` keeps its waker in tokio's per-socket state;
-            // a `readable()` future would add a waiter node to this task.
-            let ready = poll_fn(|cx| {
-                if watch.as_mut().poll_level(cx) >= Level::Draining {
-                    return Poll::Ready(Parked::Shutdown);
-                }
-                if let Poll::Ready(res) = stream.poll_read_ready(cx) {
-                    return Poll::Ready(Parked::Readable(res));
-                }
-                if let Some(timer) = timer.as_mut().as_pin_mut() {
-                    if timer.poll(cx).is_ready() {
-                        return Poll::Ready(Parked::Timer);
-                    }
-                }
-                Poll::Pending
-            })
-            .await;
-            match ready {
-                Parked::Shutdown => return Wake::Closed,
-                Parked::Timer => return timed_out(),
-                Parked::Readable(Ok(())) => {}
-                Parked::Readable(Err(error)) => {
-                    debug!(%error, "readiness failed");
-                    return Wake::Closed;
-                }
+    }
+}
+
+/// The timer of a PARKED wait fired (or its delay was zero).
+fn timed_out(deadline: Option<Instant>, why: Expiry, state: &ServeState) -> Wake {
+    match deadline {
+        Some(at) if at <= Instant::now() => {
+            debug!(?why, "timeout while parked");
+            why.count(&state.shared.stats);
+            Wake::Closed
+        }
+        _ => Wake::Dormant,
+    }
+}
+
+impl Future for ParkedWait<'_> {
+    type Output = Wake;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Wake> {
+        let mut this = self.project();
+        if *this.expired {
+            return Poll::Ready(timed_out(*this.deadline, *this.why, this.state));
+        }
+        if this.watch.as_mut().poll_level(cx) >= Level::Draining {
+            return Poll::Ready(Wake::Closed);
+        }
+        // `poll_read_ready` keeps its waker in tokio's per-socket state; a
+        // `readable()` future would add a waiter node to this task.
+        while let Poll::Ready(ready) = this.stream.poll_read_ready(cx) {
+            if let Err(error) = ready {
+                debug!(%error, "readiness failed");
+                return Poll::Ready(Wake::Closed);
             }
-            // The buffer is taken only now, after the await (I4).
-            let mut buf = state.shared.pool.take();
-            match stream.try_read(&mut buf) {
+            // The buffer is taken only now, after readiness (I4).
+            let mut buf = this.state.shared.pool.take();
+            match this.stream.try_read(&mut buf) {
                 Ok(0) => {
                     // EOF. Bytes of an incomplete request die with the
                     // connection, as they would on plain hyper.
                     trace!("peer closed while parked");
-                    return Wake::Closed;
+                    return Poll::Ready(Wake::Closed);
                 }
                 Ok(n) => {
-                    return Wake::Read(Replay {
-                        carried,
+                    return Poll::Ready(Wake::Read(Replay {
+                        carried: std::mem::take(this.carried),
                         fresh: Some((buf, 0..n)),
-                    });
+                    }));
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                // Spurious readiness: `try_read` cleared it, so polling
+                // again registers the waker.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(error) => {
                     debug!(%error, "read failed while parked");
-                    return Wake::Closed;
+                    return Poll::Ready(Wake::Closed);
                 }
             }
         }
+        if let Some(timer) = this.timer.as_pin_mut() {
+            if timer.poll(cx).is_ready() {
+                return Poll::Ready(timed_out(*this.deadline, *this.why, this.state));
+            }
+        }
+        Poll::Pending
     }
 }
 

@@ -14,7 +14,7 @@ use hyper::service::Service;
 use hyper_util::rt::TokioExecutor;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
-use tracing::{Instrument, debug, error, trace};
+use tracing::{debug, error, trace};
 
 use crate::body::Body;
 use crate::conn;
@@ -643,7 +643,7 @@ where
                 }
                 state.shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
                 let conn = conn::serve(stream, peer, service.clone(), Open::new(&state), true);
-                tokio::spawn(conn.instrument(tracing::debug_span!("conn", %peer)));
+                tokio::spawn(conn);
             }
             Err(error) if is_connection_error(&error) => {
                 trace!(%error, "accept: connection failed before it was accepted");
@@ -709,7 +709,7 @@ where
             }
         };
         let conn = conn::serve(stream, peer, service.clone(), open, false);
-        tokio::spawn(conn.instrument(tracing::debug_span!("conn", %peer)));
+        tokio::spawn(conn);
     };
     tokio::select! {
         biased;
