@@ -247,7 +247,10 @@ impl Running {
 /// Live heap bytes and live allocations.
 fn heap() -> (i64, i64) {
     let s = GLOBAL.stats();
-    let bytes = s.bytes_allocated as i64 - s.bytes_deallocated as i64 + s.bytes_reallocated as i64;
+    // `bytes_allocated` and `bytes_deallocated` already include what a
+    // realloc grew or shrank by; `bytes_reallocated` is the same change
+    // again.
+    let bytes = s.bytes_allocated as i64 - s.bytes_deallocated as i64;
     let allocs = s.allocations as i64 - s.deallocations as i64;
     (bytes, allocs)
 }
