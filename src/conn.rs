@@ -63,6 +63,7 @@ use crate::server::{Open, ServeState};
 use crate::service::{ConnService, HttpService, ResBody};
 use crate::shutdown::Level;
 use crate::stats::Gauge;
+use crate::upgrade::{self, HandOff};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -77,6 +78,8 @@ pub(crate) struct Tracker {
     read_blocked: AtomicBool,
     unflushed: AtomicBool,
     requests: AtomicU64,
+    /// An upgrade the handler accepted, waiting for hyper to finish.
+    pub(crate) upgrade: HandOff,
 }
 
 impl Tracker {
@@ -346,6 +349,9 @@ where
     let mut armed: Option<u64> = None;
     let mut watch = pin!(state.signal.watch());
     let mut draining = false;
+    // hyper's future completed without error: after an accepted upgrade,
+    // that means the response was flushed and the socket left open.
+    let mut finished = false;
 
     let park = poll_fn(|cx| {
         let Some(c) = conn.as_mut() else {
@@ -361,7 +367,10 @@ where
             Level::Forced => return Poll::Ready(false),
         }
         match Pin::new(&mut *c).poll(cx) {
-            Poll::Ready(Ok(())) => return Poll::Ready(false),
+            Poll::Ready(Ok(())) => {
+                finished = true;
+                return Poll::Ready(false);
+            }
             Poll::Ready(Err(error)) => {
                 debug!(%error, "connection error");
                 return Poll::Ready(false);
@@ -396,9 +405,15 @@ where
         .stats
         .requests
         .fetch_add(tracker.requests.load(Relaxed), Relaxed);
-    let Some(c) = conn.take().filter(|_| park) else {
+    let Some(c) = conn.take() else {
         return Active::Closed;
     };
+    if !park {
+        if let Some(tx) = tracker.upgrade.take().filter(|_| finished) {
+            upgrade::hand_off(c.into_parts(), tx, state);
+        }
+        return Active::Closed;
+    }
     let parts = c.into_parts();
     let (stream, replay) = parts.io.into_inner();
     debug_assert!(replay.is_empty(), "idle implies the replay was consumed");

@@ -38,6 +38,10 @@ pub struct Stats {
     /// Requests served. A connection adds its requests when it parks or
     /// closes, so a busy connection's requests show up with a delay.
     pub requests: u64,
+    /// Connections handed off to a handler in an upgrade
+    /// ([`upgrade::on`](crate::upgrade::on)). From then on they are the
+    /// handler's, and no longer counted as active, parked or dormant.
+    pub upgrades: u64,
     /// The read buffer pool.
     pub pool: PoolStats,
 }
@@ -55,6 +59,7 @@ pub(crate) struct Counters {
     pub(crate) lot_closes: AtomicU64,
     pub(crate) idle_timeouts: AtomicU64,
     pub(crate) requests: AtomicU64,
+    pub(crate) upgrades: AtomicU64,
 }
 
 impl Counters {
@@ -71,6 +76,7 @@ impl Counters {
             lot_closes: self.lot_closes.load(Relaxed),
             idle_timeouts: self.idle_timeouts.load(Relaxed),
             requests: self.requests.load(Relaxed),
+            upgrades: self.upgrades.load(Relaxed),
             pool,
         }
     }
