@@ -17,7 +17,7 @@
 //!
 //! ```text
 //! request with `Connection: upgrade` + `Upgrade: …`, or CONNECT
-//!   │ on(&mut req) ──► OnUpgrade (future)
+//!   │ on(&mut req) ──► OnUpgrade (future; `Err` at once for other requests)
 //!   ▼
 //! handler answers 101 (2xx to CONNECT) ── anything else: the future fails
 //!   │                                     with `is_declined`, HTTP goes on
@@ -127,7 +127,11 @@ type HandOffResult = Result<Parts, Error>;
 /// use hyper::body::Bytes;
 ///
 /// async fn handle(mut req: Request<dormant::Body>) -> Result<Response<Empty<Bytes>>, Infallible> {
-///     let upgrade = dormant::upgrade::on(&mut req);
+///     let mut res = Response::new(Empty::new());
+///     let Ok(upgrade) = dormant::upgrade::on(&mut req) else {
+///         *res.status_mut() = StatusCode::UPGRADE_REQUIRED;
+///         return Ok(res);
+///     };
 ///     tokio::spawn(async move {
 ///         if let Ok(parts) = upgrade.await {
 ///             let stream = dormant::upgrade::Upgraded::from(parts);
@@ -135,7 +139,6 @@ type HandOffResult = Result<Parts, Error>;
 /// #           drop(stream);
 ///         }
 ///     });
-///     let mut res = Response::new(Empty::new());
 ///     *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
 ///     res.headers_mut().insert("connection", "upgrade".parse().unwrap());
 ///     res.headers_mut().insert("upgrade", "echo".parse().unwrap());
@@ -144,10 +147,11 @@ type HandOffResult = Result<Parts, Error>;
 /// ```
 ///
 /// Upgrade requests are HTTP/1.1 requests with `Connection: upgrade` and an
-/// `Upgrade` header, and `CONNECT` requests. The future fails with
+/// `Upgrade` header, and `CONNECT` requests. For any other request, for
+/// requests over HTTP/2, and when `on` was already called for this request,
+/// `on` fails at once ([`Error::is_unsupported`]), so a handler knows before
+/// it answers. The future fails with
 ///
-/// - [`Error::is_unsupported`] at once for any other request, for requests
-///   over HTTP/2, and when `on` was already called for this request;
 /// - [`Error::is_declined`] if the handler answers with another status: the
 ///   connection then goes on serving HTTP;
 /// - [`Error::is_closed`] if the connection ends before the hand-off.
@@ -156,56 +160,37 @@ type HandOffResult = Result<Parts, Error>;
 /// and the handler answers 101 anyway, the connection is closed after the
 /// response: nobody is left to speak the new protocol.
 ///
-/// hyper's own `hyper::upgrade::on` does not work on dormant's connections.
-pub fn on<B>(req: &mut Request<B>) -> OnUpgrade {
+/// hyper's own `hyper::upgrade::on` does not work on dormant's HTTP/1
+/// connections.
+pub fn on<B>(req: &mut Request<B>) -> Result<OnUpgrade, Error> {
     let handle = req.extensions_mut().remove::<Handle>();
-    let state = match handle.and_then(|h| h.take()) {
-        Some(rx) => State::Waiting(rx),
-        None if req.version() == Version::HTTP_2 => State::Failed(Some(Error::unsupported(
+    match handle.and_then(|h| h.take()) {
+        Some(rx) => Ok(OnUpgrade { rx }),
+        None if req.version() == Version::HTTP_2 => Err(Error::unsupported(
             "upgrades are not supported on HTTP/2 connections",
-        ))),
-        None => State::Failed(Some(Error::unsupported(
+        )),
+        None => Err(Error::unsupported(
             "not an HTTP/1.1 upgrade request (`Connection: upgrade` with an `Upgrade` header, \
              or CONNECT), or `on` was already called for it",
-        ))),
-    };
-    OnUpgrade { state }
+        )),
+    }
 }
 
 /// The future of [`on`]: the upgraded connection, once the response that
 /// switched protocols has been written.
 #[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
 pub struct OnUpgrade {
-    state: State,
-}
-
-enum State {
-    Waiting(oneshot::Receiver<HandOffResult>),
-    Failed(Option<Error>),
+    rx: oneshot::Receiver<HandOffResult>,
 }
 
 impl Future for OnUpgrade {
     type Output = Result<Parts, Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match &mut self.state {
-            State::Waiting(rx) => Pin::new(rx)
-                .poll(cx)
-                .map(|res| res.unwrap_or_else(|_| Err(Error::closed()))),
-            State::Failed(error) => Poll::Ready(Err(error
-                .take()
-                .expect("OnUpgrade polled after completion"))),
-        }
-    }
-}
-
-impl fmt::Debug for OnUpgrade {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = match &self.state {
-            State::Waiting(_) => "waiting",
-            State::Failed(_) => "failed",
-        };
-        f.debug_struct("OnUpgrade").field("state", &state).finish()
+        Pin::new(&mut self.rx)
+            .poll(cx)
+            .map(|res| res.unwrap_or_else(|_| Err(Error::closed())))
     }
 }
 
