@@ -30,6 +30,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
+/// Answers `Upgrade: echo` with `101` and echoes on the upgraded stream;
+/// anything else with `426`.
 pub async fn handle(mut req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
     let echo = req
         .headers()
