@@ -29,13 +29,19 @@
 //! the connection's task ends, it no longer counts as open
 //! ```
 //!
-//! The driver runs hyper's connection future as for any request. When it
-//! sees a response that switches protocols, hyper ends the connection
-//! without shutting the socket down (hyper's "manual" upgrade path;
+//! The driver polls hyper's connection future (`Connection::poll`) as for
+//! any request. hyper marks a request that asks for an upgrade (an
+//! `Upgrade` header on HTTP/1.1, or `CONNECT`); once the response to it
+//! switches protocols and is flushed, hyper's future returns without
+//! shutting the socket down (it takes its "manual" upgrade path, since
 //! `with_upgrades` is never enabled), and `into_parts` returns the socket
-//! and the bytes hyper read past the request. The handle that reaches the
-//! driver is only created for upgrade candidates: other requests pay
-//! nothing for this module but a look at an empty extension map.
+//! and the bytes hyper read past the request. `poll_without_shutdown`
+//! would do the same but needs the service's futures to be `Unpin`, which
+//! would cost a box per request. dormant offers `on` only for requests
+//! hyper marked, so hyper never shuts down a socket about to be handed
+//! off. The handle that reaches the driver is only created for those
+//! candidates: other requests pay nothing for this module but a look at an
+//! empty extension map.
 //!
 //! # Reading without holding a buffer
 //!
@@ -45,7 +51,8 @@
 //! readable and only then takes a buffer from dormant's pool and reads into
 //! it ("ready reader"): a stream waiting for its next message holds no
 //! buffer. The buffer goes back to the pool when the [`PooledBytes`] are
-//! dropped.
+//! dropped. The pool is process-wide ([`pool_stats`]): a server's own pool
+//! handle would tie the stream to the server it left.
 //!
 //! # Sleeping upgraded streams
 //!
@@ -82,7 +89,9 @@
 //! graceful shutdown. [`Parts::shutdown`] tells a handler that shutdown
 //! began. Streams asleep in the lot when it begins are handed back to their
 //! callbacks with [`Woken::Shutdown`], and so is any stream put to sleep
-//! afterwards: the lot stops with the `serve` call.
+//! afterwards: the lot stops with the `serve` call. Callbacks run in tasks
+//! of the runtime; if the runtime itself shuts down while streams sleep,
+//! they are closed and their callbacks dropped without being called.
 
 use std::fmt;
 use std::future::{Future, poll_fn};
@@ -355,9 +364,10 @@ impl AsyncWrite for Upgraded {
 }
 
 /// Figures of the buffer pool upgraded streams read into
-/// ([`Upgraded::read_pooled`]). The pool is process-wide (see [`Lot`] for
-/// why a handed-off stream keeps no server reference), so these cover every
-/// server of the process.
+/// ([`Upgraded::read_pooled`]). That pool is process-wide, so that a
+/// handed-off stream keeps no reference to the server it left; these
+/// figures cover every server of the process. `in_use` counts the
+/// [`PooledBytes`] alive now: idle streams hold none.
 pub fn pool_stats() -> PoolStats {
     pool::upgraded().stats()
 }
