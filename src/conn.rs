@@ -66,6 +66,7 @@ use crate::service::{ConnService, HttpService, ResBody};
 use crate::shutdown::{Level, Watch};
 use crate::stats::Gauge;
 use crate::timeout::{Expiry, Observed, Timeouts, Watchdog};
+use crate::upgrade::{self, HandOff};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -87,6 +88,8 @@ pub(crate) struct Tracker {
     /// began: hyper holds part of a request head.
     head_pending: AtomicBool,
     requests: AtomicU64,
+    /// An upgrade the handler accepted, waiting for hyper to finish.
+    pub(crate) upgrade: HandOff,
 }
 
 const RESPONDING: u64 = 1 << 32;
@@ -510,6 +513,9 @@ where
     let mut acked = 0;
     let mut watch = pin!(state.signal.watch());
     let mut draining = false;
+    // hyper's future completed without error: after an accepted upgrade,
+    // that means the response was flushed and the socket left open.
+    let mut finished = false;
 
     let ended = poll_fn(|cx| {
         let Some(c) = conn.as_mut() else {
@@ -527,7 +533,10 @@ where
         }
         let abandons = tracker.abandons.load(Relaxed);
         match Pin::new(&mut *c).poll(cx) {
-            Poll::Ready(Ok(())) => return Poll::Ready(None),
+            Poll::Ready(Ok(())) => {
+                finished = true;
+                return Poll::Ready(None);
+            }
             Poll::Ready(Err(error)) => {
                 debug!(%error, "connection error");
                 return Poll::Ready(None);
@@ -558,7 +567,12 @@ where
             why.count(&shared.stats);
             return Active::Closed;
         }
-        None => return Active::Closed,
+        None => {
+            if let (Some(c), Some(tx)) = (c, tracker.upgrade.take().filter(|_| finished)) {
+                upgrade::hand_off(c.into_parts(), tx, state);
+            }
+            return Active::Closed;
+        }
     }
     let Some(c) = c else { return Active::Closed };
     let parts = c.into_parts();

@@ -21,6 +21,14 @@
 //! [`TowerToHyperService`]. Every request carries the peer's address as a
 //! [`PeerAddr`] extension.
 //!
+//! # Upgrades
+//!
+//! [`upgrade::on`] hands a handler the raw `TcpStream` of an HTTP/1.1
+//! upgrade (`101`) or `CONNECT`, with the bytes the client sent after its
+//! request, and keeps nothing of the connection. An idle upgraded stream
+//! can sleep in the parking lot with its protocol's small state, and is
+//! called back when bytes arrive: see the [`upgrade`] module.
+//!
 //! ```no_run
 //! use std::convert::Infallible;
 //! use http::{Request, Response};
@@ -57,6 +65,7 @@ mod service;
 mod shutdown;
 mod stats;
 mod timeout;
+pub mod upgrade;
 
 pub use body::Body;
 pub use error::Error;
@@ -64,4 +73,5 @@ pub use hyper_util::service::TowerToHyperService;
 pub use pool::PoolStats;
 pub use server::{Builder, Serve, ServeFuture, Server, WithGracefulShutdown};
 pub use service::PeerAddr;
+pub use shutdown::Shutdown;
 pub use stats::Stats;

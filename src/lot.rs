@@ -27,12 +27,35 @@
 //! The same task closes connections whose idle deadline passed, sleeping
 //! until the front deadline; there is no timer per connection.
 //!
+//! # Upgraded streams
+//!
+//! A protocol handler can put an idle upgraded stream to sleep here too
+//! ([`upgrade::Lot::sleep`]). Those sit in a second slab, so that
+//! keep-alive slots stay 8 bytes:
+//!
+//! ```text
+//!  sleepers: Vec<Option<Sleeper>>   Sleeper { fd (4 B), Box<dyn Callback> (16 B) }: 24 B
+//!  free_sleepers: Vec<u32>          plus the handler's boxed state
+//! ```
+//!
+//! Their tokens have the top bit set. When one turns readable the lot
+//! peeks a byte as for keep-alive connections, and in every case calls the
+//! handler's callback, exactly once, in a new task: with the stream back in
+//! tokio when bytes arrived or the peer closed, with the error when the
+//! socket failed. They have no idle deadline (the protocol owns its
+//! timeouts). At shutdown ([`Lot::close_all`]) they are handed back to
+//! their callbacks as well, with [`Woken::Shutdown`]: the server does not
+//! close upgraded streams, and their handler decides what to say. If the
+//! lot is dropped without being closed (the runtime shut down), the
+//! sleeping streams are closed and their callbacks dropped uncalled.
+//!
 //! [`dormant_after`]: crate::Builder::dormant_after
+//! [`upgrade::Lot::sleep`]: crate::upgrade::Lot::sleep
 
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use mio::net::TcpStream as MioStream;
@@ -45,9 +68,13 @@ use tracing::{debug, trace};
 
 use crate::server::Held;
 use crate::stats::Counters;
+use crate::upgrade::{Callback, Upgraded, Woken};
 
 /// Events collected per `epoll_wait`.
 const EVENTS: usize = 256;
+
+/// The token bit that marks a sleeping upgraded stream.
+const SLEEPER: usize = 1 << (usize::BITS - 1);
 
 /// Deadlines are kept as wrapping 32-bit milliseconds since the lot's
 /// epoch; comparisons are correct while deadlines are less than ~24 days
@@ -59,11 +86,55 @@ struct Slot {
     deadline: Millis,
 }
 
+/// An upgraded stream asleep, with the handler to call when it wakes.
+struct Sleeper {
+    stream: MioStream,
+    callback: Box<dyn Callback>,
+}
+
+/// Why a sleeper is woken.
+enum Reason {
+    Readable,
+    Eof,
+    Shutdown,
+}
+
+impl Sleeper {
+    /// Takes the stream out of the lot's poll and hands it back to its
+    /// handler.
+    fn wake(self, reason: Reason, registry: &mio::Registry) {
+        let Sleeper {
+            mut stream,
+            callback,
+        } = self;
+        match registry.deregister(&mut stream) {
+            Ok(()) => call_back(stream, reason, callback),
+            Err(error) => callback.call(Woken::Failed(error)),
+        }
+    }
+}
+
+/// Hands a stream that is in no poll back to tokio and calls its handler
+/// (in a new task).
+fn call_back(stream: MioStream, reason: Reason, callback: Box<dyn Callback>) {
+    let stream = match TcpStream::from_std(std::net::TcpStream::from(stream)) {
+        Ok(stream) => Upgraded::new(stream, bytes::Bytes::new()),
+        Err(error) => return callback.call(Woken::Failed(error)),
+    };
+    callback.call(match reason {
+        Reason::Readable => Woken::Readable(stream),
+        Reason::Eof => Woken::Eof(stream),
+        Reason::Shutdown => Woken::Shutdown(stream),
+    });
+}
+
 #[derive(Default)]
 struct Inner {
     slots: Vec<Slot>,
     free: Vec<u32>,
     deadlines: VecDeque<(Millis, u32)>,
+    sleepers: Vec<Option<Sleeper>>,
+    free_sleepers: Vec<u32>,
     closed: bool,
 }
 
@@ -81,8 +152,12 @@ impl Inner {
     }
 }
 
-/// The lot of one `serve` call.
-pub(crate) struct Lot {
+/// The lot of one `serve` call. Cloning is cheap: clones share the lot
+/// (upgraded streams' handlers hold one to sleep again).
+#[derive(Clone)]
+pub(crate) struct Lot(Arc<Shared>);
+
+struct Shared {
     registry: mio::Registry,
     inner: Mutex<Inner>,
     epoch: Instant,
@@ -94,24 +169,24 @@ impl Lot {
     /// A lot and the poll its driver runs.
     pub(crate) fn new() -> io::Result<(Lot, Poll)> {
         let poll = Poll::new()?;
-        let lot = Lot {
+        let lot = Lot(Arc::new(Shared {
             registry: poll.registry().try_clone()?,
             inner: Mutex::default(),
             epoch: Instant::now(),
             new_front: Notify::new(),
-        };
+        }));
         Ok((lot, poll))
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves the slab consistent (every
         // step is a single push, pop or take), so poisoning is ignored.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn millis(&self, at: Instant) -> Millis {
         // Truncation is the wrapping clock.
-        at.saturating_duration_since(self.epoch).as_millis() as Millis
+        at.saturating_duration_since(self.0.epoch).as_millis() as Millis
     }
 
     /// Moves `stream` into the lot, to be closed at `deadline` if no byte
@@ -158,7 +233,8 @@ impl Lot {
         // Registered while the lock is held: the driver cannot see the
         // event before the slot holds the stream.
         if let Err(e) =
-            self.registry
+            self.0
+                .registry
                 .register(&mut stream, Token(slot as usize), Interest::READABLE)
         {
             inner.free.push(slot);
@@ -181,7 +257,7 @@ impl Lot {
         if let Some(d) = deadline {
             inner.deadlines.push_back((d, slot));
             if inner.deadlines.len() == 1 {
-                self.new_front.notify_one();
+                self.0.new_front.notify_one();
             }
         }
         stats.dormant.fetch_add(1, Relaxed);
@@ -195,7 +271,9 @@ impl Lot {
         !self.lock().closed
     }
 
-    /// Closes every dormant connection and refuses new ones (shutdown).
+    /// Closes every dormant connection, hands every sleeping upgraded
+    /// stream back to its handler with [`Woken::Shutdown`], and refuses new
+    /// ones (shutdown, or the driver failed). Needs a tokio runtime.
     pub(crate) fn close_all(&self, stats: &Counters, held: &Held) {
         let mut inner = self.lock();
         inner.closed = true;
@@ -203,14 +281,95 @@ impl Lot {
         inner.slots.clear();
         inner.free.clear();
         inner.deadlines.clear();
+        let sleepers = std::mem::take(&mut inner.sleepers);
+        inner.free_sleepers.clear();
         drop(inner);
         stats.dormant.fetch_sub(closed, Relaxed);
         held.release(closed);
+        for sleeper in sleepers.into_iter().flatten() {
+            sleeper.wake(Reason::Shutdown, &self.0.registry);
+        }
     }
 
-    /// Acts on one readiness event; returns the stream if it goes back to
-    /// tokio (still counted as held: the caller adopts it).
-    fn on_ready(&self, slot: usize, stats: &Counters, held: &Held) -> Option<TcpStream> {
+    /// Puts an upgraded stream to sleep until it is readable, its peer
+    /// closes it, or the lot closes; then calls `callback`, exactly once, in
+    /// a new task. Needs a tokio runtime.
+    pub(crate) fn sleep(&self, stream: TcpStream, callback: Box<dyn Callback>) {
+        let mut stream = match stream.into_std() {
+            Ok(stream) => MioStream::from_std(stream),
+            Err(error) => return callback.call(Woken::Failed(error)),
+        };
+        let mut inner = self.lock();
+        if inner.closed {
+            drop(inner);
+            return call_back(stream, Reason::Shutdown, callback);
+        }
+        let slot = match inner.free_sleepers.pop() {
+            Some(slot) => slot as usize,
+            None => {
+                inner.sleepers.push(None);
+                inner.sleepers.len() - 1
+            }
+        };
+        // Registered while the lock is held: the driver cannot see the
+        // event before the slot holds the stream. Slot numbers stay below
+        // `SLEEPER`: each one holds an open fd.
+        let token = Token(SLEEPER | slot);
+        if let Err(error) = self
+            .0
+            .registry
+            .register(&mut stream, token, Interest::READABLE)
+        {
+            inner.free_sleepers.push(slot as u32);
+            drop(inner);
+            return callback.call(Woken::Failed(error));
+        }
+        inner.sleepers[slot] = Some(Sleeper { stream, callback });
+    }
+
+    /// How many upgraded streams sleep in the lot.
+    pub(crate) fn sleeping(&self) -> usize {
+        let inner = self.lock();
+        inner.sleepers.len() - inner.free_sleepers.len()
+    }
+
+    /// Acts on one readiness event of a sleeping upgraded stream.
+    fn wake_sleeper(&self, slot: usize) {
+        let mut inner = self.lock();
+        let Some(Some(sleeper)) = inner.sleepers.get(slot) else {
+            return;
+        };
+        let reason = match sleeper.stream.peek(&mut [0u8; 1]) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Ok(0) => Reason::Eof,
+            Ok(_) => Reason::Readable,
+            Err(error) => {
+                let Some(sleeper) = inner.sleepers[slot].take() else {
+                    return;
+                };
+                inner.free_sleepers.push(slot as u32);
+                drop(inner);
+                // Dropping the stream closes it.
+                return sleeper.callback.call(Woken::Failed(error));
+            }
+        };
+        let Some(sleeper) = inner.sleepers[slot].take() else {
+            return;
+        };
+        inner.free_sleepers.push(slot as u32);
+        drop(inner);
+        sleeper.wake(reason, &self.0.registry);
+    }
+
+    /// Acts on one readiness event; returns the stream if it is a
+    /// keep-alive connection going back to tokio (still counted as held:
+    /// the caller adopts it).
+    fn on_ready(&self, token: usize, stats: &Counters, held: &Held) -> Option<TcpStream> {
+        if token & SLEEPER != 0 {
+            self.wake_sleeper(token & !SLEEPER);
+            return None;
+        }
+        let slot = token;
         let mut inner = self.lock();
         let entry = inner.slots.get_mut(slot)?;
         let stream = entry.stream.as_ref()?;
@@ -232,7 +391,7 @@ impl Lot {
         drop(inner);
         stats.dormant.fetch_sub(1, Relaxed);
         stats.lot_wakes.fetch_add(1, Relaxed);
-        if let Err(error) = self.registry.deregister(&mut stream) {
+        if let Err(error) = self.0.registry.deregister(&mut stream) {
             debug!(%error, "leaving the lot failed");
             held.release(1);
             return None;
@@ -320,7 +479,7 @@ pub(crate) async fn drive(
                 }
             }
             () = &mut timer, if next.is_some() => {}
-            () = lot.new_front.notified(), if next.is_none() => {}
+            () = lot.0.new_front.notified(), if next.is_none() => {}
         }
     }
 }

@@ -20,12 +20,18 @@
 //! Buffers are interchangeable between servers (they all have one size), so
 //! the free lists are per thread rather than per server; the statistics are
 //! per server.
+//!
+//! Upgraded streams read into the same buffers through one process-wide
+//! handle ([`upgraded`]) with statistics of its own: a stream handed off in
+//! an upgrade keeps no reference to the server it came from (invariant I5),
+//! so it cannot use, or count in, the server's handle. A buffer it reads
+//! into reaches its user as [`PooledBytes`].
 
 use std::cell::RefCell;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, LazyLock};
 
 /// Size of one pool buffer.
 ///
@@ -96,7 +102,14 @@ impl fmt::Debug for Pool {
     }
 }
 
-/// Buffer pool figures, part of [`Stats`](crate::Stats).
+/// The process-wide handle upgraded streams take their buffers from.
+pub(crate) fn upgraded() -> &'static Pool {
+    static UPGRADED: LazyLock<Pool> = LazyLock::new(Pool::default);
+    &UPGRADED
+}
+
+/// Buffer pool figures, part of [`Stats`](crate::Stats), and of
+/// [`upgrade::pool_stats`](crate::upgrade::pool_stats) for upgraded streams.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PoolStats {
@@ -151,6 +164,50 @@ impl Drop for PoolBuf {
 impl fmt::Debug for PoolBuf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PoolBuf").field("len", &self.len()).finish()
+    }
+}
+
+/// Bytes read from an upgraded stream, in a buffer from dormant's pool;
+/// the buffer goes back to the pool when this is dropped.
+///
+/// Dereferences to the bytes read (at most 4 KiB). Drop it before the
+/// stream waits for more, so that an idle stream holds no buffer.
+pub struct PooledBytes {
+    buf: PoolBuf,
+    len: usize,
+}
+
+impl PooledBytes {
+    pub(crate) fn new(buf: PoolBuf, len: usize) -> Self {
+        debug_assert!(len <= buf.len());
+        PooledBytes { buf, len }
+    }
+}
+
+impl Deref for PooledBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl DerefMut for PooledBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[..self.len]
+    }
+}
+
+impl AsRef<[u8]> for PooledBytes {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl fmt::Debug for PooledBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PooledBytes")
+            .field("len", &self.len)
+            .finish()
     }
 }
 

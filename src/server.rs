@@ -305,7 +305,7 @@ pub(crate) struct Shared {
 pub(crate) struct ServeState {
     pub(crate) shared: Arc<Shared>,
     pub(crate) signal: Signal,
-    /// `None` when `dormant_after` is off (or the lot could not be made).
+    /// `None` only if the lot could not be made.
     pub(crate) lot: Option<Lot>,
     pub(crate) held: Held,
 }
@@ -603,15 +603,13 @@ where
         service,
     } = serve;
     let service = Arc::new(service);
-    let (lot, poll) = match server.shared.config.dormant_after {
-        None => (None, None),
-        Some(_) => match Lot::new() {
-            Ok((lot, poll)) => (Some(lot), Some(poll)),
-            Err(error) => {
-                error!(%error, "no parking lot: connections stay parked in tokio");
-                (None, None)
-            }
-        },
+    // Also without `dormant_after`: upgraded streams may sleep there.
+    let (lot, poll) = match Lot::new() {
+        Ok((lot, poll)) => (Some(lot), Some(poll)),
+        Err(error) => {
+            error!(%error, "no parking lot: connections stay parked in tokio");
+            (None, None)
+        }
     };
     let state = Arc::new(ServeState {
         shared: server.shared.clone(),

@@ -16,6 +16,7 @@ use pin_project_lite::pin_project;
 
 use crate::body::Body;
 use crate::conn::{InFlight, Tracker};
+use crate::upgrade::Pending;
 
 /// Boxed error, as hyper takes them.
 pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
@@ -81,7 +82,8 @@ where
     fn call(&self, req: Request<Incoming>) -> Self::Future {
         let span = tracing::trace_span!("request", method = %req.method(), uri = %req.uri());
         let in_flight = self.tracker.request_started();
-        let (parts, incoming) = req.into_parts();
+        let (mut parts, incoming) = req.into_parts();
+        let upgrade = Pending::check(&mut parts, &self.tracker);
         let mut req = Request::from_parts(parts, Body::new(incoming, Some(&self.tracker)));
         req.extensions_mut().insert(PeerAddr(self.peer));
         let inner = {
@@ -91,6 +93,7 @@ where
         ResponseFuture {
             inner,
             in_flight: Some(in_flight),
+            upgrade,
             span,
         }
     }
@@ -103,6 +106,8 @@ pin_project! {
         #[pin]
         inner: F,
         in_flight: Option<InFlight>,
+        // `Some` for an upgrade candidate only.
+        upgrade: Option<Pending>,
         span: tracing::Span,
     }
 }
@@ -117,6 +122,9 @@ where
         let this = self.project();
         let _enter = this.span.enter();
         let res = std::task::ready!(this.inner.poll(cx));
+        if let (Some(upgrade), Ok(res)) = (this.upgrade.take(), &res) {
+            upgrade.respond(res.status());
+        }
         let mut in_flight = this.in_flight.take();
         if let Some(in_flight) = &mut in_flight {
             in_flight.responded();

@@ -1,11 +1,16 @@
-//! The shutdown signal one `serve` call shares with its connections.
+//! The shutdown signal one `serve` call shares with its connections, and
+//! [`Shutdown`], the view of it that upgraded streams get.
 //!
 //! One atomic level and one `Notify`: a connection waiting on it holds a
 //! waiter node inside its own task, so the signal costs no allocation per
-//! connection.
+//! connection. The pair sits behind an `Arc` so that a handler can keep
+//! watching it after its stream left the server (an upgrade), without
+//! keeping anything else of the server alive.
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::task::{Context, Poll};
 
@@ -25,15 +30,21 @@ pub(crate) enum Level {
     Forced = 2,
 }
 
-#[derive(Debug)]
+/// Cloning is cheap: clones share one level.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Signal {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
     level: AtomicU8,
     notify: Notify,
 }
 
-impl Default for Signal {
+impl Default for Inner {
     fn default() -> Self {
-        Signal {
+        Inner {
             level: AtomicU8::new(Level::Running as u8),
             notify: Notify::new(),
         }
@@ -42,6 +53,30 @@ impl Default for Signal {
 
 impl Signal {
     pub(crate) fn raise(&self, level: Level) {
+        self.inner.raise(level);
+    }
+
+    /// A watcher for a connection's poll function.
+    pub(crate) fn watch(&self) -> Watch<'_> {
+        Watch {
+            signal: &self.inner,
+            notified: self.inner.notify.notified(),
+            registered: false,
+        }
+    }
+
+    /// Resolves once the signal is at `level` or higher.
+    pub(crate) async fn reached(&self, level: Level) {
+        self.inner.reached(level).await;
+    }
+
+    pub(crate) fn is_at(&self, level: Level) -> bool {
+        self.inner.is_at(level)
+    }
+}
+
+impl Inner {
+    fn raise(&self, level: Level) {
         self.level.fetch_max(level as u8, Ordering::AcqRel);
         self.notify.notify_waiters();
     }
@@ -58,17 +93,7 @@ impl Signal {
         }
     }
 
-    /// A watcher for a connection's poll function.
-    pub(crate) fn watch(&self) -> Watch<'_> {
-        Watch {
-            signal: self,
-            notified: self.notify.notified(),
-            registered: false,
-        }
-    }
-
-    /// Resolves once the signal is at `level` or higher.
-    pub(crate) async fn reached(&self, level: Level) {
+    async fn reached(&self, level: Level) {
         loop {
             let notified = self.notify.notified();
             let mut notified = std::pin::pin!(notified);
@@ -89,7 +114,7 @@ pin_project! {
     /// poll is one atomic load until the level rises. A connection's task
     /// polls it on every wake-up, so this matters for throughput.
     pub(crate) struct Watch<'a> {
-        signal: &'a Signal,
+        signal: &'a Inner,
         #[pin]
         notified: Notified<'a>,
         registered: bool,
@@ -122,5 +147,54 @@ impl Watch<'_> {
             }
         }
         this.signal.level()
+    }
+}
+
+/// Tells whether the graceful shutdown of a `serve` call has begun.
+///
+/// The server neither waits for nor closes the streams it handed off in an
+/// upgrade (as Go's `Hijack`): they are the handler's. A handler that wants
+/// to end them at shutdown (say, send a WebSocket close frame) watches this
+/// signal, which every [`upgrade::Parts`](crate::upgrade::Parts) carries.
+/// Upgraded streams asleep in the parking lot are woken with
+/// [`Woken::Shutdown`](crate::upgrade::Woken::Shutdown) instead.
+///
+/// Cloning is cheap. It holds the signal only (one small allocation shared
+/// with the `serve` call), nothing else of the server.
+///
+/// ```no_run
+/// # async fn run(parts: dormant::upgrade::Parts) {
+/// let shutdown = parts.shutdown.clone();
+/// tokio::select! {
+///     () = shutdown.begun() => { /* say goodbye, close */ }
+///     // … the protocol …
+/// }
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Shutdown(Signal);
+
+impl Shutdown {
+    pub(crate) fn new(signal: &Signal) -> Self {
+        Shutdown(signal.clone())
+    }
+
+    /// Whether graceful shutdown has begun.
+    pub fn is_begun(&self) -> bool {
+        self.0.is_at(Level::Draining)
+    }
+
+    /// Resolves once graceful shutdown has begun (at once if it has). Never
+    /// resolves if the `serve` future is dropped instead of shut down.
+    pub async fn begun(&self) {
+        self.0.reached(Level::Draining).await;
+    }
+}
+
+impl fmt::Debug for Shutdown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shutdown")
+            .field("begun", &self.is_begun())
+            .finish()
     }
 }

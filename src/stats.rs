@@ -51,6 +51,10 @@ pub struct Stats {
     /// Requests served. A connection adds its requests when it parks or
     /// closes, so a busy connection's requests show up with a delay.
     pub requests: u64,
+    /// Connections handed off to a handler in an upgrade
+    /// ([`upgrade::on`](crate::upgrade::on)). From then on they are the
+    /// handler's, and no longer counted as active, parked or dormant.
+    pub upgrades: u64,
     /// The read buffer pool.
     pub pool: PoolStats,
 }
@@ -72,6 +76,7 @@ pub(crate) struct Counters {
     pub(crate) write_timeouts: AtomicU64,
     pub(crate) accept_errors: AtomicU64,
     pub(crate) requests: AtomicU64,
+    pub(crate) upgrades: AtomicU64,
 }
 
 impl Counters {
@@ -92,6 +97,7 @@ impl Counters {
             write_timeouts: self.write_timeouts.load(Relaxed),
             accept_errors: self.accept_errors.load(Relaxed),
             requests: self.requests.load(Relaxed),
+            upgrades: self.upgrades.load(Relaxed),
             pool,
         }
     }

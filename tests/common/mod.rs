@@ -256,6 +256,26 @@ impl Client {
         }
     }
 
+    /// Reads exactly `n` raw bytes (after whatever a response read left
+    /// over), for streams that stopped speaking HTTP.
+    pub fn read_exact_bytes(&mut self, n: usize) -> Vec<u8> {
+        while self.buf.len() < n {
+            let mut chunk = [0u8; 8192];
+            let got = self
+                .stream
+                .read(&mut chunk)
+                .expect("read bytes (timed out?)");
+            assert!(
+                got > 0,
+                "connection closed after {} of {n} bytes: {:?}",
+                self.buf.len(),
+                String::from_utf8_lossy(&self.buf)
+            );
+            self.buf.extend_from_slice(&chunk[..got]);
+        }
+        self.buf.drain(..n).collect()
+    }
+
     /// Reads until the server closes the connection; returns what was read
     /// (with `date` headers removed).
     pub fn read_to_close(&mut self) -> String {

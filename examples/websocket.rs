@@ -1,0 +1,134 @@
+//! A WebSocket echo server: tokio-tungstenite on dormant's upgraded stream.
+//!
+//! ```text
+//! cargo run --release --example websocket [ADDR]     # default 127.0.0.1:3000
+//! ```
+//!
+//! Any path accepts a WebSocket handshake (`GET` with `Connection: Upgrade`,
+//! `Upgrade: websocket`, `Sec-WebSocket-Version: 13` and a
+//! `Sec-WebSocket-Key`); text and binary messages come back unchanged.
+//! Other requests get `426 Upgrade Required`.
+//!
+//! # Buffer sizes
+//!
+//! tungstenite allocates its read buffer eagerly, 128 KiB by default, and
+//! keeps it for the life of the connection; its write buffer collects up to
+//! 128 KiB before writing. For many mostly idle connections that dwarfs
+//! everything else, so this example reads with 4 KiB (a larger message just
+//! takes several reads) and writes each message at once. A connection here
+//! is one task holding the WebSocket with its 4 KiB buffer; for streams
+//! that cost nothing between messages, see `examples/echo.rs`, whose idle
+//! streams sleep in dormant's parking lot.
+
+use std::convert::Infallible;
+
+use dormant::upgrade::{self, Upgraded};
+use futures_util::{SinkExt, StreamExt};
+use http::header::{
+    CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION, UPGRADE,
+};
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::service::service_fn;
+use tokio::net::TcpListener;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tracing_subscriber::EnvFilter;
+
+/// tungstenite's buffers, sized for many mostly idle connections.
+fn config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(0)
+        .max_message_size(Some(1 << 20))
+        .max_frame_size(Some(1 << 20))
+}
+
+/// Answers a WebSocket handshake with `101` and echoes on the upgraded
+/// stream; anything else with `426`.
+pub async fn handle(mut req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let headers = req.headers();
+    let websocket = headers
+        .get(UPGRADE)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"))
+        && headers
+            .get(SEC_WEBSOCKET_VERSION)
+            .is_some_and(|v| v == "13");
+    let key = headers
+        .get(SEC_WEBSOCKET_KEY)
+        .filter(|_| websocket)
+        .cloned();
+    let (Some(key), Ok(upgrade)) = (key, upgrade::on(&mut req)) else {
+        return Ok(upgrade_required());
+    };
+    tokio::spawn(async move {
+        match upgrade.await {
+            Ok(parts) => echo(parts.into()).await,
+            Err(error) => tracing::debug!(%error, "no upgrade"),
+        }
+    });
+    let mut res = Response::new(Full::default());
+    *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = res.headers_mut();
+    h.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    h.insert(UPGRADE, HeaderValue::from_static("websocket"));
+    let accept = derive_accept_key(key.as_bytes());
+    h.insert(
+        SEC_WEBSOCKET_ACCEPT,
+        accept.parse().expect("base64 is a header value"),
+    );
+    Ok(res)
+}
+
+fn upgrade_required() -> Response<Full<Bytes>> {
+    let mut res = Response::new(Full::new(Bytes::from_static(b"WebSocket only\n")));
+    *res.status_mut() = StatusCode::UPGRADE_REQUIRED;
+    res.headers_mut()
+        .insert(UPGRADE, HeaderValue::from_static("websocket"));
+    res
+}
+
+/// Sends every text and binary message back until the client closes.
+async fn echo(stream: Upgraded) {
+    // `Upgraded` yields the bytes the client sent right after its handshake
+    // first, so a frame sent before the 101 arrived is not lost.
+    let mut ws = WebSocketStream::from_raw_socket(stream, Role::Server, Some(config())).await;
+    while let Some(message) = ws.next().await {
+        let message = match message {
+            Ok(m) if m.is_text() || m.is_binary() => m,
+            // Pings are answered and closes completed by tungstenite.
+            Ok(_) => continue,
+            Err(error) => {
+                tracing::debug!(%error, "websocket ended");
+                return;
+            }
+        };
+        if let Err(error) = ws.send(message).await {
+            tracing::debug!(%error, "websocket send failed");
+            return;
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::from_default_env())
+        .init();
+    let addr = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:3000".to_owned());
+    let listener = TcpListener::bind(&addr).await?;
+    println!("listening on {}", listener.local_addr()?);
+
+    let server = dormant::Server::builder().build()?;
+    server
+        .serve(listener, service_fn(handle))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}

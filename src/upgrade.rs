@@ -1,0 +1,606 @@
+//! HTTP/1.1 upgrades (`101 Switching Protocols`, `CONNECT`): the raw
+//! `TcpStream` handed to the handler, and upgraded streams that sleep in the
+//! parking lot while idle.
+//!
+//! # Why not hyper's `Upgraded`
+//!
+//! hyper's upgrade boxes the connection's IO again and keeps hyper's whole
+//! read buffer alive until its leftover bytes are read; Go's `Hijack` keeps
+//! the connection's write buffer and, through its read buffer, the whole
+//! connection, response and request. Upgraded streams (WebSocket, tunnels)
+//! are idle most of their life, so whatever they keep, they keep for long.
+//! Here the handler gets [`Parts`]: the `tokio::net::TcpStream` itself, and
+//! the bytes the client sent after its upgrade request, *copied* out of
+//! hyper's buffer. Nothing else of the server stays referenced: no hyper
+//! connection, request, response, pool buffer, service or connection slot
+//! (invariant I5 of the design).
+//!
+//! ```text
+//! request with `Connection: upgrade` + `Upgrade: …`, or CONNECT
+//!   │ on(&mut req) ──► OnUpgrade (future; `Err` at once for other requests)
+//!   ▼
+//! handler answers 101 (2xx to CONNECT) ── anything else: the future fails
+//!   │                                     with `is_declined`, HTTP goes on
+//!   ▼
+//! hyper writes and flushes the response and returns (no IO shutdown)
+//!   │ the driver takes hyper apart (`into_parts`): socket + unread bytes
+//!   ▼
+//! OnUpgrade resolves to Parts { stream, read_buf, lot, shutdown };
+//! the connection's task ends, it no longer counts as open
+//! ```
+//!
+//! The driver polls hyper's connection future (`Connection::poll`) as for
+//! any request. hyper marks a request that asks for an upgrade (an
+//! `Upgrade` header on HTTP/1.1, or `CONNECT`); once the response to it
+//! switches protocols and is flushed, hyper's future returns without
+//! shutting the socket down (it takes its "manual" upgrade path, since
+//! `with_upgrades` is never enabled), and `into_parts` returns the socket
+//! and the bytes hyper read past the request. `poll_without_shutdown`
+//! would do the same but needs the service's futures to be `Unpin`, which
+//! would cost a box per request. dormant offers `on` only for requests
+//! hyper marked, so hyper never shuts down a socket about to be handed
+//! off. The handle that reaches the driver is only created for those
+//! candidates: other requests pay nothing for this module but a look at an
+//! empty extension map.
+//!
+//! # Reading without holding a buffer
+//!
+//! [`Upgraded`] wraps the parts: it implements tokio's `AsyncRead` and
+//! `AsyncWrite` (the leftover bytes come first), and
+//! [`read_pooled`](Upgraded::read_pooled) waits until the socket is
+//! readable and only then takes a buffer from dormant's pool and reads into
+//! it ("ready reader"): a stream waiting for its next message holds no
+//! buffer. The buffer goes back to the pool when the [`PooledBytes`] are
+//! dropped. The pool is process-wide ([`pool_stats`]): a server's own pool
+//! handle would tie the stream to the server it left.
+//!
+//! # Sleeping upgraded streams
+//!
+//! A handler whose stream is idle can give it, with its own small state, to
+//! the server's parking lot ([`Lot::sleep`]): the stream then has no task,
+//! no tokio registration and no buffer (24 bytes of slab plus the boxed
+//! state). When bytes arrive, the peer closes, or the server shuts down, the
+//! lot calls the handler back in a new task with [`Woken`]. The usual shape
+//! is a plain function that puts the stream to sleep with a callback that
+//! serves one wake-up and calls that function again:
+//!
+//! ```no_run
+//! use dormant::upgrade::{Lot, Upgraded, Woken};
+//! use tokio::io::AsyncWriteExt;
+//!
+//! /// Echo: answer what arrived, then sleep until more arrives.
+//! fn sleep(lot: Lot, stream: Upgraded) {
+//!     lot.clone().sleep(stream, move |woken| async move {
+//!         let Woken::Readable(mut stream) = woken else { return };
+//!         if let Ok(Some(bytes)) = stream.read_pooled().await {
+//!             if stream.write_all(&bytes).await.is_ok() {
+//!                 drop(bytes);
+//!                 sleep(lot, stream);
+//!             }
+//!         }
+//!     });
+//! }
+//! ```
+//!
+//! # Shutdown
+//!
+//! As with Go's `Hijack`, the server neither waits for nor closes the
+//! streams it handed off: once handed off, a stream does not delay a
+//! graceful shutdown. [`Parts::shutdown`] tells a handler that shutdown
+//! began. Streams asleep in the lot when it begins are handed back to their
+//! callbacks with [`Woken::Shutdown`], and so is any stream put to sleep
+//! afterwards: the lot stops with the `serve` call. Callbacks run in tasks
+//! of the runtime; if the runtime itself shuts down while streams sleep,
+//! they are closed and their callbacks dropped without being called.
+
+use std::fmt;
+use std::future::{Future, poll_fn};
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
+use http::header::{CONNECTION, HeaderMap};
+use http::{Method, Request, StatusCode, Version};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tracing::debug;
+
+use crate::conn::Tracker;
+use crate::error::Error;
+use crate::io::ConnIo;
+use crate::lot;
+use crate::pool::{self, PoolStats};
+use crate::server::ServeState;
+use crate::shutdown::Shutdown;
+
+pub use crate::pool::PooledBytes;
+
+/// What the driver sends to the handler's [`OnUpgrade`].
+type HandOffResult = Result<Parts, Error>;
+
+/// Starts an upgrade of the connection that carries `req`: the returned
+/// future resolves, once the handler's `101 Switching Protocols` response
+/// (or a 2xx response to `CONNECT`) has been written, to the raw
+/// connection.
+///
+/// Call it in the handler, then answer; await the future elsewhere (a
+/// spawned task), since it resolves only after the response was sent:
+///
+/// ```no_run
+/// use std::convert::Infallible;
+/// use http::{Request, Response, StatusCode};
+/// use http_body_util::Empty;
+/// use hyper::body::Bytes;
+///
+/// async fn handle(mut req: Request<dormant::Body>) -> Result<Response<Empty<Bytes>>, Infallible> {
+///     let mut res = Response::new(Empty::new());
+///     let Ok(upgrade) = dormant::upgrade::on(&mut req) else {
+///         *res.status_mut() = StatusCode::UPGRADE_REQUIRED;
+///         return Ok(res);
+///     };
+///     tokio::spawn(async move {
+///         if let Ok(parts) = upgrade.await {
+///             let stream = dormant::upgrade::Upgraded::from(parts);
+///             // … speak the new protocol on `stream` …
+/// #           drop(stream);
+///         }
+///     });
+///     *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+///     res.headers_mut().insert("connection", "upgrade".parse().unwrap());
+///     res.headers_mut().insert("upgrade", "echo".parse().unwrap());
+///     Ok(res)
+/// }
+/// ```
+///
+/// Upgrade requests are HTTP/1.1 requests with `Connection: upgrade` and an
+/// `Upgrade` header, and `CONNECT` requests. For any other request, for
+/// requests over HTTP/2, and when `on` was already called for this request,
+/// `on` fails at once ([`Error::is_unsupported`]), so a handler knows before
+/// it answers. The future fails with
+///
+/// - [`Error::is_declined`] if the handler answers with another status: the
+///   connection then goes on serving HTTP;
+/// - [`Error::is_closed`] if the connection ends before the hand-off.
+///
+/// If the future is dropped before the hand-off (or `on` is never called)
+/// and the handler answers 101 anyway, the connection is closed after the
+/// response: nobody is left to speak the new protocol.
+///
+/// hyper's own `hyper::upgrade::on` does not work on dormant's HTTP/1
+/// connections.
+pub fn on<B>(req: &mut Request<B>) -> Result<OnUpgrade, Error> {
+    let handle = req.extensions_mut().remove::<Handle>();
+    match handle.and_then(|h| h.take()) {
+        Some(rx) => Ok(OnUpgrade { rx }),
+        None if req.version() == Version::HTTP_2 => Err(Error::unsupported(
+            "upgrades are not supported on HTTP/2 connections",
+        )),
+        None => Err(Error::unsupported(
+            "not an HTTP/1.1 upgrade request (`Connection: upgrade` with an `Upgrade` header, \
+             or CONNECT), or `on` was already called for it",
+        )),
+    }
+}
+
+/// The future of [`on`]: the upgraded connection, once the response that
+/// switched protocols has been written.
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct OnUpgrade {
+    rx: oneshot::Receiver<HandOffResult>,
+}
+
+impl Future for OnUpgrade {
+    type Output = Result<Parts, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.rx)
+            .poll(cx)
+            .map(|res| res.unwrap_or_else(|_| Err(Error::closed())))
+    }
+}
+
+/// An upgraded connection, as handed off by the server.
+///
+/// The server keeps nothing of the connection: these parts are all there
+/// is. [`Upgraded::from`] wraps the stream and the leftover bytes in one
+/// `AsyncRead + AsyncWrite`.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Parts {
+    /// The connection's socket.
+    pub stream: TcpStream,
+    /// Bytes the client sent after its upgrade request, which the server
+    /// had already read: the first bytes of the new protocol. A copy, so no
+    /// server buffer stays alive for them; often empty.
+    pub read_buf: Bytes,
+    /// The parking lot, where an idle upgraded stream can sleep.
+    pub lot: Lot,
+    /// Tells when the server's graceful shutdown begins.
+    pub shutdown: Shutdown,
+}
+
+/// An upgraded stream: the socket, with the bytes the server read past the
+/// upgrade request coming first.
+///
+/// It implements tokio's [`AsyncRead`] and [`AsyncWrite`], so any protocol
+/// library over those runs on it. [`read_pooled`](Self::read_pooled) reads
+/// without holding a buffer while it waits. Once the leftover bytes are
+/// read, their allocation is freed: an idle `Upgraded` holds its socket and
+/// nothing else.
+pub struct Upgraded {
+    stream: TcpStream,
+    leftover: Bytes,
+}
+
+impl Upgraded {
+    pub(crate) fn new(stream: TcpStream, leftover: Bytes) -> Self {
+        Upgraded { stream, leftover }
+    }
+
+    /// Waits until bytes arrive, then reads them into a buffer from
+    /// dormant's pool. `Ok(None)` is the end of the stream (the peer
+    /// closed).
+    ///
+    /// The buffer is taken only once the socket is readable, and goes back
+    /// to the pool when the returned [`PooledBytes`] are dropped: drop them
+    /// before waiting again and a waiting stream holds no buffer. The bytes
+    /// the server read past the upgrade request come first. Each call
+    /// returns at most one buffer's worth (4 KiB).
+    ///
+    /// Cancel safe: dropped while waiting, no byte was read.
+    pub async fn read_pooled(&mut self) -> io::Result<Option<PooledBytes>> {
+        if !self.leftover.is_empty() {
+            let mut buf = pool::upgraded().take();
+            let n = buf.len().min(self.leftover.len());
+            buf[..n].copy_from_slice(&self.leftover[..n]);
+            self.consume_leftover(n);
+            return Ok(Some(PooledBytes::new(buf, n)));
+        }
+        loop {
+            // `poll_read_ready` keeps the waker in tokio's per-socket
+            // state; `readable()` would add a waiter node to the task.
+            poll_fn(|cx| self.stream.poll_read_ready(cx)).await?;
+            // Taken only now, after the wait.
+            let mut buf = pool::upgraded().take();
+            match self.stream.try_read(&mut buf) {
+                Ok(0) => return Ok(None),
+                Ok(n) => return Ok(Some(PooledBytes::new(buf, n))),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The socket.
+    pub fn get_ref(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// The socket and the leftover bytes not read yet.
+    pub fn into_inner(self) -> (TcpStream, Bytes) {
+        (self.stream, self.leftover)
+    }
+
+    fn consume_leftover(&mut self, n: usize) {
+        self.leftover.advance(n);
+        if self.leftover.is_empty() {
+            // An empty view would still keep its allocation alive.
+            self.leftover = Bytes::new();
+        }
+    }
+}
+
+impl From<Parts> for Upgraded {
+    fn from(parts: Parts) -> Self {
+        Upgraded::new(parts.stream, parts.read_buf)
+    }
+}
+
+/// A stream with no leftover bytes.
+impl From<TcpStream> for Upgraded {
+    fn from(stream: TcpStream) -> Self {
+        Upgraded::new(stream, Bytes::new())
+    }
+}
+
+impl fmt::Debug for Upgraded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Upgraded")
+            .field("stream", &self.stream)
+            .field("leftover", &self.leftover.len())
+            .finish()
+    }
+}
+
+impl AsyncRead for Upgraded {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.leftover.is_empty() {
+            let n = buf.remaining().min(this.leftover.len());
+            buf.put_slice(&this.leftover[..n]);
+            this.consume_leftover(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Upgraded {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+/// Figures of the buffer pool upgraded streams read into
+/// ([`Upgraded::read_pooled`]). That pool is process-wide, so that a
+/// handed-off stream keeps no reference to the server it left; these
+/// figures cover every server of the process. `in_use` counts the
+/// [`PooledBytes`] alive now: idle streams hold none.
+pub fn pool_stats() -> PoolStats {
+    pool::upgraded().stats()
+}
+
+/// The parking lot of the `serve` call that handed a stream off, where
+/// idle upgraded streams can sleep outside tokio.
+///
+/// Cloning is cheap (one reference count). A handle keeps the lot's small
+/// shared state alive (its slab and one epoll descriptor), not the server:
+/// the lot is the only part of the server an upgraded stream may hold on
+/// to, and only through this handle.
+#[derive(Clone)]
+pub struct Lot(Option<lot::Lot>);
+
+impl Lot {
+    /// Puts `stream` to sleep in the parking lot with `callback`, its
+    /// handler's state. The stream then has no task, no tokio registration
+    /// and no buffer; the lot keeps 24 bytes for it plus the boxed
+    /// `callback`, whose size is what it captures (keep it small: the
+    /// protocol state between messages).
+    ///
+    /// `callback` is called exactly once, in a new tokio task, with the
+    /// stream when bytes arrive ([`Woken::Readable`]), when the peer closes
+    /// ([`Woken::Eof`]), when the server's graceful shutdown begins
+    /// ([`Woken::Shutdown`]), or with the error if the socket fails
+    /// ([`Woken::Failed`]). No byte is lost: bytes that arrived before, or
+    /// leftover bytes `stream` still holds, wake it at once. To sleep again,
+    /// call `sleep` from the callback's future (see the [module
+    /// docs](self)).
+    ///
+    /// Sleeping streams have no deadline: idle timeouts are the protocol's.
+    /// Must be called from within a tokio runtime.
+    pub fn sleep<F, Fut>(&self, stream: Upgraded, callback: F)
+    where
+        F: FnOnce(Woken) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let callback: Box<dyn Callback> = Box::new(callback);
+        if !stream.leftover.is_empty() {
+            return callback.call(Woken::Readable(stream));
+        }
+        match &self.0 {
+            Some(lot) => lot.sleep(stream.stream, callback),
+            // The server could not create its lot (it logged why).
+            None => callback.call(Woken::Shutdown(stream)),
+        }
+    }
+
+    /// How many upgraded streams sleep in this lot now.
+    pub fn sleeping(&self) -> usize {
+        self.0.as_ref().map_or(0, |lot| lot.sleeping())
+    }
+}
+
+impl fmt::Debug for Lot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lot")
+            .field("sleeping", &self.sleeping())
+            .finish()
+    }
+}
+
+/// Why a sleeping upgraded stream's callback is called; carries the stream
+/// back.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Woken {
+    /// Bytes arrived.
+    Readable(Upgraded),
+    /// The peer closed its side (a read returns end of stream). Writing
+    /// may still work, as after any half-close.
+    Eof(Upgraded),
+    /// The server's graceful shutdown began (or its parking lot failed, or
+    /// could not be created): the stream cannot sleep any longer, and a new
+    /// `sleep` calls back at once with `Shutdown` again. The stream is
+    /// still open; what to tell the peer is the protocol's choice.
+    Shutdown(Upgraded),
+    /// The socket failed while asleep, or could not be put to sleep; it is
+    /// closed.
+    Failed(io::Error),
+}
+
+/// A sleeping stream's handler, boxed in the lot.
+pub(crate) trait Callback: Send {
+    /// Calls the handler in a new task.
+    fn call(self: Box<Self>, woken: Woken);
+}
+
+impl<F, Fut> Callback for F
+where
+    F: FnOnce(Woken) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    fn call(self: Box<Self>, woken: Woken) {
+        let callback = *self;
+        // The handler runs in its own task, never in the lot's driver.
+        tokio::spawn(async move { callback(woken).await });
+    }
+}
+
+/// The request extension that [`on`] turns into its future; only upgrade
+/// candidates carry it. Cloneable because extensions must be; the first
+/// `on` takes the receiver.
+#[derive(Clone)]
+struct Handle(Arc<Mutex<Option<oneshot::Receiver<HandOffResult>>>>);
+
+impl Handle {
+    fn take(&self) -> Option<oneshot::Receiver<HandOffResult>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// Where an accepted upgrade waits for the driver: in the connection's
+/// `Tracker`, between the handler's response and the end of hyper's
+/// connection future.
+#[derive(Debug, Default)]
+pub(crate) struct HandOff(Mutex<Option<oneshot::Sender<HandOffResult>>>);
+
+impl HandOff {
+    /// The sender of an upgrade the handler accepted, if any.
+    pub(crate) fn take(&self) -> Option<oneshot::Sender<HandOffResult>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// One upgrade candidate on its way through the handler.
+pub(crate) struct Pending {
+    tx: oneshot::Sender<HandOffResult>,
+    connect: bool,
+    tracker: Arc<Tracker>,
+}
+
+impl Pending {
+    /// Makes the request an upgrade candidate if it is one: an HTTP/1.1
+    /// request hyper prepared an upgrade for (it has an `Upgrade` header, or
+    /// is `CONNECT`), with `Connection: upgrade` unless it is `CONNECT`.
+    /// Requires hyper's mark so that hyper, too, ends the connection
+    /// without shutting the socket down when the response switches
+    /// protocols. Costs ordinary requests one look at an empty extension
+    /// map.
+    pub(crate) fn check(
+        parts: &mut http::request::Parts,
+        tracker: &Arc<Tracker>,
+    ) -> Option<Pending> {
+        if parts.version != Version::HTTP_11 {
+            return None;
+        }
+        // Removed either way: hyper's future could only fail here.
+        parts.extensions.remove::<hyper::upgrade::OnUpgrade>()?;
+        let connect = parts.method == Method::CONNECT;
+        if !connect && !connection_upgrade(&parts.headers) {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        parts
+            .extensions
+            .insert(Handle(Arc::new(Mutex::new(Some(rx)))));
+        Some(Pending {
+            tx,
+            connect,
+            tracker: tracker.clone(),
+        })
+    }
+
+    /// The handler answered with `status`: an accepted upgrade waits for
+    /// the driver; a declined one fails the handler's future.
+    pub(crate) fn respond(self, status: StatusCode) {
+        let accepted = if self.connect {
+            status.is_success()
+        } else {
+            status == StatusCode::SWITCHING_PROTOCOLS
+        };
+        if accepted {
+            *self
+                .tracker
+                .upgrade
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(self.tx);
+        } else {
+            let _ = self.tx.send(Err(Error::declined()));
+        }
+    }
+}
+
+/// Whether a `Connection` header lists `upgrade`.
+fn connection_upgrade(headers: &HeaderMap) -> bool {
+    headers.get_all(CONNECTION).iter().any(|value| {
+        value
+            .as_bytes()
+            .split(|&b| b == b',')
+            .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"upgrade"))
+    })
+}
+
+/// Hands the connection hyper has finished with to the handler's
+/// [`OnUpgrade`]; everything else of it is dropped here. If the future is
+/// gone, the connection is closed.
+pub(crate) fn hand_off<S>(
+    parts: hyper::server::conn::http1::Parts<ConnIo, S>,
+    tx: oneshot::Sender<HandOffResult>,
+    state: &ServeState,
+) {
+    let hyper::server::conn::http1::Parts {
+        io,
+        read_buf,
+        service,
+        ..
+    } = parts;
+    drop(service);
+    let (stream, replay) = io.into_inner();
+    // Bytes hyper read past the request, then any it had not read yet.
+    // Copied: `read_buf` is a view into hyper's whole read allocation.
+    let rest = replay.into_carried();
+    let read_buf = if rest.is_empty() {
+        Bytes::copy_from_slice(&read_buf)
+    } else {
+        [&read_buf[..], &rest[..]].concat().into()
+    };
+    let parts = Parts {
+        stream,
+        read_buf,
+        lot: Lot(state.lot.clone()),
+        shutdown: Shutdown::new(&state.signal),
+    };
+    match tx.send(Ok(parts)) {
+        Ok(()) => {
+            state
+                .shared
+                .stats
+                .upgrades
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        Err(_) => debug!("upgrade future dropped before the hand-off: closing"),
+    }
+}

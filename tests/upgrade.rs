@@ -1,0 +1,687 @@
+//! Upgrades: the raw stream and its leftover bytes handed to the handler,
+//! nothing of the server kept, declined upgrades going on as HTTP, and
+//! upgraded streams sleeping in the parking lot.
+//!
+//! The server runs on a runtime of the test's own (`Harness`), so upgraded
+//! streams, which outlive `serve`, can be observed after it returned.
+
+mod common;
+use common::*;
+
+use std::convert::Infallible;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, mpsc};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use dormant::upgrade::{self, Lot, Upgraded, Woken};
+use http::{Method, Request, Response, StatusCode};
+use http_body::Frame;
+use hyper::body::Bytes;
+use hyper::service::Service;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const UPGRADE: &str =
+    "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n";
+const SWITCHED: &str =
+    "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: echo\r\n\r\n";
+
+/// A server on a runtime owned by the test, which keeps running after
+/// `serve` returned.
+struct Harness {
+    rt: tokio::runtime::Runtime,
+    addr: SocketAddr,
+    server: dormant::Server,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    serving: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Harness {
+    fn start<S>(builder: &dormant::Builder, service: S) -> Harness
+    where
+        S: Service<Request<dormant::Body>, Response = Response<TestBody>, Error = Infallible>
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = builder.build().unwrap();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serve = server
+            .serve(listener, service)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+        let serving = rt.spawn(async move { serve.await.unwrap() });
+        Harness {
+            rt,
+            addr,
+            server,
+            stop: Some(stop),
+            serving: Some(serving),
+        }
+    }
+
+    fn connect(&self) -> Client {
+        Client::connect(self.addr)
+    }
+
+    fn stats(&self) -> dormant::Stats {
+        self.server.stats()
+    }
+
+    fn wait_for(&self, what: &str, cond: impl Fn(&dormant::Stats) -> bool) {
+        wait(what, || cond(&self.stats()));
+    }
+
+    /// Graceful shutdown; waits (bounded) until `serve` has returned.
+    fn shutdown(&mut self) {
+        let _ = self.stop.take().expect("running").send(());
+        let serving = self.serving.take().expect("running");
+        self.rt
+            .block_on(async { tokio::time::timeout(CLIENT_TIMEOUT, serving).await })
+            .expect("serve did not return after shutdown")
+            .expect("serve panicked");
+    }
+}
+
+/// Waits (polling, bounded) until `cond` holds.
+fn wait(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + CLIENT_TIMEOUT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Counts drops of whatever holds it.
+#[derive(Clone, Default)]
+struct DropCount(Arc<AtomicUsize>);
+
+impl DropCount {
+    fn get(&self) -> usize {
+        self.0.load(SeqCst)
+    }
+
+    fn token(&self) -> Dropped {
+        Dropped(self.0.clone())
+    }
+}
+
+/// Adds one to its counter when dropped.
+#[derive(Clone)]
+struct Dropped(Arc<AtomicUsize>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// A response body that counts its drop.
+struct TestBody {
+    data: Option<Bytes>,
+    _dropped: Option<Dropped>,
+}
+
+impl TestBody {
+    fn new(text: impl Into<Bytes>) -> Self {
+        TestBody {
+            data: Some(text.into()).filter(|b| !b.is_empty()),
+            _dropped: None,
+        }
+    }
+}
+
+impl http_body::Body for TestBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(self.data.take().map(|d| Ok(Frame::data(d))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.data.is_none()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.data.as_ref().map_or(0, |d| d.len() as u64))
+    }
+}
+
+fn switching(body: TestBody) -> Response<TestBody> {
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header("connection", "upgrade")
+        .header("upgrade", "echo")
+        .body(body)
+        .unwrap()
+}
+
+fn text(status: StatusCode, body: &str) -> Response<TestBody> {
+    let mut res = Response::new(TestBody::new(body.to_owned()));
+    *res.status_mut() = status;
+    res
+}
+
+fn ok(body: &str) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn get(path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n")
+}
+
+/// Echoes with the readiness reader until the peer closes.
+async fn echo_pooled(mut stream: Upgraded) {
+    while let Ok(Some(bytes)) = stream.read_pooled().await {
+        if stream.write_all(&bytes).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Echoes through `AsyncRead` until the peer closes.
+async fn echo_async_read(mut stream: Upgraded) {
+    let mut buf = [0u8; 1024];
+    while let Ok(n @ 1..) = stream.read(&mut buf).await {
+        if stream.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// What the upgrade handler of [`upgrader`] reports.
+type Events = Arc<Mutex<mpsc::Sender<String>>>;
+
+fn report(events: &Events, event: String) {
+    let _ = events.lock().unwrap().send(event);
+}
+
+/// The test handler:
+///
+/// - not an upgrade request: reports what `on` says, answers `200 plain`;
+/// - `CONNECT`: tunnels into an echo (`AsyncRead`);
+/// - `/decline`: asks for the upgrade, answers `200`, reports the error;
+/// - `/drop`: asks for the upgrade, drops the future, answers `101`;
+/// - any other path: upgrades and echoes with `read_pooled`.
+fn upgrader(
+    events: Events,
+) -> impl Service<
+    Request<dormant::Body>,
+    Response = Response<TestBody>,
+    Error = Infallible,
+    Future = impl Send,
+> + Send
++ Sync
++ 'static {
+    hyper::service::service_fn(move |mut req: Request<dormant::Body>| {
+        let events = events.clone();
+        async move {
+            let upgrade = match upgrade::on(&mut req) {
+                Ok(upgrade) => upgrade,
+                Err(e) => {
+                    report(&events, format!("unsupported={} {e}", e.is_unsupported()));
+                    return Ok(text(StatusCode::OK, "plain"));
+                }
+            };
+            if req.method() == Method::CONNECT {
+                tokio::spawn(async move {
+                    let parts = upgrade.await.expect("CONNECT hand-off");
+                    echo_async_read(parts.into()).await;
+                });
+                return Ok(text(StatusCode::OK, ""));
+            }
+            match req.uri().path() {
+                "/decline" => {
+                    tokio::spawn(async move {
+                        let e = upgrade.await.expect_err("declined");
+                        report(&events, format!("declined={} {e}", e.is_declined()));
+                    });
+                    Ok(text(StatusCode::OK, "declined"))
+                }
+                "/drop" => {
+                    drop(upgrade);
+                    Ok(switching(TestBody::new("")))
+                }
+                _ => {
+                    tokio::spawn(async move {
+                        match upgrade.await {
+                            Ok(parts) => {
+                                report(&events, format!("read_buf={:?}", parts.read_buf));
+                                echo_pooled(parts.into()).await;
+                            }
+                            Err(e) => report(&events, format!("error: {e}")),
+                        }
+                    });
+                    Ok(switching(TestBody::new("")))
+                }
+            }
+        }
+    })
+}
+
+fn events() -> (Events, mpsc::Receiver<String>) {
+    let (tx, rx) = mpsc::channel();
+    (Arc::new(Mutex::new(tx)), rx)
+}
+
+fn next(rx: &mpsc::Receiver<String>) -> String {
+    rx.recv_timeout(CLIENT_TIMEOUT).expect("handler event")
+}
+
+#[test]
+fn bytes_after_the_upgrade_request_come_out_first() {
+    let (ev, rx) = events();
+    let srv = Harness::start(&fast_park(), upgrader(ev));
+    let mut c = srv.connect();
+    c.send(format!("{UPGRADE}hello").as_bytes());
+    assert_eq!(c.response(), SWITCHED);
+    assert_eq!(next(&rx), r#"read_buf=b"hello""#);
+    c.send(b" world");
+    assert_eq!(c.read_exact_bytes(11), b"hello world");
+
+    // Bytes sent before the 101 is read, in a write of their own.
+    let mut c = srv.connect();
+    c.send(UPGRADE.as_bytes());
+    c.send(b"early ");
+    assert_eq!(c.response(), SWITCHED);
+    next(&rx);
+    c.send(b"late");
+    assert_eq!(c.read_exact_bytes(10), b"early late");
+    srv.wait_for("two upgrades", |s| s.upgrades == 2);
+}
+
+#[test]
+fn upgrade_after_parked_keep_alive_requests() {
+    let (ev, rx) = events();
+    let srv = Harness::start(&fast_park(), upgrader(ev));
+    let mut c = srv.connect();
+    for i in 1..=3 {
+        c.send(get(&format!("/plain{i}")).as_bytes());
+        assert_eq!(c.response(), ok("plain"));
+        assert!(next(&rx).starts_with("unsupported=true"));
+        srv.wait_for("parked", |s| s.parks == i && s.parked == 1);
+    }
+    c.send(format!("{UPGRADE}xyz").as_bytes());
+    assert_eq!(c.response(), SWITCHED);
+    assert_eq!(next(&rx), r#"read_buf=b"xyz""#);
+    c.send(b" after three requests");
+    assert_eq!(c.read_exact_bytes(24), b"xyz after three requests");
+    let s = srv.stats();
+    assert_eq!((s.accepted, s.upgrades, s.requests), (1, 1, 4), "{s:?}");
+}
+
+#[test]
+fn connect_tunnels() {
+    let (ev, _rx) = events();
+    let srv = Harness::start(&fast_park(), upgrader(ev));
+    let mut c = srv.connect();
+    c.send(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\ntunneled");
+    assert_eq!(c.response_head(), "HTTP/1.1 200 OK\r\n\r\n");
+    c.send(b" bytes");
+    assert_eq!(c.read_exact_bytes(14), b"tunneled bytes");
+    srv.wait_for("handed off", |s| s.upgrades == 1 && s.active == 0);
+}
+
+#[test]
+fn declined_upgrade_goes_on_as_http() {
+    let (ev, rx) = events();
+    let srv = Harness::start(&fast_park(), upgrader(ev));
+    let mut c = srv.connect();
+    c.send(b"GET /decline HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n");
+    assert_eq!(c.response(), ok("declined"));
+    let event = next(&rx);
+    assert!(event.starts_with("declined=true"), "{event}");
+    // The connection still speaks HTTP, parks, and wakes.
+    c.send(get("/after").as_bytes());
+    assert_eq!(c.response(), ok("plain"));
+    srv.wait_for("parked", |s| s.parked == 1);
+    c.send(get("/again").as_bytes());
+    assert_eq!(c.response(), ok("plain"));
+    let s = srv.stats();
+    assert_eq!((s.upgrades, s.requests >= 2), (0, true), "{s:?}");
+}
+
+#[test]
+fn not_an_upgrade_request_fails_at_once() {
+    let (ev, rx) = events();
+    let srv = Harness::start(&fast_park(), upgrader(ev));
+    let mut c = srv.connect();
+    // `Upgrade` without `Connection: upgrade` is not an upgrade request.
+    c.send(b"GET /x HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\n\r\n");
+    assert_eq!(c.response(), ok("plain"));
+    let event = next(&rx);
+    assert!(event.starts_with("unsupported=true"), "{event}");
+    assert!(event.contains("not an HTTP/1.1 upgrade request"), "{event}");
+    // Nor is an HTTP/1.0 request.
+    c.send(b"GET /x HTTP/1.0\r\nConnection: upgrade, keep-alive\r\nUpgrade: echo\r\n\r\n");
+    assert!(c.response().contains("plain"));
+    assert!(next(&rx).starts_with("unsupported=true"));
+}
+
+#[test]
+fn dropped_upgrade_future_closes_the_connection() {
+    let (ev, _rx) = events();
+    let srv = Harness::start(&fast_park(), upgrader(ev));
+    let mut c = srv.connect();
+    c.send(b"GET /drop HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n");
+    assert_eq!(c.read_to_close(), SWITCHED);
+    srv.wait_for("closed", |s| s.active == 0 && s.parked == 0);
+    assert_eq!(srv.stats().upgrades, 0);
+}
+
+#[test]
+fn http2_upgrade_fails_clearly() {
+    let (ev, rx) = events();
+    let srv = Harness::start(&fast_park(), upgrader(ev));
+    let client_rt = tokio::runtime::Runtime::new().unwrap();
+    let status = client_rt.block_on(async {
+        let stream = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+        let (mut send, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(stream),
+        )
+        .await
+        .unwrap();
+        tokio::spawn(conn);
+        let req = Request::get("http://x/echo")
+            .body(http_body_util::Empty::<Bytes>::new())
+            .unwrap();
+        tokio::time::timeout(CLIENT_TIMEOUT, send.send_request(req))
+            .await
+            .expect("h2 response timed out")
+            .expect("h2 response")
+            .status()
+    });
+    assert_eq!(status, StatusCode::OK, "the handler knew before answering");
+    assert_eq!(
+        next(&rx),
+        "unsupported=true no upgrade: upgrades are not supported on HTTP/2 connections"
+    );
+    assert_eq!(srv.stats().upgrades, 0);
+}
+
+#[test]
+fn after_the_hand_off_nothing_of_the_server_remains() {
+    let request_ext = DropCount::default();
+    let response_body = DropCount::default();
+    let service_drops = DropCount::default();
+    let (stream_tx, stream_rx) = mpsc::channel::<()>();
+    let stream_tx = Arc::new(Mutex::new(stream_tx));
+    let service = {
+        let request_ext = request_ext.clone();
+        let response_body = response_body.clone();
+        let held_by_service = service_drops.token();
+        hyper::service::service_fn(move |mut req: Request<dormant::Body>| {
+            let _service = &held_by_service;
+            req.extensions_mut().insert(request_ext.token());
+            let upgrade = upgrade::on(&mut req).expect("an upgrade request");
+            assert!(upgrade::on(&mut req).unwrap_err().is_unsupported(), "taken");
+            let stream_tx = stream_tx.clone();
+            tokio::spawn(async move {
+                let parts = upgrade.await.expect("hand-off");
+                let _ = stream_tx.lock().unwrap().send(());
+                echo_pooled(parts.into()).await;
+            });
+            let body = TestBody {
+                data: None,
+                _dropped: Some(response_body.token()),
+            };
+            async move { Ok::<_, Infallible>(switching(body)) }
+        })
+    };
+    let mut srv = Harness::start(&fast_park(), service);
+    let mut c = srv.connect();
+    c.send(UPGRADE.as_bytes());
+    assert_eq!(c.response(), SWITCHED);
+    stream_rx.recv_timeout(CLIENT_TIMEOUT).expect("handed off");
+    c.send(b"ping");
+    assert_eq!(c.read_exact_bytes(4), b"ping");
+
+    srv.wait_for("connection gone", |s| {
+        s.upgrades == 1 && s.active == 0 && s.parked == 0 && s.dormant == 0
+    });
+    assert_eq!(srv.stats().pool.in_use, 0, "no pool buffer in use");
+    wait("request and response dropped", || {
+        request_ext.get() == 1 && response_body.get() == 1
+    });
+    assert_eq!(service_drops.get(), 0, "the server still serves");
+
+    // Shutdown neither waits for nor closes the upgraded stream, and the
+    // service goes with the server: the stream held no reference to it.
+    srv.shutdown();
+    wait("service dropped", || service_drops.get() == 1);
+    c.send(b"still here");
+    assert_eq!(c.read_exact_bytes(10), b"still here");
+    // Process-wide: other tests' streams may hold one for a moment, an idle
+    // stream never does.
+    wait("upgrade buffers back", || upgrade::pool_stats().in_use == 0);
+}
+
+#[test]
+fn shutdown_signal_reaches_upgraded_streams() {
+    let service = hyper::service::service_fn(|mut req: Request<dormant::Body>| {
+        let upgrade = upgrade::on(&mut req).expect("an upgrade request");
+        tokio::spawn(async move {
+            let parts = upgrade.await.expect("hand-off");
+            let shutdown = parts.shutdown.clone();
+            assert!(!shutdown.is_begun());
+            let mut stream = Upgraded::from(parts);
+            let closing = tokio::select! {
+                () = shutdown.begun() => true,
+                () = echo_pooled_ref(&mut stream) => false,
+            };
+            if closing {
+                assert!(shutdown.is_begun());
+                let _ = stream.write_all(b"going away").await;
+            }
+        });
+        async { Ok::<_, Infallible>(switching(TestBody::new(""))) }
+    });
+    let mut srv = Harness::start(&fast_park(), service);
+    let mut c = srv.connect();
+    c.send(UPGRADE.as_bytes());
+    assert_eq!(c.response(), SWITCHED);
+    c.send(b"echo");
+    assert_eq!(c.read_exact_bytes(4), b"echo");
+    srv.shutdown();
+    assert_eq!(c.read_to_close(), "going away");
+}
+
+async fn echo_pooled_ref(stream: &mut Upgraded) {
+    while let Ok(Some(bytes)) = stream.read_pooled().await {
+        if stream.write_all(&bytes).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The state a sleeping echo stream carries between messages.
+struct Sleepy {
+    wakes: Arc<AtomicUsize>,
+    events: Events,
+    _dropped: Dropped,
+}
+
+/// Puts `stream` to sleep; each wake-up echoes one read and sleeps again.
+fn sleep_echo(lot: Lot, stream: Upgraded, state: Sleepy) {
+    lot.clone().sleep(stream, move |woken| async move {
+        state.wakes.fetch_add(1, SeqCst);
+        match woken {
+            Woken::Readable(mut stream) => match stream.read_pooled().await {
+                Ok(Some(bytes)) => {
+                    if stream.write_all(&bytes).await.is_ok() {
+                        drop(bytes);
+                        sleep_echo(lot, stream, state);
+                    }
+                }
+                other => report(&state.events, format!("read {other:?}")),
+            },
+            Woken::Eof(_) => report(&state.events, "eof".into()),
+            Woken::Shutdown(mut stream) => {
+                report(&state.events, "shutdown".into());
+                let _ = stream.write_all(b"bye").await;
+            }
+            Woken::Failed(e) => report(&state.events, format!("failed {e}")),
+            _ => report(&state.events, "unknown".into()),
+        }
+    });
+}
+
+/// A server whose upgraded streams sleep in the lot between messages, and
+/// what the test watches of them.
+struct SleepyServer {
+    srv: Harness,
+    events: mpsc::Receiver<String>,
+    /// The lot, once a stream was handed off.
+    lot: Arc<Mutex<Option<Lot>>>,
+    /// Callbacks called.
+    wakes: Arc<AtomicUsize>,
+    /// States dropped.
+    drops: DropCount,
+}
+
+impl SleepyServer {
+    fn sleeping(&self) -> usize {
+        self.lot.lock().unwrap().as_ref().map_or(0, Lot::sleeping)
+    }
+}
+
+fn sleepy_server(builder: &dormant::Builder) -> SleepyServer {
+    let (ev, rx) = events();
+    let lot_seen = Arc::new(Mutex::new(None));
+    let wakes = Arc::new(AtomicUsize::new(0));
+    let drops = DropCount::default();
+    let service = {
+        let (lot_seen, wakes, drops) = (lot_seen.clone(), wakes.clone(), drops.clone());
+        hyper::service::service_fn(move |mut req: Request<dormant::Body>| {
+            let upgrade = upgrade::on(&mut req).expect("an upgrade request");
+            let state = Sleepy {
+                wakes: wakes.clone(),
+                events: ev.clone(),
+                _dropped: drops.token(),
+            };
+            let lot_seen = lot_seen.clone();
+            tokio::spawn(async move {
+                let parts = upgrade.await.expect("hand-off");
+                *lot_seen.lock().unwrap() = Some(parts.lot.clone());
+                let lot = parts.lot.clone();
+                sleep_echo(lot, parts.into(), state);
+            });
+            async { Ok::<_, Infallible>(switching(TestBody::new(""))) }
+        })
+    };
+    SleepyServer {
+        srv: Harness::start(builder, service),
+        events: rx,
+        lot: lot_seen,
+        wakes,
+        drops,
+    }
+}
+
+#[test]
+fn dormant_upgraded_stream_wakes_on_data_and_on_close() {
+    // `dormant_after(None)`: upgraded streams sleep in the lot regardless.
+    let mut b = fast_park();
+    b.dormant_after(None);
+    let s = sleepy_server(&b);
+    let (srv, rx, wakes, drops) = (&s.srv, &s.events, &s.wakes, &s.drops);
+    let mut c = srv.connect();
+    // The leftover wakes it at once.
+    c.send(format!("{UPGRADE}first").as_bytes());
+    assert_eq!(c.response(), SWITCHED);
+    assert_eq!(c.read_exact_bytes(5), b"first");
+    wait("asleep", || s.sleeping() == 1);
+    srv.wait_for("connection gone", |s| s.active == 0 && s.parked == 0);
+
+    for i in 0..3 {
+        let before = wakes.load(SeqCst);
+        let msg = format!("message {i}");
+        c.send(msg.as_bytes());
+        assert_eq!(c.read_exact_bytes(msg.len()), msg.as_bytes());
+        wait("asleep again", || s.sleeping() == 1);
+        assert_eq!(wakes.load(SeqCst), before + 1, "one wake per message");
+    }
+
+    // Far more than one pool buffer: many wakes, no byte lost.
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let mut writer = c.stream.try_clone().unwrap();
+    let sent = big.clone();
+    let writing = std::thread::spawn(move || writer.write_all(&sent).unwrap());
+    assert_eq!(c.read_exact_bytes(big.len()), big);
+    writing.join().unwrap();
+    wait("asleep after the burst", || s.sleeping() == 1);
+    assert_eq!(drops.get(), 0, "the state lives while the stream sleeps");
+
+    // Peer close: woken, state dropped exactly once.
+    c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    assert_eq!(next(rx), "eof");
+    wait("state dropped", || drops.get() == 1);
+    assert_eq!(s.sleeping(), 0);
+    let mut rest = Vec::new();
+    assert_eq!(c.stream.read_to_end(&mut rest).unwrap(), 0, "closed");
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(drops.get(), 1);
+    assert!(rx.try_recv().is_err(), "called back once");
+    wait("upgrade buffers back", || upgrade::pool_stats().in_use == 0);
+}
+
+#[test]
+fn dormant_upgraded_streams_are_handed_back_at_shutdown() {
+    let mut s = sleepy_server(&fast_park());
+    let mut clients: Vec<Client> = (0..5)
+        .map(|_| {
+            let mut c = s.srv.connect();
+            c.send(UPGRADE.as_bytes());
+            assert_eq!(c.response(), SWITCHED);
+            c
+        })
+        .collect();
+    wait("all asleep", || s.sleeping() == 5);
+    s.srv.shutdown();
+    for c in &mut clients {
+        assert_eq!(c.read_to_close(), "bye");
+    }
+    for _ in 0..5 {
+        assert_eq!(next(&s.events), "shutdown");
+    }
+    wait("states dropped", || s.drops.get() == 5);
+    assert_eq!(s.sleeping(), 0);
+
+    // After shutdown the lot takes nothing: sleeping calls back at once.
+    let lot = s.lot.lock().unwrap().clone().unwrap();
+    let (tx, woken) = mpsc::channel();
+    s.srv.rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap());
+        let (client, accepted) = tokio::join!(client, listener.accept());
+        let (stream, _) = accepted.unwrap();
+        let stream = Upgraded::from(stream);
+        lot.sleep(stream, move |w| async move {
+            tx.send(matches!(w, Woken::Shutdown(_))).unwrap();
+        });
+        drop(client);
+    });
+    assert!(woken.recv_timeout(CLIENT_TIMEOUT).unwrap(), "Shutdown");
+}

@@ -1,0 +1,96 @@
+//! The upgrade examples, served and spoken to: `examples/echo.rs` (streams
+//! sleeping in the lot) and `examples/websocket.rs` (tokio-tungstenite).
+
+mod common;
+use common::*;
+
+#[allow(dead_code, unreachable_pub)]
+#[path = "../examples/echo.rs"]
+mod echo;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../examples/websocket.rs"]
+mod websocket;
+
+use futures_util::{SinkExt, StreamExt};
+use hyper::service::service_fn;
+use tokio::time::timeout;
+use tokio_tungstenite::tungstenite::Message;
+
+const ECHO_UPGRADE: &str =
+    "GET /any/path HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n";
+
+#[test]
+fn echo_example_echoes_and_sleeps_between_messages() {
+    let srv = serve_with(&fast_park(), service_fn(echo::handle));
+    let mut c = srv.connect();
+    c.send(format!("{ECHO_UPGRADE}hi").as_bytes());
+    assert_eq!(
+        c.response(),
+        "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: echo\r\n\r\n"
+    );
+    assert_eq!(c.read_exact_bytes(2), b"hi");
+    for msg in ["one", "two", "three"] {
+        c.send(msg.as_bytes());
+        assert_eq!(c.read_exact_bytes(msg.len()), msg.as_bytes());
+    }
+    srv.wait_for("handed off", |s| {
+        s.upgrades == 1 && s.active == 0 && s.parked == 0
+    });
+
+    let mut plain = srv.connect();
+    plain.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    let res = plain.response();
+    assert!(
+        res.starts_with("HTTP/1.1 426 Upgrade Required\r\n"),
+        "{res}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn websocket_example_echoes() {
+    let srv = serve_with(&fast_park(), service_fn(websocket::handle));
+    let stream = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    let (mut ws, res) = timeout(
+        CLIENT_TIMEOUT,
+        tokio_tungstenite::client_async("ws://x/chat", stream),
+    )
+    .await
+    .expect("handshake timed out")
+    .expect("handshake");
+    assert_eq!(res.status(), 101);
+    let big: Vec<u8> = (0..20_000u32).map(|i| i as u8).collect();
+    for message in [Message::text("hello"), Message::binary(big)] {
+        ws.send(message.clone()).await.unwrap();
+        let echoed = timeout(CLIENT_TIMEOUT, ws.next())
+            .await
+            .expect("echo timed out")
+            .expect("a message")
+            .unwrap();
+        assert_eq!(echoed, message);
+    }
+    ws.close(None).await.unwrap();
+    srv.wait_for("handed off", |s| s.upgrades == 1 && s.active == 0);
+}
+
+/// A frame sent in the same write as the handshake request reaches
+/// tungstenite first: the leftover bytes come out of `Upgraded` first.
+#[test]
+fn websocket_frame_right_after_the_handshake() {
+    let srv = serve_with(&fast_park(), service_fn(websocket::handle));
+    let mut c = srv.connect();
+    let mask = [1u8, 2, 3, 4];
+    let mut frame = vec![0x81, 0x80 | 5];
+    frame.extend_from_slice(&mask);
+    frame.extend(b"early".iter().zip(mask.iter().cycle()).map(|(b, m)| b ^ m));
+    let mut bytes = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+        Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        .to_vec();
+    bytes.extend_from_slice(&frame);
+    c.send(&bytes);
+    assert_eq!(
+        c.response(),
+        "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: websocket\r\n\
+         sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n"
+    );
+    assert_eq!(c.read_exact_bytes(7), b"\x81\x05early");
+}
