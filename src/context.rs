@@ -285,6 +285,8 @@ pub struct Context {
     /// One bit per slot: set when a value with drop glue was stored there
     /// since the last clear, so the clear visits only those slots.
     needs_drop: Vec<u64>,
+    /// Whether any bit of `needs_drop` may be set.
+    pending_drops: bool,
     /// The current generation; never 0 (the generation of vacant slots).
     generation: u64,
 }
@@ -299,6 +301,7 @@ impl Context {
         Context {
             slots: Vec::new(),
             needs_drop: Vec::new(),
+            pending_drops: false,
             generation: 1,
         }
     }
@@ -341,6 +344,7 @@ impl Context {
                 slot.generation = self.generation;
                 if std::mem::needs_drop::<T>() {
                     self.needs_drop[index / 64] |= 1 << (index % 64);
+                    self.pending_drops = true;
                     // An empty slot's cell is None, unless an earlier clear
                     // was interrupted by a panicking Drop before reaching
                     // it: then this is that value's one drop.
@@ -369,6 +373,7 @@ impl Context {
         if std::mem::needs_drop::<T>() {
             slot.drop_value = Some(drop_value::<T>);
             self.needs_drop[index / 64] |= 1 << (index % 64);
+            self.pending_drops = true;
         } else {
             slot.drop_value = None;
         }
@@ -446,6 +451,7 @@ impl Context {
     ///
     /// If a value's `Drop` panics, the context is already empty; values not
     /// yet dropped are dropped by the next `clear` (or with the context).
+    #[inline]
     pub fn clear(&mut self) {
         // Bookkeeping first, so a panicking Drop below leaves an empty,
         // consistent context.
@@ -453,6 +459,14 @@ impl Context {
             Some(next) => next,
             None => self.restart_generations(),
         };
+        if self.pending_drops {
+            self.drop_values();
+        }
+    }
+
+    /// Drops the values marked in `needs_drop`.
+    #[inline(never)]
+    fn drop_values(&mut self) {
         for word in 0..self.needs_drop.len() {
             while self.needs_drop[word] != 0 {
                 let bit = self.needs_drop[word].trailing_zeros() as usize;
@@ -465,6 +479,7 @@ impl Context {
                 }
             }
         }
+        self.pending_drops = false;
     }
 
     /// After 2^64 clears: makes every slot stale again and starts over.
@@ -1029,6 +1044,145 @@ mod tests {
         indices.sort_unstable();
         indices.dedup();
         assert_eq!(indices.len(), KEYS);
+    }
+
+    #[test]
+    fn clear_after_remove_drops_nothing_twice() {
+        static T: Key<Tracked> = Key::new();
+        let (first, second) = (counter(), counter());
+        let mut ctx = Context::new();
+        ctx.insert(&T, Tracked(first.clone()));
+        let removed = ctx.remove(&T);
+        ctx.clear();
+        assert_eq!(drops(&first), 0, "the removed value belongs to the caller");
+        drop(removed);
+        assert_eq!(drops(&first), 1);
+
+        // Removed, stored again, then cleared: the second value once.
+        ctx.insert(&T, Tracked(second.clone()));
+        drop(ctx.remove(&T));
+        ctx.insert(&T, Tracked(second.clone()));
+        ctx.clear();
+        ctx.clear();
+        drop(ctx);
+        assert_eq!((drops(&first), drops(&second)), (1, 2));
+    }
+
+    #[test]
+    fn values_larger_than_sixteen_bytes_are_recycled_too() {
+        #[derive(Debug, PartialEq)]
+        struct Big {
+            words: [u64; 8],
+            name: String,
+        }
+        static WORDS: Key<[u64; 8]> = Key::new();
+        static BIG: Key<Big> = Key::new();
+        for i in 0..3u64 {
+            let mut rc = RequestContext::new();
+            assert_eq!(rc.get(&WORDS), None, "nothing from request {}", i);
+            assert_eq!(rc.get(&BIG), None);
+            rc.insert(&WORDS, [i; 8]);
+            rc.insert(
+                &BIG,
+                Big {
+                    words: [i; 8],
+                    name: i.to_string(),
+                },
+            );
+            assert_eq!(rc.get(&WORDS), Some(&[i; 8]));
+            assert_eq!(
+                rc.get(&BIG).map(|b| (b.words[7], b.name.as_str())),
+                Some((i, &*i.to_string()))
+            );
+        }
+    }
+
+    #[test]
+    fn a_key_beyond_the_slot_array_finds_nothing() {
+        // A key that stored a value elsewhere (another context, another
+        // server) has an index this context's slot array may not reach.
+        let elsewhere: &'static Key<u64> = Box::leak(Box::new(Key::new()));
+        let mut other = Context::new();
+        other.insert(elsewhere, 1);
+        let mut ctx = Context::new();
+        assert_eq!(ctx.get(elsewhere), None);
+        assert_eq!(ctx.get_mut(elsewhere), None);
+        assert_eq!(ctx.remove(elsewhere), None);
+        assert!(!ctx.contains(elsewhere));
+        assert_eq!(ctx.insert(elsewhere, 2), None);
+        assert_eq!(
+            (ctx.get(elsewhere), other.get(elsewhere)),
+            (Some(&2), Some(&1))
+        );
+    }
+
+    #[test]
+    fn insert_after_an_interrupted_clear_drops_the_leftover_once() {
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("boom");
+            }
+        }
+        static BOMB: Key<Bomb> = Key::new();
+        static AFTER: Key<Tracked> = Key::new();
+        let (left, next) = (counter(), counter());
+        let mut ctx = Context::new();
+        // BOMB takes its index first, so the clear reaches it first.
+        ctx.insert(&BOMB, Bomb);
+        ctx.insert(&AFTER, Tracked(left.clone()));
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.clear()));
+        assert!(caught.is_err());
+        assert!(ctx.is_empty());
+        assert_eq!(ctx.get(&AFTER).map(|_| ()), None);
+        // The value the clear did not reach is dropped when its slot is
+        // stored into again, and not by the next clear.
+        assert!(ctx.insert(&AFTER, Tracked(next.clone())).is_none());
+        assert_eq!(drops(&left), 1);
+        ctx.clear();
+        assert_eq!((drops(&left), drops(&next)), (1, 1));
+    }
+
+    #[test]
+    fn drop_glue_values_beyond_one_bitmap_word_are_dropped_once() {
+        let keys: Vec<&'static Key<Tracked>> = (0..130)
+            .map(|_| &*Box::leak(Box::new(Key::new())))
+            .collect();
+        let c = counter();
+        let mut ctx = Context::new();
+        for round in 1..=2 {
+            for key in &keys {
+                ctx.insert(key, Tracked(c.clone()));
+            }
+            assert_eq!(ctx.len(), keys.len());
+            ctx.clear();
+            assert_eq!(drops(&c), round * keys.len());
+            assert!(ctx.is_empty());
+        }
+        drop(ctx);
+        assert_eq!(drops(&c), 2 * keys.len());
+    }
+
+    #[test]
+    fn generations_start_over_after_the_last_one() {
+        static N: Key<u64> = Key::new();
+        static T: Key<Tracked> = Key::new();
+        let c = counter();
+        let mut ctx = Context::new();
+        ctx.insert(&N, 1);
+        ctx.insert(&T, Tracked(c.clone()));
+        ctx.generation = u64::MAX;
+        // Both slots now look stale; store again in the last generation.
+        assert_eq!(ctx.insert(&N, 2), None);
+        assert!(ctx.insert(&T, Tracked(c.clone())).is_none());
+        assert_eq!(drops(&c), 1);
+        ctx.clear();
+        assert_eq!(ctx.generation, 1);
+        assert_eq!(drops(&c), 2);
+        assert!(ctx.is_empty());
+        assert_eq!(ctx.get(&N), None, "no stale value after the restart");
+        assert_eq!(ctx.insert(&N, 3), None);
+        assert_eq!(ctx.get(&N), Some(&3));
     }
 
     #[test]
