@@ -2,8 +2,8 @@
 //! map, on one request-shaped workload, in one run.
 //!
 //! Each "request": 8 inserts of small values (≤ 16 bytes each), 16 gets
-//! (every value read twice, copied out and passed to `black_box`, the same
-//! way for all three maps), then the end-of-request reset.
+//! (every value read twice and used: folded into a digest, the same way for
+//! all three maps, see `Digest`), then the end-of-request reset.
 //!
 //! - `dormant`: a `RequestContext` taken from the per-thread free list and
 //!   dropped back to it, as a request's extension entry is.
@@ -16,13 +16,17 @@
 //!   `http::Extensions`. The difference to `dormant` is the cost of hyper's
 //!   per-request extensions map itself.
 //!
-//! The interleaved timing (below) also runs `dormant` with each get's
-//! *reference* passed to `black_box` instead of the copied value. On the
-//! AMD EPYC this was tuned on, that shape is 1.5–1.8x slower for no reason
-//! in the map: `black_box` stores the reference to a stack slot that LLVM
-//! then reuses for the `TypeId` returned by the next downcast, and the
-//! store/reload through one slot stalls. It is printed so the cost of that
-//! artifact stays visible, not hidden by the choice of sink.
+//! The interleaved timing (below) also runs `dormant` the way this bench
+//! used to read values: each get's reference passed to `black_box`. On the
+//! AMD EPYC this was tuned on, that shape is about 1.7x slower, and not
+//! because of the map: `black_box` stores each reference to a stack slot
+//! that LLVM reuses for the `TypeId` the next downcast returns (through a
+//! pointer, from the `Any::type_id` call), and the reload of that slot
+//! stalls (`perf` puts the time there; most likely a memory-dependence
+//! misprediction: stored to through the stack pointer, then through
+//! another register). Copying the values out (`.copied()`) into
+//! `black_box` hit the same stall less often (about 1.25x). It is printed
+//! so that the cost of the sink stays visible, not hidden by its choice.
 //!
 //! Before criterion runs, the binary prints
 //!
