@@ -25,45 +25,52 @@
 //! A [`Key<T>`] is usually a `static`. The first time a key is used to store
 //! a value it takes the next number from one process-wide atomic counter;
 //! that number is its index for the rest of the process. A [`Context`] is a
-//! slot array indexed by it: a lookup is a bounds check, one `TypeId`
-//! comparison (the downcast that keeps this module free of `unsafe`; it
-//! cannot fail, since an index belongs to one key and so to one type) and a
-//! pointer read. No hashing, no string compares.
+//! slot array indexed by it: a lookup is a bounds check, a generation
+//! compare, one `TypeId` comparison (the downcast that keeps this module
+//! free of `unsafe`; it cannot fail, since an index belongs to one key and
+//! so to one type) and a pointer read. No hashing, no string compares.
 //!
 //! ```text
 //! static REQUEST_ID: Key<u64>   index 0 ─┐
 //! static USER: Key<String>      index 1 ─┼─┐
 //! static DEADLINE: Key<Instant> index 2 ─┼─┼─┐
 //!                                        ▼ ▼ ▼
-//! Context.slots: [ Some(slot) | Some(slot) | None ] ...
-//!                     │            │
-//!                 Box<Option<u64>> Box<Option<String>>   (kept when cleared)
+//! Context.slots: [ gen 7, cell | gen 7, cell | gen 0, () ] ...  generation: 7
+//!                          │             │
+//!             Box<Option<u64>>   Box<Option<String>>   (kept when cleared)
 //! ```
 //!
+//! A slot holds a value when its generation is the context's. Clearing moves
+//! the context to the next generation, which empties every slot at once.
+//!
 //! Because keys are process-global there is no "key from another server"
-//! failure mode: every key is valid with every `Context`. A key that was
-//! never used to store anything has no index yet, and reading with it just
-//! finds nothing (without assigning one).
+//! failure mode: every key is valid with every `Context`, of any server, and
+//! nothing here panics on a key. A key that was never used to store anything
+//! has no index yet, and reading with it just finds nothing (without
+//! assigning one); a key whose index is beyond a context's slot array finds
+//! nothing in that context.
 //!
 //! # What is recycled, and when
 //!
-//! A slot holds a small box (a typed cell) that is allocated the first time
-//! its key stores a value in that `Context`. [`Context::clear`] drops the
-//! *values* but keeps the boxes and the slot array, so storing the same keys
-//! again allocates nothing. Values of types without drop glue (integers,
-//! `&'static str`, plain structs of those) are cleared by a flag, without
-//! touching their box.
+//! A slot's cell (a small box holding an `Option<T>`) is allocated the first
+//! time its key stores a value in that `Context`. [`Context::clear`] drops the
+//! *values* but keeps the cells and the slot array, so storing the same keys
+//! again allocates nothing, whatever the size of the values: a value is
+//! moved into its key's existing cell. Values of types without drop glue
+//! (integers, `&'static str`, plain structs of those) are not even visited:
+//! the new generation hides them. Values with drop glue are dropped by the
+//! clear, which visits only the slots that held one (a bit per slot).
 //!
 //! The per-request context travels in the request's extensions as one
-//! [`RequestContext`] entry. When that entry is dropped (the request ends),
-//! its `Context` is cleared and put on a small bounded per-thread free list;
-//! [`RequestContext::new`] takes from that list. In steady state a request
-//! that stores values of the same keys as earlier requests on the same
-//! thread allocates nothing for its context. Inserting the entry into the
-//! request's own `http::Extensions` is another matter: that map is boxed and
-//! allocated per request by `http` (three allocations when it was empty),
-//! which is why [`ContextExt::context_mut`] inserts the entry only when a
-//! request first needs it.
+//! [`RequestContext`] entry (a pointer to a boxed `Context`). When that entry
+//! is dropped (the request ends), its `Context` is cleared and put on a small
+//! bounded per-thread free list; [`RequestContext::new`] takes from that
+//! list. In steady state a request that stores values of the same keys as
+//! earlier requests on the same thread allocates nothing for its context.
+//! Inserting the entry into the request's own `http::Extensions` is another
+//! matter: that map is boxed and allocated per request by `http` (three
+//! allocations when it was empty), which is why [`ContextExt::context_mut`]
+//! inserts the entry only when a request first needs it.
 //!
 //! Values are dropped exactly once: when they are replaced or removed, when
 //! the context is cleared, or when the request ends. Nothing stored by one
@@ -107,8 +114,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use http::{Extensions, Request};
 
-/// Next index to hand out, plus one (0 means "unassigned" inside a [`Key`]).
-static NEXT_INDEX: AtomicUsize = AtomicUsize::new(1);
+/// Next index to hand out. `usize::MAX` is never handed out: inside a
+/// [`Key`] it means "unassigned", and as an index it is out of bounds of
+/// every slot array, so a read with an unassigned key needs no extra check.
+static NEXT_INDEX: AtomicUsize = AtomicUsize::new(0);
+
+/// A [`Key`]'s index before the key first stores a value.
+const UNASSIGNED: usize = usize::MAX;
 
 /// At most this many cleared contexts wait on each thread's free list.
 ///
@@ -141,7 +153,7 @@ const FREE_LIST_CAP: usize = 8;
 /// assigned and not before, so whether two copies are "the same key" would
 /// depend on timing. Share a key by reference (`&'static Key<T>` is `Copy`).
 pub struct Key<T> {
-    /// The index plus one; 0 until the key first stores a value.
+    /// The index; [`UNASSIGNED`] until the key first stores a value.
     index: AtomicUsize,
     // `fn() -> T`: a key stores no `T`, so it is `Send + Sync` (a static)
     // whatever `T` is.
@@ -155,44 +167,51 @@ impl<T> Key<T> {
     #[must_use]
     pub const fn new() -> Self {
         Key {
-            index: AtomicUsize::new(0),
+            index: AtomicUsize::new(UNASSIGNED),
             _type: PhantomData,
         }
     }
 
-    /// The index, if this key has one already.
+    /// The index, or [`UNASSIGNED`] (out of bounds of every slot array).
     #[inline]
-    fn assigned(&self) -> Option<usize> {
+    fn raw(&self) -> usize {
         // Relaxed is enough: the index is a plain number published through
         // this one atomic, no other memory depends on it.
-        match self.index.load(Ordering::Relaxed) {
-            0 => None,
-            n => Some(n - 1),
+        self.index.load(Ordering::Relaxed)
+    }
+
+    /// The index, if this key has one already.
+    fn assigned(&self) -> Option<usize> {
+        match self.raw() {
+            UNASSIGNED => None,
+            index => Some(index),
         }
     }
 
     /// The index, assigning one on first use.
     #[inline]
     fn index(&self) -> usize {
-        match self.assigned() {
-            Some(index) => index,
-            None => self.assign(),
+        match self.raw() {
+            UNASSIGNED => self.assign(),
+            index => index,
         }
     }
 
     #[cold]
     fn assign(&self) -> usize {
         let fresh = NEXT_INDEX
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1))
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                n.checked_add(1).filter(|&next| next < UNASSIGNED)
+            })
             .expect("dormant::context::Key: out of key indices");
         // Two threads may race to assign: the first compare_exchange wins and
         // both use its index; the loser's number is simply never used.
         match self
             .index
-            .compare_exchange(0, fresh, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(UNASSIGNED, fresh, Ordering::Relaxed, Ordering::Relaxed)
         {
-            Ok(_) => fresh - 1,
-            Err(winner) => winner - 1,
+            Ok(_) => fresh,
+            Err(winner) => winner,
         }
     }
 }
@@ -213,33 +232,34 @@ impl<T> fmt::Debug for Key<T> {
     }
 }
 
-/// One slot's storage: the key's value as a boxed `Option<T>`, type-erased.
+/// One slot: a key's typed cell, kept from request to request.
 ///
 /// Reaching the value costs one indirect call (`Any::type_id`, the downcast
 /// check). A `trait Slot { fn as_any(&self) -> &dyn Any; .. }` object would
 /// cost two (`as_any`, then `type_id`); trait upcasting would avoid that but
 /// needs Rust 1.86.
 struct Slot {
-    /// A `Box<Option<T>>`. For a `T` without drop glue, a cleared slot may
-    /// still hold its last value (dropping it would do nothing, so clearing
-    /// skips the downcast); `full` is what says whether there is a value.
-    /// For a `T` with drop glue, `full == cell.is_some()` always.
+    /// A `Box<Option<T>>` once the slot's key has stored a value in this
+    /// context; before that a `Box<()>` (which allocates nothing).
     cell: Box<dyn Any + Send + Sync>,
-    full: bool,
+    /// The slot holds a value iff this equals [`Context::generation`].
+    ///
+    /// So a clear empties every slot at once by moving to the next
+    /// generation. A cell left behind still holds its last value when `T`
+    /// has no drop glue (dropping it would do nothing, and it is never read
+    /// again); values with drop glue are taken out and dropped by the clear.
+    generation: u64,
     /// Drops the value in the cell; `None` when `T` has no drop glue.
     drop_value: Option<fn(&mut (dyn Any + Send + Sync))>,
 }
 
 impl Slot {
-    fn new<T: Send + Sync + 'static>(value: T) -> Self {
+    /// A slot never used in its context: never equal to the generation.
+    fn vacant() -> Self {
         Slot {
-            cell: Box::new(Some(value)),
-            full: true,
-            drop_value: if std::mem::needs_drop::<T>() {
-                Some(drop_value::<T>)
-            } else {
-                None
-            },
+            cell: Box::new(()),
+            generation: 0,
+            drop_value: None,
         }
     }
 }
@@ -259,11 +279,16 @@ fn drop_value<T: 'static>(cell: &mut (dyn Any + Send + Sync)) {
 ///
 /// Purposefully not `Clone`: values are not required to be `Clone`.
 pub struct Context {
-    /// Indexed by key index. `None` until a key first stores a value here;
-    /// after that the slot keeps its box for the next value.
-    slots: Vec<Option<Slot>>,
-    /// How many slots are full.
-    len: usize,
+    /// Indexed by key index. A slot keeps its cell (and its allocation)
+    /// for the next value under its key.
+    slots: Vec<Slot>,
+    /// One bit per slot: set when a value with drop glue was stored there
+    /// since the last clear, so the clear visits only those slots.
+    needs_drop: Vec<u64>,
+    /// Whether any bit of `needs_drop` may be set.
+    pending_drops: bool,
+    /// The current generation; never 0 (the generation of vacant slots).
+    generation: u64,
 }
 
 impl Context {
@@ -275,15 +300,17 @@ impl Context {
     pub const fn new() -> Self {
         Context {
             slots: Vec::new(),
-            len: 0,
+            needs_drop: Vec::new(),
+            pending_drops: false,
+            generation: 1,
         }
     }
 
-    /// The full slot of `key`, and its typed cell.
+    /// The typed cell of `key`'s slot, if the slot holds a value.
     #[inline]
     fn cell<T: Send + Sync + 'static>(&self, key: &Key<T>) -> Option<&Option<T>> {
-        let slot = self.slots.get(key.assigned()?)?.as_ref()?;
-        if !slot.full {
+        let slot = self.slots.get(key.raw())?;
+        if slot.generation != self.generation {
             return None;
         }
         // The downcast cannot fail (a key index belongs to one key, so one
@@ -293,8 +320,8 @@ impl Context {
 
     #[inline]
     fn cell_mut<T: Send + Sync + 'static>(&mut self, key: &Key<T>) -> Option<&mut Option<T>> {
-        let slot = self.slots.get_mut(key.assigned()?)?.as_mut()?;
-        if !slot.full {
+        let slot = self.slots.get_mut(key.raw())?;
+        if slot.generation != self.generation {
             return None;
         }
         slot.cell.downcast_mut()
@@ -308,16 +335,21 @@ impl Context {
     #[inline]
     pub fn insert<T: Send + Sync + 'static>(&mut self, key: &Key<T>, value: T) -> Option<T> {
         let index = key.index();
-        if let Some(slot) = self.slots.get_mut(index).and_then(Option::as_mut) {
+        if let Some(slot) = self.slots.get_mut(index) {
             if let Some(cell) = slot.cell.downcast_mut::<Option<T>>() {
                 let old = cell.replace(value);
-                if slot.full {
+                if slot.generation == self.generation {
                     return old;
                 }
-                // An empty slot's cell is None, or for a type without drop
-                // glue a stale value that is dropped here without effect.
-                slot.full = true;
-                self.len += 1;
+                slot.generation = self.generation;
+                if std::mem::needs_drop::<T>() {
+                    self.needs_drop[index / 64] |= 1 << (index % 64);
+                    self.pending_drops = true;
+                    // An empty slot's cell is None, unless an earlier clear
+                    // was interrupted by a panicking Drop before reaching
+                    // it: then this is that value's one drop.
+                    drop(old);
+                }
                 return None;
             }
         }
@@ -325,19 +357,25 @@ impl Context {
         None
     }
 
-    /// The first value for `index` in this context: allocates its box.
+    /// The first value for `index` in this context: allocates its cell.
     #[cold]
     #[inline(never)]
     fn insert_new<T: Send + Sync + 'static>(&mut self, index: usize, value: T) {
         if index >= self.slots.len() {
-            self.slots.resize_with(index + 1, || None);
+            self.slots.resize_with(index + 1, Slot::vacant);
+            self.needs_drop.resize(self.slots.len().div_ceil(64), 0);
         }
-        // The slot is empty: indices are unique, so it never holds a box of
-        // another type. Count as if it could, so `len` stays exact regardless.
-        let was_full = self.slots[index].as_ref().is_some_and(|slot| slot.full);
-        self.slots[index] = Some(Slot::new(value));
-        if !was_full {
-            self.len += 1;
+        let slot = &mut self.slots[index];
+        // The slot is vacant: indices are unique, so it never holds a cell
+        // of another type (if it did, that value would be dropped here).
+        slot.cell = Box::new(Some(value));
+        slot.generation = self.generation;
+        if std::mem::needs_drop::<T>() {
+            slot.drop_value = Some(drop_value::<T>);
+            self.needs_drop[index / 64] |= 1 << (index % 64);
+            self.pending_drops = true;
+        } else {
+            slot.drop_value = None;
         }
     }
 
@@ -370,13 +408,13 @@ impl Context {
     ///
     /// The slot's allocation stays for the next value under `key`.
     pub fn remove<T: Send + Sync + 'static>(&mut self, key: &Key<T>) -> Option<T> {
-        let slot = self.slots.get_mut(key.assigned()?)?.as_mut()?;
-        if !slot.full {
+        let generation = self.generation;
+        let slot = self.slots.get_mut(key.raw())?;
+        if slot.generation != generation {
             return None;
         }
         let old = slot.cell.downcast_mut::<Option<T>>()?.take();
-        slot.full = false;
-        self.len -= 1;
+        slot.generation = 0;
         old
     }
 
@@ -387,36 +425,70 @@ impl Context {
     }
 
     /// How many values are stored.
-    #[inline]
+    ///
+    /// Counted, not kept (keeping a count would cost every insert): linear
+    /// in the number of keys this context has seen.
     pub fn len(&self) -> usize {
-        self.len
+        let generation = self.generation;
+        self.slots
+            .iter()
+            .filter(|slot| slot.generation == generation)
+            .count()
     }
 
-    /// Whether no value is stored.
-    #[inline]
+    /// Whether no value is stored. Linear like [`len`](Self::len).
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        let generation = self.generation;
+        !self.slots.iter().any(|slot| slot.generation == generation)
     }
 
     /// Drops every value, keeping the allocations for the next request.
     ///
     /// Values of types without drop glue (integers, `&'static str`, plain
-    /// structs of those) are just marked gone, without touching their box.
+    /// structs of those) are not visited at all: moving to the next
+    /// generation makes them unreachable. Values with drop glue are dropped
+    /// here, visiting only the slots that held one since the last clear.
+    ///
+    /// If a value's `Drop` panics, the context is already empty; values not
+    /// yet dropped are dropped by the next `clear` (or with the context).
+    #[inline]
     pub fn clear(&mut self) {
-        for slot in self.slots.iter_mut().flatten() {
-            if self.len == 0 {
-                break;
-            }
-            if slot.full {
-                // Bookkeeping first: if the value's Drop panics, the slot is
-                // already empty and counted as such.
-                slot.full = false;
-                self.len -= 1;
+        // Bookkeeping first, so a panicking Drop below leaves an empty,
+        // consistent context.
+        self.generation = match self.generation.checked_add(1) {
+            Some(next) => next,
+            None => self.restart_generations(),
+        };
+        if self.pending_drops {
+            self.drop_values();
+        }
+    }
+
+    /// Drops the values marked in `needs_drop`.
+    #[inline(never)]
+    fn drop_values(&mut self) {
+        for word in 0..self.needs_drop.len() {
+            while self.needs_drop[word] != 0 {
+                let bit = self.needs_drop[word].trailing_zeros() as usize;
+                // Unmark first: if this Drop panics, the next clear
+                // resumes with the slots after it.
+                self.needs_drop[word] &= self.needs_drop[word] - 1;
+                let slot = &mut self.slots[word * 64 + bit];
                 if let Some(drop_value) = slot.drop_value {
                     drop_value(&mut *slot.cell);
                 }
             }
         }
+        self.pending_drops = false;
+    }
+
+    /// After 2^64 clears: makes every slot stale again and starts over.
+    #[cold]
+    fn restart_generations(&mut self) -> u64 {
+        for slot in &mut self.slots {
+            slot.generation = 0;
+        }
+        1
     }
 }
 
@@ -430,7 +502,7 @@ impl fmt::Debug for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Values need not be Debug; say how many there are.
         f.debug_struct("Context")
-            .field("values", &self.len)
+            .field("values", &self.len())
             .field("slots", &self.slots.len())
             .finish()
     }
@@ -438,24 +510,32 @@ impl fmt::Debug for Context {
 
 thread_local! {
     /// Cleared contexts waiting for the next request on this thread.
-    static FREE: RefCell<Vec<Context>> = const { RefCell::new(Vec::new()) };
+    ///
+    /// Boxed on purpose: the box itself is what a `RequestContext` holds,
+    /// so taking one and giving it back moves a pointer, not the context.
+    #[allow(clippy::vec_box)]
+    static FREE: RefCell<Vec<Box<Context>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Takes a cleared context from this thread's free list, or makes one.
-fn take_free() -> Context {
+#[inline]
+fn take_free() -> Box<Context> {
     FREE.try_with(|free| free.try_borrow_mut().ok()?.pop())
         .ok()
         .flatten()
-        .unwrap_or_default()
+        .unwrap_or_else(new_context)
+}
+
+/// The first context of a thread (or one more than the free list held).
+#[cold]
+fn new_context() -> Box<Context> {
+    Box::new(Context::new())
 }
 
 /// Puts a cleared context on this thread's free list, if there is room.
-fn give_back(ctx: Context) {
+#[inline]
+fn give_back(ctx: Box<Context>) {
     debug_assert!(ctx.is_empty());
-    if ctx.slots.is_empty() {
-        // Never stored anything: nothing worth keeping.
-        return;
-    }
     // try_with: the thread may be exiting; try_borrow_mut: never panic in
     // drop. Either way the context is just freed.
     let _ = FREE.try_with(|free| {
@@ -482,21 +562,26 @@ fn give_back(ctx: Context) {
 /// Creating one takes a cleared context from a per-thread free list;
 /// dropping one clears its context (dropping the values) and returns it to
 /// the free list of the thread that drops it, so steady-state requests
-/// allocate nothing for their context.
+/// allocate nothing for their context (the first one on a thread allocates
+/// it).
 ///
 /// `Clone` exists because [`http::Extensions::insert`] requires it, and it
 /// is deliberately shallow: **a clone is a new, empty context**. Values are
 /// not required to be `Clone`, and a cloned request (a retry, a mirror) is
 /// a new request.
 pub struct RequestContext {
-    ctx: Context,
+    /// `None` only inside `drop`, once the context is back on the free list.
+    ctx: Option<Box<Context>>,
 }
 
 impl RequestContext {
     /// An empty context, recycled from this thread's free list when possible.
     #[must_use]
+    #[inline]
     pub fn new() -> Self {
-        RequestContext { ctx: take_free() }
+        RequestContext {
+            ctx: Some(take_free()),
+        }
     }
 }
 
@@ -514,32 +599,40 @@ impl Clone for RequestContext {
 }
 
 impl Drop for RequestContext {
+    #[inline]
     fn drop(&mut self) {
-        // Clear before touching the free list: a value's Drop may itself
-        // drop a request (and so reach the free list).
-        self.ctx.clear();
-        // Context::new() allocates nothing, so this swap is free.
-        give_back(std::mem::take(&mut self.ctx));
+        if let Some(mut ctx) = self.ctx.take() {
+            // Clear before touching the free list: a value's Drop may itself
+            // drop a request (and so reach the free list).
+            ctx.clear();
+            give_back(ctx);
+        }
     }
 }
 
 impl Deref for RequestContext {
     type Target = Context;
 
+    #[inline]
     fn deref(&self) -> &Context {
-        &self.ctx
+        self.ctx
+            .as_deref()
+            .expect("dormant::context: RequestContext is only empty in drop")
     }
 }
 
 impl DerefMut for RequestContext {
+    #[inline]
     fn deref_mut(&mut self) -> &mut Context {
-        &mut self.ctx
+        self.ctx
+            .as_deref_mut()
+            .expect("dormant::context: RequestContext is only empty in drop")
     }
 }
 
 impl fmt::Debug for RequestContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("RequestContext").field(&self.ctx).finish()
+        f.debug_tuple("RequestContext").field(&**self).finish()
     }
 }
 
@@ -569,12 +662,12 @@ pub trait ContextExt: sealed::Sealed {
 impl ContextExt for Extensions {
     #[inline]
     fn context(&self) -> Option<&Context> {
-        self.get::<RequestContext>().map(|rc| &rc.ctx)
+        self.get::<RequestContext>().map(|rc| &**rc)
     }
 
     #[inline]
     fn context_mut(&mut self) -> &mut Context {
-        &mut self.get_or_insert_with(RequestContext::new).ctx
+        self.get_or_insert_with(RequestContext::new)
     }
 }
 
@@ -840,7 +933,7 @@ mod tests {
         assert_eq!(second.get(&ID), None);
         assert_eq!(second.get(&NAME), None);
         // The recycled slots are reused: same slot array as before.
-        assert!(second.ctx.slots.len() > ID.index().max(NAME.index()));
+        assert!(second.slots.len() > ID.index().max(NAME.index()));
         second.insert(&ID, 2);
         assert_eq!(second.get(&ID), Some(&2));
     }
@@ -951,6 +1044,145 @@ mod tests {
         indices.sort_unstable();
         indices.dedup();
         assert_eq!(indices.len(), KEYS);
+    }
+
+    #[test]
+    fn clear_after_remove_drops_nothing_twice() {
+        static T: Key<Tracked> = Key::new();
+        let (first, second) = (counter(), counter());
+        let mut ctx = Context::new();
+        ctx.insert(&T, Tracked(first.clone()));
+        let removed = ctx.remove(&T);
+        ctx.clear();
+        assert_eq!(drops(&first), 0, "the removed value belongs to the caller");
+        drop(removed);
+        assert_eq!(drops(&first), 1);
+
+        // Removed, stored again, then cleared: the second value once.
+        ctx.insert(&T, Tracked(second.clone()));
+        drop(ctx.remove(&T));
+        ctx.insert(&T, Tracked(second.clone()));
+        ctx.clear();
+        ctx.clear();
+        drop(ctx);
+        assert_eq!((drops(&first), drops(&second)), (1, 2));
+    }
+
+    #[test]
+    fn values_larger_than_sixteen_bytes_are_recycled_too() {
+        #[derive(Debug, PartialEq)]
+        struct Big {
+            words: [u64; 8],
+            name: String,
+        }
+        static WORDS: Key<[u64; 8]> = Key::new();
+        static BIG: Key<Big> = Key::new();
+        for i in 0..3u64 {
+            let mut rc = RequestContext::new();
+            assert_eq!(rc.get(&WORDS), None, "nothing from request {}", i);
+            assert_eq!(rc.get(&BIG), None);
+            rc.insert(&WORDS, [i; 8]);
+            rc.insert(
+                &BIG,
+                Big {
+                    words: [i; 8],
+                    name: i.to_string(),
+                },
+            );
+            assert_eq!(rc.get(&WORDS), Some(&[i; 8]));
+            assert_eq!(
+                rc.get(&BIG).map(|b| (b.words[7], b.name.as_str())),
+                Some((i, &*i.to_string()))
+            );
+        }
+    }
+
+    #[test]
+    fn a_key_beyond_the_slot_array_finds_nothing() {
+        // A key that stored a value elsewhere (another context, another
+        // server) has an index this context's slot array may not reach.
+        let elsewhere: &'static Key<u64> = Box::leak(Box::new(Key::new()));
+        let mut other = Context::new();
+        other.insert(elsewhere, 1);
+        let mut ctx = Context::new();
+        assert_eq!(ctx.get(elsewhere), None);
+        assert_eq!(ctx.get_mut(elsewhere), None);
+        assert_eq!(ctx.remove(elsewhere), None);
+        assert!(!ctx.contains(elsewhere));
+        assert_eq!(ctx.insert(elsewhere, 2), None);
+        assert_eq!(
+            (ctx.get(elsewhere), other.get(elsewhere)),
+            (Some(&2), Some(&1))
+        );
+    }
+
+    #[test]
+    fn insert_after_an_interrupted_clear_drops_the_leftover_once() {
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("boom");
+            }
+        }
+        static BOMB: Key<Bomb> = Key::new();
+        static AFTER: Key<Tracked> = Key::new();
+        let (left, next) = (counter(), counter());
+        let mut ctx = Context::new();
+        // BOMB takes its index first, so the clear reaches it first.
+        ctx.insert(&BOMB, Bomb);
+        ctx.insert(&AFTER, Tracked(left.clone()));
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ctx.clear()));
+        assert!(caught.is_err());
+        assert!(ctx.is_empty());
+        assert_eq!(ctx.get(&AFTER).map(|_| ()), None);
+        // The value the clear did not reach is dropped when its slot is
+        // stored into again, and not by the next clear.
+        assert!(ctx.insert(&AFTER, Tracked(next.clone())).is_none());
+        assert_eq!(drops(&left), 1);
+        ctx.clear();
+        assert_eq!((drops(&left), drops(&next)), (1, 1));
+    }
+
+    #[test]
+    fn drop_glue_values_beyond_one_bitmap_word_are_dropped_once() {
+        let keys: Vec<&'static Key<Tracked>> = (0..130)
+            .map(|_| &*Box::leak(Box::new(Key::new())))
+            .collect();
+        let c = counter();
+        let mut ctx = Context::new();
+        for round in 1..=2 {
+            for key in &keys {
+                ctx.insert(key, Tracked(c.clone()));
+            }
+            assert_eq!(ctx.len(), keys.len());
+            ctx.clear();
+            assert_eq!(drops(&c), round * keys.len());
+            assert!(ctx.is_empty());
+        }
+        drop(ctx);
+        assert_eq!(drops(&c), 2 * keys.len());
+    }
+
+    #[test]
+    fn generations_start_over_after_the_last_one() {
+        static N: Key<u64> = Key::new();
+        static T: Key<Tracked> = Key::new();
+        let c = counter();
+        let mut ctx = Context::new();
+        ctx.insert(&N, 1);
+        ctx.insert(&T, Tracked(c.clone()));
+        ctx.generation = u64::MAX;
+        // Both slots now look stale; store again in the last generation.
+        assert_eq!(ctx.insert(&N, 2), None);
+        assert!(ctx.insert(&T, Tracked(c.clone())).is_none());
+        assert_eq!(drops(&c), 1);
+        ctx.clear();
+        assert_eq!(ctx.generation, 1);
+        assert_eq!(drops(&c), 2);
+        assert!(ctx.is_empty());
+        assert_eq!(ctx.get(&N), None, "no stale value after the restart");
+        assert_eq!(ctx.insert(&N, 3), None);
+        assert_eq!(ctx.get(&N), Some(&3));
     }
 
     #[test]

@@ -15,6 +15,10 @@ use hyper::service::service_fn;
 
 static SEEN: Key<String> = Key::new();
 static TRACKED: Key<DropCount> = Key::new();
+/// A value without drop glue: a clear hides it rather than dropping it.
+static PATH_LEN: Key<u64> = Key::new();
+/// A value well over 16 bytes.
+static WIDE: Key<[u64; 8]> = Key::new();
 
 struct DropCount(Arc<AtomicUsize>);
 
@@ -25,7 +29,7 @@ impl Drop for DropCount {
 }
 
 /// Reports what the request's context held on arrival (must be nothing),
-/// then stores the path and a drop counter.
+/// then stores the path, a drop counter, a plain `u64` and a 64-byte array.
 fn service(
     drops: Arc<AtomicUsize>,
 ) -> impl hyper::service::Service<
@@ -37,14 +41,21 @@ fn service(
 + Sync
 + 'static {
     service_fn(move |mut req: Request<dormant::Body>| {
-        let before = req
-            .context()
-            .and_then(|c| c.get(&SEEN).cloned())
-            .unwrap_or_else(|| "nothing".to_owned());
+        let before = match req.context() {
+            Some(c) if !c.is_empty() => format!(
+                "{:?} {:?} {:?}",
+                c.get(&SEEN),
+                c.get(&PATH_LEN),
+                c.get(&WIDE)
+            ),
+            _ => "nothing".to_owned(),
+        };
         let path = req.uri().path().to_owned();
         let ctx = req.context_mut();
         ctx.insert(&SEEN, path.clone());
         ctx.insert(&TRACKED, DropCount(drops.clone()));
+        ctx.insert(&PATH_LEN, path.len() as u64);
+        ctx.insert(&WIDE, [path.len() as u64; 8]);
         let now = ctx.get(&SEEN).cloned().unwrap_or_default();
         async move {
             drop(req);
