@@ -27,14 +27,14 @@
 //! - no request is in flight: every service future has completed and every
 //!   response body has been written to its end and dropped by hyper;
 //! - every write was flushed: hyper's write buffer is empty;
-//! - every request body was read to its end, or dropped and a later request
-//!   began. A body still alive (a handler may answer first and read the body
-//!   later, in another task) keeps hyper in the middle of the message. A
-//!   body the handler dropped unread is drained (or the connection
-//!   closed) by hyper, but only the next request proves it was drained;
-//!   parking before that could cut a body in two and let its tail be parsed
-//!   as a request (request smuggling), so such a connection stays ACTIVE
-//!   until its next request.
+//! - every request body was read to its end, or dropped and hyper has been
+//!   polled since. A body still alive (a handler may answer first and read
+//!   the body later, in another task) keeps hyper in the middle of the
+//!   message. When a body is dropped unread, hyper's next poll drains the
+//!   rest if it has already arrived, or stops reading and closes the
+//!   connection after the response (`poll_drain_or_close_read`); parking
+//!   before that poll could cut a body in two and let its tail be parsed as
+//!   a request (request smuggling).
 //!
 //! With nothing in flight and nothing buffered on either side, hyper's only
 //! state is its keep-alive `Init` state plus, possibly, the first bytes of a
@@ -44,7 +44,8 @@
 //!
 //! Parking right after each response would rebuild hyper for every request
 //! of a busy connection, so the driver waits until the connection has been
-//! idle for `park_after` (one timer per activation, only moved forward).
+//! idle for `park_after`. The same timer enforces the timeouts (see
+//! `timeout`).
 
 use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
