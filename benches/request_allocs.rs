@@ -20,19 +20,18 @@
 //! allocator slows every allocation down, which would tilt a time
 //! comparison towards the server that allocates less.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use http::{Request, Response};
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+#[path = "common/hello.rs"]
+mod hello;
+
+use hello::{complete_response, hello_dormant, serve_hyper_util};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
@@ -45,18 +44,6 @@ const REQUESTS: usize = 5_000;
 const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
 
 const KINDS: [&str; 4] = ["timeouts-off", "defaults", "timeouts-on", "hyper-util"];
-
-async fn hello_dormant(_req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(
-        b"Hello, World!",
-    ))))
-}
-
-async fn hello_hyper(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(
-        b"Hello, World!",
-    ))))
-}
 
 fn spawn_server(kind: &'static str) -> SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -94,22 +81,6 @@ fn spawn_server(kind: &'static str) -> SocketAddr {
     addr
 }
 
-async fn serve_hyper_util(listener: TcpListener) {
-    let builder = std::sync::Arc::new(auto::Builder::new(TokioExecutor::new()));
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let builder = builder.clone();
-        tokio::spawn(async move {
-            let _ = builder
-                .serve_connection(TokioIo::new(stream), service_fn(hello_hyper))
-                .await;
-        });
-    }
-}
-
 /// `n` sequential requests on `stream`, each response read to its end into
 /// `buf` (reused: no allocation once it has grown).
 async fn requests(stream: &mut TcpStream, buf: &mut Vec<u8>, n: usize) {
@@ -124,22 +95,6 @@ async fn requests(stream: &mut TcpStream, buf: &mut Vec<u8>, n: usize) {
             assert!(read > 0, "server closed the connection");
         }
     }
-}
-
-/// The length of the response at the start of `buf`, once all of it is
-/// there (head plus `content-length` bytes).
-fn complete_response(buf: &[u8]) -> Option<usize> {
-    let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
-    let head = std::str::from_utf8(&buf[..head_end]).ok()?;
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            let (name, value) = l.split_once(':')?;
-            name.eq_ignore_ascii_case("content-length")
-                .then(|| value.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    (buf.len() >= head_end + len).then_some(head_end + len)
 }
 
 fn main() {

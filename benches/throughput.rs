@@ -29,22 +29,21 @@
 //! `benches/request_allocs.rs`, which needs a counting allocator this bench
 //! must not pay for.
 
-use std::convert::Infallible;
 use std::hint::black_box;
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group};
-use http::{Request, Response};
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
+
+#[path = "common/hello.rs"]
+mod hello;
+
+use hello::{complete_response, hello_dormant, serve_hyper_util};
 
 /// Keep-alive connections per server.
 const CONNS: usize = 64;
@@ -57,18 +56,6 @@ const ROUNDS: usize = 10;
 const ROUND_ITERS: usize = 8;
 
 const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-
-async fn hello_dormant(_req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(
-        b"Hello, World!",
-    ))))
-}
-
-async fn hello_hyper(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(
-        b"Hello, World!",
-    ))))
-}
 
 /// The servers compared, in the order of [`servers`].
 const KINDS: [&str; 4] = ["dormant", "hyper-util", "timeouts-off", "timeouts-on"];
@@ -127,23 +114,6 @@ fn spawn_server(kind: &'static str) -> SocketAddr {
     addr
 }
 
-/// The baseline: one hyper-util auto connection per accepted socket.
-async fn serve_hyper_util(listener: TcpListener) {
-    let builder = std::sync::Arc::new(auto::Builder::new(TokioExecutor::new()));
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let builder = builder.clone();
-        tokio::spawn(async move {
-            let _ = builder
-                .serve_connection(TokioIo::new(stream), service_fn(hello_hyper))
-                .await;
-        });
-    }
-}
-
 /// One client keep-alive connection and its read buffer.
 struct Conn {
     stream: TcpStream,
@@ -175,22 +145,6 @@ impl Conn {
         }
         self
     }
-}
-
-/// The length of the response at the start of `buf`, once all of it is
-/// there (head plus `content-length` bytes).
-fn complete_response(buf: &[u8]) -> Option<usize> {
-    let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
-    let head = std::str::from_utf8(&buf[..head_end]).ok()?;
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            let (name, value) = l.split_once(':')?;
-            name.eq_ignore_ascii_case("content-length")
-                .then(|| value.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    (buf.len() >= head_end + len).then_some(head_end + len)
 }
 
 /// The 64 connections to one server, moved into tasks for an iteration and
