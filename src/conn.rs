@@ -499,7 +499,7 @@ where
     let io = ConnIo::new(stream, replay, tracker.clone());
     let svc = ConnService {
         inner: service.clone(),
-        peer,
+        peer: shared.config.peer_addr.then_some(peer),
         tracker: tracker.clone(),
     };
     let mut conn = Some(shared.http1.serve_connection(io, svc));
@@ -609,7 +609,7 @@ async fn serve_h2<S, B>(
     let io = ConnIo::new(stream, replay, tracker.clone());
     let svc = ConnService {
         inner: service,
-        peer,
+        peer: state.shared.config.peer_addr.then_some(peer),
         tracker: tracker.clone(),
     };
     let mut conn = pin!(state.shared.http2.serve_connection(io, svc));

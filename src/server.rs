@@ -58,6 +58,7 @@ pub struct Builder {
     max_header_bytes: usize,
     max_headers: usize,
     shutdown_grace: Option<Duration>,
+    pub(crate) peer_addr: bool,
 }
 
 impl Default for Builder {
@@ -77,6 +78,7 @@ impl Default for Builder {
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
             max_headers: HYPER_MAX_HEADERS,
             shutdown_grace: None,
+            peer_addr: true,
         }
     }
 }
@@ -222,6 +224,22 @@ impl Builder {
     /// Default is 100 (hyper's default).
     pub fn max_headers(&mut self, max: usize) -> &mut Self {
         self.max_headers = max;
+        self
+    }
+
+    /// Whether every request carries the client's address as a
+    /// [`PeerAddr`](crate::PeerAddr) extension.
+    ///
+    /// The extension is the only way `http::Request` can carry it, and an
+    /// extension costs three allocations per request (`http`'s map, its
+    /// table and the boxed value, unless something else already created
+    /// the map) and ~700 instructions: about a tenth of what hyper spends
+    /// on a hello-world request (README, "Throughput"). A server that does
+    /// not look at the address can turn it off.
+    ///
+    /// Default is `true`.
+    pub fn peer_addr(&mut self, enabled: bool) -> &mut Self {
+        self.peer_addr = enabled;
         self
     }
 

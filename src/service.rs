@@ -51,7 +51,8 @@ pub(crate) trait ResBody:
 
 impl<B> ResBody for B where B: http_body::Body<Data: Send, Error: Into<BoxError>> + Send + 'static {}
 
-/// The peer's address, in every request's extensions.
+/// The peer's address, in every request's extensions (unless turned off
+/// with [`Builder::peer_addr`](crate::Builder::peer_addr)).
 ///
 /// ```no_run
 /// # use dormant::PeerAddr;
@@ -67,7 +68,8 @@ pub struct PeerAddr(pub SocketAddr);
 /// The user's service as hyper sees it on one connection.
 pub(crate) struct ConnService<S> {
     pub(crate) inner: Arc<S>,
-    pub(crate) peer: SocketAddr,
+    /// `None` when the builder turned the `PeerAddr` extension off.
+    pub(crate) peer: Option<SocketAddr>,
     pub(crate) tracker: Arc<Tracker>,
 }
 
@@ -79,13 +81,14 @@ where
     type Error = S::Error;
     type Future = ResponseFuture<S::Future>;
 
-    fn call(&self, req: Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         let span = tracing::trace_span!("request", method = %req.method(), uri = %req.uri());
         let in_flight = self.tracker.request_started();
-        let (mut parts, incoming) = req.into_parts();
-        let upgrade = Pending::check(&mut parts, &self.tracker);
-        let mut req = Request::from_parts(parts, Body::new(incoming, Some(&self.tracker)));
-        req.extensions_mut().insert(PeerAddr(self.peer));
+        let upgrade = Pending::check(&mut req, &self.tracker);
+        if let Some(peer) = self.peer {
+            req.extensions_mut().insert(PeerAddr(peer));
+        }
+        let req = req.map(|incoming| Body::new(incoming, Some(&self.tracker)));
         let inner = {
             let _enter = span.enter();
             self.inner.call(req)

@@ -113,6 +113,12 @@ pub(crate) struct Watchdog {
     /// When the timer is set to fire; `None` before it is armed and after it
     /// fired.
     timer_at: Option<Instant>,
+    /// The timer holds the task's waker for `timer_at`: until it fires, a
+    /// look at its state replaces a poll (see `poll`).
+    timer_registered: bool,
+    /// The last poll saw only the quiet streak on the clock and left the
+    /// timer waiting for it (see `poll`).
+    waiting_quiet: bool,
     requests: u64,
     /// The quiet streak: the request count when it was first seen, and when.
     quiet: Option<(u64, Instant)>,
@@ -133,6 +139,8 @@ impl Watchdog {
             timeouts,
             park_after,
             timer_at: None,
+            timer_registered: false,
+            waiting_quiet: false,
             requests: 0,
             quiet: None,
             head_since,
@@ -144,6 +152,7 @@ impl Watchdog {
     /// Stops parking (shutdown has begun); timeouts still apply.
     pub(crate) fn stop_parking(&mut self) {
         self.park_after = None;
+        self.waiting_quiet = false;
     }
 
     /// When the connection became quiet (for the idle timeout once parked),
@@ -170,6 +179,14 @@ impl Watchdog {
             self.request_since = self.head_since.take();
             self.write_since = None;
         }
+        // A busy connection is quiet after every response, and the quiet
+        // streak's deadlines (park, idle) do not move while it lasts:
+        // nothing to compute until the timer fires.
+        let quiet_only = seen.quiet && !seen.head;
+        if self.waiting_quiet && quiet_only && !timer.is_elapsed() {
+            return Poll::Pending;
+        }
+        self.waiting_quiet = false;
         let mut now = None;
         loop {
             let Some((at, why)) = self.deadline(seen, &mut now) else {
@@ -188,11 +205,25 @@ impl Watchdog {
                 // moving it now.
                 timer.as_mut().reset(at);
                 self.timer_at = Some(at);
+                self.timer_registered = false;
             }
-            if timer.as_mut().poll(cx).is_pending() {
+            // Polling a `Sleep` registers the waker again and spends coop
+            // budget: a third of this function's cost on a busy connection,
+            // where it is polled once per request. Once it holds the waker of
+            // this connection's task (the only one that polls the driver),
+            // reading its state is enough until it fires.
+            let fired = if self.timer_registered {
+                timer.is_elapsed()
+            } else {
+                timer.as_mut().poll(cx).is_ready()
+            };
+            if !fired {
+                self.timer_registered = true;
+                self.waiting_quiet = quiet_only;
                 return Poll::Pending;
             }
             self.timer_at = None;
+            self.timer_registered = false;
             let fired = Instant::now();
             now = Some(fired);
             if matches!(why, Expiry::Park | Expiry::Idle)

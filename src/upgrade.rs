@@ -508,22 +508,18 @@ impl Pending {
     /// without shutting the socket down when the response switches
     /// protocols. Costs ordinary requests one look at an empty extension
     /// map.
-    pub(crate) fn check(
-        parts: &mut http::request::Parts,
-        tracker: &Arc<Tracker>,
-    ) -> Option<Pending> {
-        if parts.version != Version::HTTP_11 {
+    pub(crate) fn check<B>(req: &mut Request<B>, tracker: &Arc<Tracker>) -> Option<Pending> {
+        if req.version() != Version::HTTP_11 {
             return None;
         }
         // Removed either way: hyper's future could only fail here.
-        parts.extensions.remove::<hyper::upgrade::OnUpgrade>()?;
-        let connect = parts.method == Method::CONNECT;
-        if !connect && !connection_upgrade(&parts.headers) {
+        req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>()?;
+        let connect = req.method() == Method::CONNECT;
+        if !connect && !connection_upgrade(req.headers()) {
             return None;
         }
         let (tx, rx) = oneshot::channel();
-        parts
-            .extensions
+        req.extensions_mut()
             .insert(Handle(Arc::new(Mutex::new(Some(rx)))));
         Some(Pending {
             tx,

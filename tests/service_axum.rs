@@ -57,16 +57,18 @@ fn axum_router_served_unchanged() {
     );
 }
 
+/// Answers with the request's `PeerAddr` extension, or `none`.
+async fn peer(req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let peer = match req.extensions().get::<dormant::PeerAddr>() {
+        Some(dormant::PeerAddr(addr)) => addr.to_string(),
+        None => "none".to_owned(),
+    };
+    Ok(Response::new(Full::new(Bytes::from(peer))))
+}
+
 #[test]
 fn peer_addr_reaches_a_hyper_handler() {
-    let svc = service_fn(|req: Request<dormant::Body>| async move {
-        let peer = match req.extensions().get::<dormant::PeerAddr>() {
-            Some(dormant::PeerAddr(addr)) => addr.to_string(),
-            None => "none".to_owned(),
-        };
-        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(peer))))
-    });
-    let srv = serve_with(&fast_park(), svc);
+    let srv = serve_with(&fast_park(), service_fn(peer));
     for _ in 0..2 {
         let mut c = srv.connect();
         let me = c.stream.local_addr().unwrap().to_string();
@@ -83,5 +85,22 @@ fn peer_addr_reaches_a_hyper_handler() {
             let parks = srv.stats().parks;
             srv.wait_for("park", |s| s.parks > parks);
         }
+    }
+}
+
+#[test]
+fn peer_addr_can_be_turned_off() {
+    let mut builder = fast_park();
+    builder.peer_addr(false);
+    let srv = serve_with(&builder, service_fn(peer));
+    let mut c = srv.connect();
+    for _ in 0..2 {
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(
+            c.response(),
+            "HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nnone"
+        );
+        let parks = srv.stats().parks;
+        srv.wait_for("park", |s| s.parks > parks);
     }
 }
