@@ -1,6 +1,7 @@
 #!/bin/sh
-# User-space instructions per keep-alive request: dormant (examples/hello.rs)
-# against hyper-util (examples/hello_hyper.rs), same run, under valgrind's
+# User-space instructions per keep-alive request: dormant (examples/hello.rs,
+# with its defaults and with the PeerAddr extension off) against hyper-util
+# (examples/hello_hyper.rs), same run, under valgrind's
 # callgrind. Instruction counts do not move with other tenants' load, so on
 # a shared machine they resolve differences of a few percent that
 # requests/s cannot (see benches/wrk.sh for those). They count the server
@@ -34,13 +35,13 @@ TARGET=${CARGO_TARGET_DIR:-target}
 BIN=$TARGET/release/examples
 OUT=$(mktemp -d)
 
-# run BIN: prints the server's instructions per request.
+# run BIN [PEER_ADDR]: prints the server's instructions per request.
 run() {
-    PARK_AFTER_MS=100 TOKIO_WORKER_THREADS=1 valgrind --tool=callgrind \
+    PEER_ADDR=${2:-on} PARK_AFTER_MS=100 TOKIO_WORKER_THREADS=1 valgrind --tool=callgrind \
         --callgrind-out-file="$OUT/$1.%p" "$BIN/$1" "$ADDR" >"$OUT/$1.log" 2>&1 &
     pid=$!
     i=0
-    until grep -q "^listening on" "$OUT/$1.log"; do
+    until grep -qs "^listening on" "$OUT/$1.log"; do
         i=$((i + 1))
         if [ "$i" -gt 600 ]; then
             echo "$1 did not start" >&2
@@ -64,18 +65,26 @@ run() {
 }
 
 echo "user-space instructions per request (callgrind, wrk -t1 -c64 -d$DURATION, 1 worker thread)"
-printf '%-6s %12s %12s %8s\n' round dormant hyper-util ratio
+printf '%-6s %10s %14s %12s %8s %8s\n' round dormant "no PeerAddr" hyper-util ratio "ratio'"
 ratios=""
+ratios_off=""
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
     d=$(run hello)
+    o=$(run hello off)
     h=$(run hello_hyper)
     ratio=$(echo "$d $h" | awk '{ printf "%.3f", $1 / $2 }')
+    ratio_off=$(echo "$o $h" | awk '{ printf "%.3f", $1 / $2 }')
     ratios="$ratios $ratio"
-    printf '%-6s %12s %12s %8s\n' "$r" "$d" "$h" "$ratio"
+    ratios_off="$ratios_off $ratio_off"
+    printf '%-6s %10s %14s %12s %8s %8s\n' "$r" "$d" "$o" "$h" "$ratio" "$ratio_off"
     r=$((r + 1))
 done
 rmdir "$OUT" 2>/dev/null || true
-echo "$ratios" | tr ' ' '\n' | grep . | sort -n |
-    awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
-          printf "median ratio dormant / hyper-util, instructions per request: %.3f\n", m }'
+
+median() {
+    echo "$1" | tr ' ' '\n' | grep . | sort -n |
+        awk '{ v[NR] = $1 } END { printf "%.3f", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+echo "median ratio dormant / hyper-util, instructions per request: $(median "$ratios")"
+echo "the same with PEER_ADDR=off (ratio'): $(median "$ratios_off")"

@@ -1,6 +1,7 @@
 //! Heap allocations per keep-alive request, counted by a global allocator:
 //! `dormant` with no timeouts, with its defaults, with all four timeouts,
-//! and a hyper-util auto server, same run.
+//! without the `PeerAddr` extension, and a hyper-util auto server, same
+//! run.
 //!
 //! ```text
 //! cargo bench --bench request_allocs
@@ -43,7 +44,13 @@ const REQUESTS: usize = 5_000;
 
 const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
 
-const KINDS: [&str; 4] = ["timeouts-off", "defaults", "timeouts-on", "hyper-util"];
+const KINDS: [&str; 5] = [
+    "timeouts-off",
+    "defaults",
+    "timeouts-on",
+    "no-peer-addr",
+    "hyper-util",
+];
 
 fn spawn_server(kind: &'static str) -> SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -68,6 +75,9 @@ fn spawn_server(kind: &'static str) -> SocketAddr {
                         .read_timeout(Duration::from_secs(30))
                         .write_timeout(Duration::from_secs(30))
                         .idle_timeout(Duration::from_secs(60));
+                }
+                "no-peer-addr" => {
+                    builder.peer_addr(false);
                 }
                 _ => {}
             }
