@@ -1,6 +1,7 @@
 //! What the memory benches (`idle_memory`, `upgrade_memory`) share: the
 //! counting global allocator, heap and RSS readings, and small helpers.
-//! Each includes this file with `#[path = "common/memory.rs"] mod memory;`.
+//! Each includes this file with `#[path = "common/memory.rs"] mod memory;`;
+//! the processes that take the readings are in `common/procs.rs`.
 
 use std::time::{Duration, Instant};
 
@@ -56,6 +57,29 @@ pub(crate) fn rss() -> i64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmRSS");
     kb * 1024
+}
+
+/// Memory figures at one point of a measurement.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reading {
+    /// Live heap bytes ([`heap`]).
+    pub(crate) heap: i64,
+    /// Live allocations ([`heap`]).
+    pub(crate) allocs: i64,
+    /// `VmRSS` ([`rss`]).
+    pub(crate) rss: i64,
+}
+
+impl Reading {
+    /// Reads the live heap, then RSS.
+    pub(crate) fn take() -> Self {
+        let (heap, allocs) = heap();
+        Reading {
+            heap,
+            allocs,
+            rss: rss(),
+        }
+    }
 }
 
 /// Waits until `cond` holds, polling; panics after `limit`.
