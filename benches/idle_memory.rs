@@ -27,10 +27,21 @@
 //! reports `(after - before) / N`:
 //!
 //! - **heap**: live bytes according to a counting global allocator
-//!   (`stats_alloc`, which wraps `System` with atomic counters; the crate
-//!   forbids `unsafe`, so the bench cannot implement `GlobalAlloc` itself);
+//!   (`stats_alloc`, which wraps `System` with atomic counters; the bench
+//!   does not implement `GlobalAlloc` itself, see `Cargo.toml`);
 //! - **allocs**: live allocations, same source;
-//! - **RSS**: `VmRSS` from `/proc/self/status`.
+//! - **RSS**: `VmRSS` from `/proc/self/status`;
+//! - **RSS trimmed**: `VmRSS` again, read right after each of the two RSS
+//!   readings once `malloc_trim(0)` has given back to the system what
+//!   glibc's arenas hold free (`n/a` off glibc). glibc keeps its arenas'
+//!   high-water mark: what the connections used while they were briefly
+//!   ACTIVE or PARKED, and freed, stays in RSS, a fixed amount that the
+//!   RSS column spreads over N as if every connection kept it (at N =
+//!   10,000 most of the `dormant` row's RSS). This column counts the
+//!   memory in use. The RSS column is read as before the trim existed, so
+//!   earlier figures stay comparable (the trim after the *before* reading
+//!   gives back a few KiB that the connections may fault in again: about
+//!   1 B per connection at N = 10,000, at most).
 //!
 //! The kinds alternate, `IDLE_REPEAT` times (default 3), and the table shows
 //! medians:
@@ -45,8 +56,8 @@
 //!
 //! Both child processes raise their soft `RLIMIT_NOFILE` to the hard limit
 //! by being started through `sh -c 'ulimit -n "$(ulimit -Hn)"; exec …'`
-//! (`unsafe` is forbidden, so no `setrlimit` through `libc`), so N can go up
-//! to a little below the hard limit. Linux only (`/proc`).
+//! (no `setrlimit` through `libc`: the benches keep `unsafe` to one call),
+//! so N can go up to a little below the hard limit. Linux only (`/proc`).
 //! The processes, the readings and the table are shared with
 //! `upgrade_memory` (`benches/common/procs.rs`, `benches/common/memory.rs`);
 //! this file has the kinds, their servers and the client's request.

@@ -26,9 +26,15 @@
 //! stream is idle (the lot row: all N asleep in the lot; the others: all N
 //! echoed) and the live heap has stopped moving, it takes the *after*
 //! figures and reports `(after - before) / N`: live heap bytes and
-//! allocations from a counting global allocator (`stats_alloc`), and
-//! `VmRSS` from `/proc/self/status`. The kinds alternate, `UPGRADE_REPEAT`
-//! times (default 3); the table shows medians.
+//! allocations from a counting global allocator (`stats_alloc`), `VmRSS`
+//! from `/proc/self/status`, and `VmRSS` read again right after each RSS
+//! reading once `malloc_trim(0)` has given back what glibc's arenas hold
+//! free (**RSS trimmed**, `n/a` off glibc): glibc keeps its arenas'
+//! high-water mark, so memory a stream used while it was served and then
+//! freed stays in RSS, a fixed amount the RSS column spreads over N; the
+//! trimmed column counts the memory in use, and the RSS column is read as
+//! before, so earlier figures stay comparable. The kinds alternate,
+//! `UPGRADE_REPEAT` times (default 3); the table shows medians.
 //!
 //! - `dormant-lot`: `examples/echo.rs`'s handler: after each message the
 //!   stream sleeps in the parking lot (`upgrade::Lot::sleep`) with a

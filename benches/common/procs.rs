@@ -108,6 +108,8 @@ struct Sample {
     heap: f64,
     allocs: f64,
     rss: f64,
+    /// `None` where the allocator cannot be trimmed.
+    rss_trimmed: Option<f64>,
     secs: f64,
 }
 
@@ -120,9 +122,15 @@ impl Sample {
             heap: num(v[0]),
             allocs: num(v[1]),
             rss: num(v[2]),
-            secs: num(v[3]),
+            rss_trimmed: (v[3] != "n/a").then(|| num(v[3])),
+            secs: num(v[4]),
         }
     }
+}
+
+/// A figure in bytes, or `n/a`.
+fn bytes_or_na(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.0}"))
 }
 
 fn orchestrate(bench: &Bench) {
@@ -156,27 +164,36 @@ fn orchestrate(bench: &Bench) {
                 .unwrap_or_else(|| panic!("{kind}: no RESULT line in {stdout:?}"));
             let s = Sample::parse(line);
             println!(
-                "  round {round} {kind:<w$} heap {:>8.0} B/conn  allocs {:>5.2}/conn  RSS {:>8.0} B/conn  ({:.1} s)",
-                s.heap, s.allocs, s.rss, s.secs
+                "  round {round} {kind:<w$} heap {:>8.0} B/conn  allocs {:>5.2}/conn  RSS {:>8.0} B/conn  RSS trimmed {:>8} B/conn  ({:.1} s)",
+                s.heap,
+                s.allocs,
+                s.rss,
+                bytes_or_na(s.rss_trimmed),
+                s.secs
             );
             samples[k].push(s);
         }
     }
 
     let med = |k: usize, f: fn(&Sample) -> f64| median(samples[k].iter().map(f).collect());
+    let med_trimmed = |k: usize| {
+        let v: Option<Vec<f64>> = samples[k].iter().map(|s| s.rss_trimmed).collect();
+        v.map(median)
+    };
     println!();
     println!(
-        "{:<w$} {:>6}  {:>12}  {:>12}  {:>12}",
-        "kind", "N", "heap B/conn", "allocs/conn", "RSS B/conn"
+        "{:<w$} {:>6}  {:>12}  {:>12}  {:>12}  {:>18}",
+        "kind", "N", "heap B/conn", "allocs/conn", "RSS B/conn", "RSS trimmed B/conn"
     );
     for (k, kind) in bench.kinds.iter().enumerate() {
         println!(
-            "{:<w$} {:>6}  {:>12.0}  {:>12.2}  {:>12.0}",
+            "{:<w$} {:>6}  {:>12.0}  {:>12.2}  {:>12.0}  {:>18}",
             kind,
             n,
             med(k, |s| s.heap),
             med(k, |s| s.allocs),
-            med(k, |s| s.rss)
+            med(k, |s| s.rss),
+            bytes_or_na(med_trimmed(k))
         );
     }
     // Ratios of medians, the baseline over each kind named.
@@ -218,8 +235,9 @@ pub(crate) trait UnderTest {
 /// listener on `127.0.0.1:0` and a channel that fires when the server
 /// should stop; `start` returns the server as [`UnderTest`] and the task
 /// serving it. Then measures, and prints one line, `RESULT` and per
-/// connection: live heap bytes, live allocations, RSS bytes, then the
-/// seconds from opening the connections to the *after* readings.
+/// connection: live heap bytes, live allocations, RSS bytes, RSS bytes
+/// after trimming the allocator (`n/a` where it cannot be trimmed), then
+/// the seconds from opening the connections to the *after* readings.
 pub(crate) fn serve<T: UnderTest>(
     bench: &Bench,
     start: impl FnOnce(&str, TcpListener, oneshot::Receiver<()>) -> (T, JoinHandle<()>),
@@ -258,8 +276,12 @@ pub(crate) fn serve<T: UnderTest>(
     let after = Reading::take();
 
     let per = |a: i64, b: i64| (b - a) as f64 / n as f64;
+    let rss_trimmed = match (before.rss_trimmed, after.rss_trimmed) {
+        (Some(a), Some(b)) => format!("{:.1}", per(a, b)),
+        _ => "n/a".to_owned(),
+    };
     println!(
-        "RESULT {:.1} {:.3} {:.1} {:.2}",
+        "RESULT {:.1} {:.3} {:.1} {rss_trimmed} {:.2}",
         per(before.heap, after.heap),
         per(before.allocs, after.allocs),
         per(before.rss, after.rss),
