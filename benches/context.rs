@@ -31,8 +31,9 @@
 //! Before criterion runs, the binary prints
 //!
 //! - the heap allocations per request of each (steady state, after a
-//!   warm-up), counted by a global allocator (`stats_alloc`: the crate
-//!   forbids `unsafe`, and implementing `GlobalAlloc` needs it);
+//!   warm-up), counted by a global allocator (`stats_alloc`: implementing
+//!   `GlobalAlloc` needs `unsafe`, which the library forbids and the
+//!   benches allow only for one call, `malloc_trim`);
 //! - nanoseconds per request of each, timed in interleaved rounds, fastest
 //!   round kept, and the ratio `http::Extensions / dormant`. On a shared
 //!   machine this is the figure to quote: criterion's groups run one after

@@ -26,9 +26,15 @@
 //! stream is idle (the lot row: all N asleep in the lot; the others: all N
 //! echoed) and the live heap has stopped moving, it takes the *after*
 //! figures and reports `(after - before) / N`: live heap bytes and
-//! allocations from a counting global allocator (`stats_alloc`), and
-//! `VmRSS` from `/proc/self/status`. The kinds alternate, `UPGRADE_REPEAT`
-//! times (default 3); the table shows medians.
+//! allocations from a counting global allocator (`stats_alloc`), `VmRSS`
+//! from `/proc/self/status`, and `VmRSS` read again right after each RSS
+//! reading once `malloc_trim(0)` has given back what glibc's arenas hold
+//! free (**RSS trimmed**, `n/a` off glibc): glibc keeps its arenas'
+//! high-water mark, so memory a stream used while it was served and then
+//! freed stays in RSS, a fixed amount the RSS column spreads over N; the
+//! trimmed column counts the memory in use, and the RSS column is read as
+//! before, so earlier figures stay comparable. The kinds alternate,
+//! `UPGRADE_REPEAT` times (default 3); the table shows medians.
 //!
 //! - `dormant-lot`: `examples/echo.rs`'s handler: after each message the
 //!   stream sleeps in the parking lot (`upgrade::Lot::sleep`) with a
@@ -41,15 +47,17 @@
 //!   buffer, the usual shape (`UPGRADE_HYPER_BUF` sets another size).
 //!
 //! Both child processes raise their soft `RLIMIT_NOFILE` to the hard limit
-//! through `sh -c 'ulimit -n …'`, as `idle_memory` does. Linux only.
+//! through `sh -c 'ulimit -n …'`, as `idle_memory` does. Linux only. The
+//! processes, the readings and the table are shared with `idle_memory`
+//! (`benches/common/procs.rs`, `benches/common/memory.rs`); this file has
+//! the kinds, their servers and the client's exchange.
 
 use std::convert::Infallible;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dormant::upgrade::{self, Lot, Upgraded, Woken};
 use http::header::{CONNECTION, UPGRADE};
@@ -62,19 +70,27 @@ use hyper_util::server::conn::auto;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 #[path = "common/memory.rs"]
 mod memory;
+#[path = "common/procs.rs"]
+mod procs;
 
-use memory::{env_usize, heap, is_bench, median, rss, wait_heap_stable, wait_until};
+use memory::{env_usize, wait_until};
+use procs::{Bench, UnderTest, WARMUP};
 
-const DEFAULT_N: usize = 10_000;
-const DEFAULT_REPEAT: usize = 3;
-const SMOKE_N: usize = 200;
-const WARMUP: usize = 64;
-
-/// The server kinds, in the order they run within one repetition.
-const KINDS: [&str; 3] = ["hyper-util", "dormant-task", "dormant-lot"];
+static BENCH: Bench = Bench {
+    prefix: "UPGRADE",
+    title: "memory per upgraded idle echo connection",
+    kinds: &["hyper-util", "dormant-task", "dormant-lot"],
+    kind_width: 13,
+    ratios: &[
+        ("dormant-task", "dormant-task"),
+        ("dormant-lot", "dormant-lot"),
+    ],
+    connect: upgrade_and_echo,
+};
 
 /// hyper-util's echo buffer, the usual size (`UPGRADE_HYPER_BUF`).
 const HYPER_ECHO_BUF: usize = 4096;
@@ -82,117 +98,7 @@ const HYPER_ECHO_BUF: usize = 4096;
 static HYPER_BUF: OnceLock<usize> = OnceLock::new();
 
 fn main() {
-    match std::env::var("UPGRADE_ROLE").as_deref() {
-        Ok("server") => server_main(),
-        Ok("client") => client_main(),
-        _ => orchestrate(),
-    }
-}
-
-/// N: the first argument that is a number, or `UPGRADE_N`, or the default
-/// (`SMOKE_N` under `cargo test`).
-fn conn_count() -> usize {
-    let default = if is_bench() { DEFAULT_N } else { SMOKE_N };
-    std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or_else(|| env_usize("UPGRADE_N", default))
-}
-
-/// This binary again, with its fd soft limit raised to the hard limit.
-fn reexec(role: &str, kind: &str) -> Command {
-    let exe = std::env::current_exe().expect("current_exe");
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(r#"ulimit -n "$(ulimit -Hn)" && exec "$0""#)
-        .arg(exe)
-        .env("UPGRADE_ROLE", role)
-        .env("UPGRADE_KIND", kind);
-    cmd
-}
-
-// ---------------------------------------------------------------------------
-// Orchestrator: one fresh server process per measurement
-// ---------------------------------------------------------------------------
-
-#[derive(Clone, Copy, Debug)]
-struct Sample {
-    heap: f64,
-    allocs: f64,
-    rss: f64,
-    secs: f64,
-}
-
-fn orchestrate() {
-    let n = conn_count();
-    let repeat = env_usize(
-        "UPGRADE_REPEAT",
-        if is_bench() { DEFAULT_REPEAT } else { 1 },
-    )
-    .max(1);
-    println!("memory per upgraded idle echo connection, N = {n}, {repeat} repetition(s), medians");
-    println!("(each measurement in a fresh server process; client in its own process)");
-    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); KINDS.len()];
-    for round in 0..repeat {
-        for (k, kind) in KINDS.iter().enumerate() {
-            let out = reexec("server", kind)
-                .env("UPGRADE_N", n.to_string())
-                .stdout(Stdio::piped())
-                .output()
-                .expect("spawning the server process");
-            assert!(
-                out.status.success(),
-                "{kind} server process failed: {}",
-                out.status
-            );
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let line = stdout
-                .lines()
-                .find_map(|l| l.strip_prefix("RESULT "))
-                .unwrap_or_else(|| panic!("{kind}: no RESULT line in {stdout:?}"));
-            let v: Vec<f64> = line
-                .split_whitespace()
-                .map(|x| x.parse().expect("RESULT field"))
-                .collect();
-            let s = Sample {
-                heap: v[0],
-                allocs: v[1],
-                rss: v[2],
-                secs: v[3],
-            };
-            println!(
-                "  round {round} {kind:<13} heap {:>7.0} B/conn  allocs {:>5.2}/conn  RSS {:>7.0} B/conn  ({:.1} s)",
-                s.heap, s.allocs, s.rss, s.secs
-            );
-            samples[k].push(s);
-        }
-    }
-
-    let med = |k: usize, f: fn(&Sample) -> f64| median(samples[k].iter().map(f).collect());
-    println!();
-    println!(
-        "{:<13} {:>6}  {:>12}  {:>12}  {:>12}",
-        "kind", "N", "heap B/conn", "allocs/conn", "RSS B/conn"
-    );
-    for (k, kind) in KINDS.iter().enumerate() {
-        println!(
-            "{:<13} {:>6}  {:>12.0}  {:>12.2}  {:>12.0}",
-            kind,
-            n,
-            med(k, |s| s.heap),
-            med(k, |s| s.allocs),
-            med(k, |s| s.rss)
-        );
-    }
-    println!();
-    for (k, kind) in [(1, "dormant-task"), (2, "dormant-lot")] {
-        let ratio = |f: fn(&Sample) -> f64| med(0, f) / med(k, f);
-        println!(
-            "hyper-util / {kind}: heap {:.1}x, RSS {:.1}x",
-            ratio(|s| s.heap),
-            ratio(|s| s.rss)
-        );
-    }
+    procs::main(&BENCH, || procs::serve(&BENCH, start_server));
 }
 
 // ---------------------------------------------------------------------------
@@ -278,30 +184,53 @@ async fn echo_hyper(mut req: Request<Incoming>) -> Result<Response<Empty<Bytes>>
     Ok(switching())
 }
 
-fn server_main() {
-    let n = env_usize("UPGRADE_N", DEFAULT_N);
-    let kind = std::env::var("UPGRADE_KIND").expect("UPGRADE_KIND");
+/// The server under test, as the measuring thread sees it: every kind
+/// counts its echoes in `ECHOED`.
+struct Echo {
+    /// `dormant-lot`: the streams sleep in the lot.
+    lot: bool,
+}
+
+impl UnderTest for Echo {
+    fn wait_warmed_up(&self) {
+        wait_until("warm-up echoed", Duration::from_secs(30), || {
+            ECHOED.load(Relaxed) >= WARMUP
+        });
+        if self.lot {
+            wait_until("warm-up streams gone", Duration::from_secs(30), || {
+                LOT.get().is_some_and(|lot| lot.sleeping() == 0)
+            });
+        }
+    }
+
+    fn wait_idle(&self, n: usize) {
+        wait_until("all echoed", Duration::from_secs(120), || {
+            ECHOED.load(Relaxed) >= WARMUP + n
+        });
+        if self.lot {
+            wait_until("all asleep", Duration::from_secs(60), || {
+                LOT.get().is_some_and(|lot| lot.sleeping() == n)
+            });
+        }
+    }
+}
+
+/// Starts the server of `kind` (see the module docs).
+fn start_server(
+    kind: &str,
+    listener: TcpListener,
+    stop: oneshot::Receiver<()>,
+) -> (Echo, JoinHandle<()>) {
     HYPER_BUF
         .set(env_usize("UPGRADE_HYPER_BUF", HYPER_ECHO_BUF))
         .expect("set once");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    std_listener.set_nonblocking(true).expect("nonblocking");
-    let addr = std_listener.local_addr().expect("local_addr");
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-
-    let task = match kind.as_str() {
+    let lot = kind == "dormant-lot";
+    let task = match kind {
         "dormant-lot" | "dormant-task" => {
             let server = dormant::Server::builder().build().expect("build");
-            let lot = kind == "dormant-lot";
-            rt.spawn(async move {
-                let listener = TcpListener::from_std(std_listener).expect("listener");
+            tokio::spawn(async move {
                 let shutdown = async {
-                    let _ = stop_rx.await;
+                    let _ = stop.await;
                 };
                 if lot {
                     server
@@ -317,13 +246,12 @@ fn server_main() {
                 .expect("serve");
             })
         }
-        "hyper-util" => rt.spawn(async move {
-            let listener = TcpListener::from_std(std_listener).expect("listener");
+        "hyper-util" => tokio::spawn(async move {
             let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
-            let mut stop_rx = stop_rx;
+            let mut stop = stop;
             loop {
                 let (stream, _) = tokio::select! {
-                    _ = &mut stop_rx => return,
+                    _ = &mut stop => return,
                     accepted = listener.accept() => match accepted {
                         Ok(a) => a,
                         Err(_) => continue,
@@ -343,134 +271,12 @@ fn server_main() {
         }),
         other => panic!("unknown kind {other}"),
     };
-
-    let mut client = Client::spawn();
-
-    // Warm-up: one-time allocations (runtime, pools, the lot's slab,
-    // thread caches) must not count as per-connection cost.
-    client.command(&format!("cycle {WARMUP} {addr}"));
-    wait_until("warm-up echoed", Duration::from_secs(30), || {
-        ECHOED.load(Relaxed) >= WARMUP
-    });
-    if kind == "dormant-lot" {
-        wait_until("warm-up streams gone", Duration::from_secs(30), || {
-            LOT.get().is_some_and(|lot| lot.sleeping() == 0)
-        });
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    wait_heap_stable();
-    let (heap0, allocs0) = heap();
-    let rss0 = rss();
-
-    let start = Instant::now();
-    client.command(&format!("open {n} {addr}"));
-    wait_until("all echoed", Duration::from_secs(120), || {
-        ECHOED.load(Relaxed) >= WARMUP + n
-    });
-    if kind == "dormant-lot" {
-        wait_until("all asleep", Duration::from_secs(60), || {
-            LOT.get().is_some_and(|lot| lot.sleeping() == n)
-        });
-    }
-    wait_heap_stable();
-    let secs = start.elapsed().as_secs_f64();
-    let (heap1, allocs1) = heap();
-    let rss1 = rss();
-
-    let per = |a: i64, b: i64| (b - a) as f64 / n as f64;
-    println!(
-        "RESULT {:.1} {:.3} {:.1} {:.2}",
-        per(heap0, heap1),
-        per(allocs0, allocs1),
-        per(rss0, rss1),
-        secs
-    );
-
-    client.close();
-    let _ = stop_tx.send(());
-    rt.block_on(async {
-        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-    });
-    rt.shutdown_timeout(Duration::from_secs(1));
-}
-
-/// The server process's handle on its client process.
-struct Client {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Client {
-    fn spawn() -> Self {
-        let mut child = reexec("client", "")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawning the client process");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        Client {
-            child,
-            stdin,
-            stdout,
-        }
-    }
-
-    /// Sends one command line and waits for `ready`.
-    fn command(&mut self, cmd: &str) {
-        writeln!(self.stdin, "{cmd}").expect("client stdin");
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).expect("client stdout");
-        assert_eq!(line.trim(), "ready", "client answered {line:?} to {cmd:?}");
-    }
-
-    /// Closes every connection and waits for the client to exit.
-    fn close(mut self) {
-        writeln!(self.stdin, "close").expect("client stdin");
-        drop(self.stdin);
-        let status = self.child.wait().expect("client wait");
-        assert!(status.success(), "client failed: {status}");
-    }
+    (Echo { lot }, task)
 }
 
 // ---------------------------------------------------------------------------
 // Client process
 // ---------------------------------------------------------------------------
-
-/// Commands on stdin, one per line; answers `ready` to each:
-///
-/// - `cycle K ADDR`: K connections, one after another, each upgrades,
-///   echoes once and closes;
-/// - `open N ADDR`: N connections, one after another, each upgrades,
-///   echoes once and stays open;
-/// - `close` (or EOF): close everything and exit.
-fn client_main() {
-    let stdin = std::io::stdin();
-    let mut stdout = std::io::stdout();
-    let mut open: Vec<TcpStream> = Vec::new();
-    for line in stdin.lock().lines() {
-        let line = line.expect("stdin");
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            ["cycle", k, addr] | ["open", k, addr] => {
-                let k: usize = k.parse().expect("count");
-                let addr: SocketAddr = addr.parse().expect("addr");
-                for _ in 0..k {
-                    let s = upgrade_and_echo(addr);
-                    if words[0] == "open" {
-                        open.push(s);
-                    }
-                }
-            }
-            ["close"] => break,
-            _ => panic!("unknown command {line:?}"),
-        }
-        writeln!(stdout, "ready").expect("stdout");
-        stdout.flush().expect("stdout");
-    }
-    drop(open);
-}
 
 /// Connects, upgrades to `echo`, sends `ping` and reads it back.
 fn upgrade_and_echo(addr: SocketAddr) -> TcpStream {

@@ -53,6 +53,8 @@
 //! See the README for the measured bytes per idle connection and the
 //! throughput against hyper-util, each with the command that reproduces it.
 
+#![forbid(unsafe_code)]
+
 mod body;
 mod conn;
 pub mod context;

@@ -1,13 +1,15 @@
 //! What the memory benches (`idle_memory`, `upgrade_memory`) share: the
 //! counting global allocator, heap and RSS readings, and small helpers.
-//! Each includes this file with `#[path = "common/memory.rs"] mod memory;`.
+//! Each includes this file with `#[path = "common/memory.rs"] mod memory;`;
+//! the processes that take the readings are in `common/procs.rs`.
 
 use std::time::{Duration, Instant};
 
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
-/// Counts every allocation of the bench process (the crate forbids
-/// `unsafe`, so a bench cannot implement `GlobalAlloc` itself).
+/// Counts every allocation of the bench process (the library forbids
+/// `unsafe` and the benches allow it only for [`trim_allocator`], so a
+/// bench does not implement `GlobalAlloc` itself).
 #[global_allocator]
 static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
 
@@ -56,6 +58,64 @@ pub(crate) fn rss() -> i64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmRSS");
     kb * 1024
+}
+
+/// Memory figures at one point of a measurement.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reading {
+    /// Live heap bytes ([`heap`]).
+    pub(crate) heap: i64,
+    /// Live allocations ([`heap`]).
+    pub(crate) allocs: i64,
+    /// `VmRSS` ([`rss`]).
+    pub(crate) rss: i64,
+    /// `VmRSS` right after [`trim_allocator`]; `None` where it cannot trim.
+    pub(crate) rss_trimmed: Option<i64>,
+}
+
+impl Reading {
+    /// Reads the live heap and RSS as the benches always have, then trims
+    /// the allocator and reads RSS again.
+    pub(crate) fn take() -> Self {
+        let (heap, allocs) = heap();
+        let untrimmed = rss();
+        let rss_trimmed = trim_allocator().then(rss);
+        Reading {
+            heap,
+            allocs,
+            rss: untrimmed,
+            rss_trimmed,
+        }
+    }
+}
+
+/// Gives the memory the allocator holds free back to the system
+/// (glibc's `malloc_trim(0)`, every arena), so that an RSS reading right
+/// after it counts memory in use, not memory the allocator keeps free.
+/// glibc keeps the high-water mark of its arenas: what connections used
+/// while they were briefly served and then freed stays in RSS, a fixed
+/// amount that `(after - before) / N` would spread over the connections
+/// as if each kept it. Returns whether it trimmed (glibc only; `unsafe`
+/// FFI, allowed for this one item).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+pub(crate) fn trim_allocator() -> bool {
+    // SAFETY: the declaration matches glibc's `int malloc_trim(size_t pad)`
+    // (malloc.h); `size_t` is `usize` on Linux.
+    unsafe extern "C" {
+        fn malloc_trim(pad: usize) -> std::ffi::c_int;
+    }
+    // SAFETY: `malloc_trim` has no preconditions: it takes each arena's
+    // lock and releases only free pages, never memory in use. Its result
+    // (whether anything was released) does not matter here.
+    unsafe { malloc_trim(0) };
+    true
+}
+
+/// Elsewhere there is nothing to call: the trimmed figures are `n/a`.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(crate) fn trim_allocator() -> bool {
+    false
 }
 
 /// Waits until `cond` holds, polling; panics after `limit`.

@@ -1,0 +1,376 @@
+//! The processes of a memory bench (`idle_memory`, `upgrade_memory`) and
+//! how they talk, shared so that each bench keeps only its kinds, its
+//! servers and its client's exchange. Each includes this file with
+//! `#[path = "common/procs.rs"] mod procs;`, next to `memory.rs` as
+//! `mod memory` (which this file uses), describes itself with a [`Bench`]
+//! and calls [`main`].
+//!
+//! One binary plays three roles, chosen by `{PREFIX}_ROLE`:
+//!
+//! - unset: the *orchestrator*, which runs every kind `{PREFIX}_REPEAT`
+//!   times, each in a fresh server process, reads each one's `RESULT` line
+//!   and prints the rounds and a table of medians;
+//! - `server`: a *server process* for one kind (`{PREFIX}_KIND`), which
+//!   starts the bench's server ([`serve`]), takes the *before* readings,
+//!   has its client open `{PREFIX}_N` connections, waits until they are
+//!   idle, takes the *after* readings and prints `RESULT`;
+//! - `client`: that server's *client process* ([`client_main`]), which
+//!   opens the connections with the bench's per-connection exchange.
+//!
+//! Children are started through `sh -c 'ulimit -n "$(ulimit -Hn)"; exec …'`,
+//! which raises their soft `RLIMIT_NOFILE` to the hard limit.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::memory::{Reading, env_usize, is_bench, median, wait_heap_stable};
+
+const DEFAULT_N: usize = 10_000;
+const DEFAULT_REPEAT: usize = 3;
+const SMOKE_N: usize = 200;
+
+/// Connections the client opens and closes, one after another, before the
+/// *before* readings: one-time allocations (runtime, pools, thread caches)
+/// must not count as per-connection cost.
+pub(crate) const WARMUP: usize = 64;
+
+/// What differs between the memory benches, apart from their servers.
+pub(crate) struct Bench {
+    /// Prefix of the environment variables: `IDLE` for `IDLE_N`,
+    /// `IDLE_REPEAT`, `IDLE_ROLE` and `IDLE_KIND`.
+    pub(crate) prefix: &'static str,
+    /// What is measured, the start of the first line of the output.
+    pub(crate) title: &'static str,
+    /// The server kinds, in the order they run within one repetition; the
+    /// first is the baseline of the ratios.
+    pub(crate) kinds: &'static [&'static str],
+    /// Width of the kind column.
+    pub(crate) kind_width: usize,
+    /// Kinds set against the baseline after the table, each with the name it
+    /// goes by there.
+    pub(crate) ratios: &'static [(&'static str, &'static str)],
+    /// One connection of the client process: connects, does one exchange
+    /// with the server and returns the stream, still open.
+    pub(crate) connect: fn(SocketAddr) -> TcpStream,
+}
+
+impl Bench {
+    /// `{PREFIX}_{name}`.
+    fn var(&self, name: &str) -> String {
+        format!("{}_{name}", self.prefix)
+    }
+
+    /// N: the first argument that is a number, or `{PREFIX}_N`, or the
+    /// default (`SMOKE_N` under `cargo test`).
+    fn conn_count(&self) -> usize {
+        let default = if is_bench() { DEFAULT_N } else { SMOKE_N };
+        std::env::args()
+            .skip(1)
+            .find_map(|a| a.parse().ok())
+            .unwrap_or_else(|| env_usize(&self.var("N"), default))
+    }
+
+    /// This binary again, with its fd soft limit raised to the hard limit.
+    fn reexec(&self, role: &str, kind: &str) -> Command {
+        let exe = std::env::current_exe().expect("current_exe");
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(r#"ulimit -n "$(ulimit -Hn)" && exec "$0""#)
+            .arg(exe)
+            .env(self.var("ROLE"), role)
+            .env(self.var("KIND"), kind);
+        cmd
+    }
+}
+
+/// The bench's `main`: plays the role `{PREFIX}_ROLE` asks for, `server`
+/// through the bench's `server_main` (which calls [`serve`]).
+pub(crate) fn main(bench: &Bench, server_main: fn()) {
+    match std::env::var(bench.var("ROLE")).as_deref() {
+        Ok("server") => server_main(),
+        Ok("client") => client_main(bench),
+        _ => orchestrate(bench),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Orchestrator: one fresh server process per measurement
+// ---------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    heap: f64,
+    allocs: f64,
+    rss: f64,
+    /// `None` where the allocator cannot be trimmed.
+    rss_trimmed: Option<f64>,
+    secs: f64,
+}
+
+impl Sample {
+    /// Parses what follows `RESULT ` (see [`serve`]).
+    fn parse(line: &str) -> Self {
+        let v: Vec<&str> = line.split_whitespace().collect();
+        let num = |x: &str| -> f64 { x.parse().expect("RESULT field") };
+        Sample {
+            heap: num(v[0]),
+            allocs: num(v[1]),
+            rss: num(v[2]),
+            rss_trimmed: (v[3] != "n/a").then(|| num(v[3])),
+            secs: num(v[4]),
+        }
+    }
+}
+
+/// A figure in bytes, or `n/a`.
+fn bytes_or_na(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.0}"))
+}
+
+fn orchestrate(bench: &Bench) {
+    let n = bench.conn_count();
+    let repeat = env_usize(
+        &bench.var("REPEAT"),
+        if is_bench() { DEFAULT_REPEAT } else { 1 },
+    )
+    .max(1);
+    let w = bench.kind_width;
+    println!("{}, N = {n}, {repeat} repetition(s), medians", bench.title);
+    println!("(each measurement in a fresh server process; client in its own process)");
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); bench.kinds.len()];
+    for round in 0..repeat {
+        for (k, kind) in bench.kinds.iter().enumerate() {
+            let out = bench
+                .reexec("server", kind)
+                .env(bench.var("N"), n.to_string())
+                .stdout(Stdio::piped())
+                .output()
+                .expect("spawning the server process");
+            assert!(
+                out.status.success(),
+                "{kind} server process failed: {}",
+                out.status
+            );
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let line = stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("RESULT "))
+                .unwrap_or_else(|| panic!("{kind}: no RESULT line in {stdout:?}"));
+            let s = Sample::parse(line);
+            println!(
+                "  round {round} {kind:<w$} heap {:>8.0} B/conn  allocs {:>5.2}/conn  RSS {:>8.0} B/conn  RSS trimmed {:>8} B/conn  ({:.1} s)",
+                s.heap,
+                s.allocs,
+                s.rss,
+                bytes_or_na(s.rss_trimmed),
+                s.secs
+            );
+            samples[k].push(s);
+        }
+    }
+
+    let med = |k: usize, f: fn(&Sample) -> f64| median(samples[k].iter().map(f).collect());
+    let med_trimmed = |k: usize| {
+        let v: Option<Vec<f64>> = samples[k].iter().map(|s| s.rss_trimmed).collect();
+        v.map(median)
+    };
+    println!();
+    println!(
+        "{:<w$} {:>6}  {:>12}  {:>12}  {:>12}  {:>18}",
+        "kind", "N", "heap B/conn", "allocs/conn", "RSS B/conn", "RSS trimmed B/conn"
+    );
+    for (k, kind) in bench.kinds.iter().enumerate() {
+        println!(
+            "{:<w$} {:>6}  {:>12.0}  {:>12.2}  {:>12.0}  {:>18}",
+            kind,
+            n,
+            med(k, |s| s.heap),
+            med(k, |s| s.allocs),
+            med(k, |s| s.rss),
+            bytes_or_na(med_trimmed(k))
+        );
+    }
+    // Ratios of medians, the baseline over each kind named.
+    println!();
+    let base = bench.kinds[0];
+    for (kind, name) in bench.ratios {
+        let k = bench
+            .kinds
+            .iter()
+            .position(|x| x == kind)
+            .expect("a ratio names a kind");
+        let ratio = |f: fn(&Sample) -> f64| med(0, f) / med(k, f);
+        println!(
+            "{base} / {name}: heap {:.1}x, RSS {:.1}x",
+            ratio(|s| s.heap),
+            ratio(|s| s.rss)
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Server process
+// ---------------------------------------------------------------------------
+
+/// The server under test, as the server process's measuring thread sees it.
+pub(crate) trait UnderTest {
+    /// Waits until the server is done with the [`WARMUP`] connections the
+    /// client opened and closed.
+    fn wait_warmed_up(&self);
+
+    /// Waits until the `n` connections the client opened after the warm-up
+    /// have all been served and are idle.
+    fn wait_idle(&self, n: usize);
+}
+
+/// The server process. Starts the bench's server on a 2-worker runtime with
+/// `start(kind, listener, stop)`, called in the runtime's context (so
+/// `tokio::spawn` spawns on it) with the kind to run (`{PREFIX}_KIND`), a
+/// listener on `127.0.0.1:0` and a channel that fires when the server
+/// should stop; `start` returns the server as [`UnderTest`] and the task
+/// serving it. Then measures, and prints one line, `RESULT` and per
+/// connection: live heap bytes, live allocations, RSS bytes, RSS bytes
+/// after trimming the allocator (`n/a` where it cannot be trimmed), then
+/// the seconds from opening the connections to the *after* readings.
+pub(crate) fn serve<T: UnderTest>(
+    bench: &Bench,
+    start: impl FnOnce(&str, TcpListener, oneshot::Receiver<()>) -> (T, JoinHandle<()>),
+) {
+    let n = env_usize(&bench.var("N"), DEFAULT_N);
+    let kind = std::env::var(bench.var("KIND"))
+        .unwrap_or_else(|_| panic!("{} is not set", bench.var("KIND")));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let addr = listener.local_addr().expect("local_addr");
+    let (stop_tx, stop) = oneshot::channel::<()>();
+    let (server, task) = {
+        let _rt = rt.enter();
+        let listener = TcpListener::from_std(listener).expect("listener");
+        start(&kind, listener, stop)
+    };
+
+    let mut client = Client::spawn(bench);
+
+    client.command(&format!("cycle {WARMUP} {addr}"));
+    server.wait_warmed_up();
+    std::thread::sleep(Duration::from_millis(200));
+    wait_heap_stable();
+    let before = Reading::take();
+
+    let start = Instant::now();
+    client.command(&format!("open {n} {addr}"));
+    server.wait_idle(n);
+    wait_heap_stable();
+    let secs = start.elapsed().as_secs_f64();
+    let after = Reading::take();
+
+    let per = |a: i64, b: i64| (b - a) as f64 / n as f64;
+    let rss_trimmed = match (before.rss_trimmed, after.rss_trimmed) {
+        (Some(a), Some(b)) => format!("{:.1}", per(a, b)),
+        _ => "n/a".to_owned(),
+    };
+    println!(
+        "RESULT {:.1} {:.3} {:.1} {rss_trimmed} {:.2}",
+        per(before.heap, after.heap),
+        per(before.allocs, after.allocs),
+        per(before.rss, after.rss),
+        secs
+    );
+
+    client.close();
+    let _ = stop_tx.send(());
+    rt.block_on(async {
+        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+/// The server process's handle on its client process.
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Client {
+    fn spawn(bench: &Bench) -> Self {
+        let mut child = bench
+            .reexec("client", "")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawning the client process");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Client {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Sends one command line and waits for `ready`.
+    fn command(&mut self, cmd: &str) {
+        writeln!(self.stdin, "{cmd}").expect("client stdin");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("client stdout");
+        assert_eq!(line.trim(), "ready", "client answered {line:?} to {cmd:?}");
+    }
+
+    /// Closes every connection and waits for the client to exit.
+    fn close(mut self) {
+        writeln!(self.stdin, "close").expect("client stdin");
+        drop(self.stdin);
+        let status = self.child.wait().expect("client wait");
+        assert!(status.success(), "client failed: {status}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Client process
+// ---------------------------------------------------------------------------
+
+/// Commands on stdin, one per line; answers `ready` to each:
+///
+/// - `cycle K ADDR`: K connections, one after another, each does the
+///   bench's exchange ([`Bench::connect`]) and closes;
+/// - `open N ADDR`: N connections, one after another, each does the
+///   bench's exchange and stays open;
+/// - `close` (or EOF): close everything and exit.
+fn client_main(bench: &Bench) {
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout();
+    let mut open: Vec<TcpStream> = Vec::new();
+    for line in stdin.lock().lines() {
+        let line = line.expect("stdin");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["cycle", k, addr] | ["open", k, addr] => {
+                let k: usize = k.parse().expect("count");
+                let addr: SocketAddr = addr.parse().expect("addr");
+                for _ in 0..k {
+                    let s = (bench.connect)(addr);
+                    if words[0] == "open" {
+                        open.push(s);
+                    }
+                }
+            }
+            ["close"] => break,
+            _ => panic!("unknown command {line:?}"),
+        }
+        writeln!(stdout, "ready").expect("stdout");
+        stdout.flush().expect("stdout");
+    }
+    drop(open);
+}
