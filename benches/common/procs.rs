@@ -12,8 +12,9 @@
 //!   and prints the rounds and a table of medians;
 //! - `server`: a *server process* for one kind (`{PREFIX}_KIND`), which
 //!   starts the bench's server ([`serve`]), takes the *before* readings,
-//!   has its client open `{PREFIX}_N` connections, waits until they are
-//!   idle, takes the *after* readings and prints `RESULT`;
+//!   has its client open `{PREFIX}_N` connections in two halves, waits
+//!   until each half is idle and takes readings after each (*mid*,
+//!   *after*), and prints `RESULT`;
 //! - `client`: that server's *client process* ([`client_main`]), which
 //!   opens the connections with the bench's per-connection exchange.
 //!
@@ -110,6 +111,8 @@ struct Sample {
     rss: f64,
     /// `None` where the allocator cannot be trimmed.
     rss_trimmed: Option<f64>,
+    /// Trimmed RSS growth over the second half of the connections only.
+    rss_marginal: Option<f64>,
     secs: f64,
 }
 
@@ -123,7 +126,8 @@ impl Sample {
             allocs: num(v[1]),
             rss: num(v[2]),
             rss_trimmed: (v[3] != "n/a").then(|| num(v[3])),
-            secs: num(v[4]),
+            rss_marginal: (v[4] != "n/a").then(|| num(v[4])),
+            secs: num(v[5]),
         }
     }
 }
@@ -164,11 +168,12 @@ fn orchestrate(bench: &Bench) {
                 .unwrap_or_else(|| panic!("{kind}: no RESULT line in {stdout:?}"));
             let s = Sample::parse(line);
             println!(
-                "  round {round} {kind:<w$} heap {:>8.0} B/conn  allocs {:>5.2}/conn  RSS {:>8.0} B/conn  RSS trimmed {:>8} B/conn  ({:.1} s)",
+                "  round {round} {kind:<w$} heap {:>8.0} B/conn  allocs {:>5.2}/conn  RSS {:>8.0} B/conn  trimmed {:>8} B/conn  2nd half {:>8} B/conn  ({:.1} s)",
                 s.heap,
                 s.allocs,
                 s.rss,
                 bytes_or_na(s.rss_trimmed),
+                bytes_or_na(s.rss_marginal),
                 s.secs
             );
             samples[k].push(s);
@@ -176,24 +181,31 @@ fn orchestrate(bench: &Bench) {
     }
 
     let med = |k: usize, f: fn(&Sample) -> f64| median(samples[k].iter().map(f).collect());
-    let med_trimmed = |k: usize| {
-        let v: Option<Vec<f64>> = samples[k].iter().map(|s| s.rss_trimmed).collect();
+    let med_opt = |k: usize, f: fn(&Sample) -> Option<f64>| {
+        let v: Option<Vec<f64>> = samples[k].iter().map(f).collect();
         v.map(median)
     };
     println!();
     println!(
-        "{:<w$} {:>6}  {:>12}  {:>12}  {:>12}  {:>18}",
-        "kind", "N", "heap B/conn", "allocs/conn", "RSS B/conn", "RSS trimmed B/conn"
+        "{:<w$} {:>6}  {:>12}  {:>12}  {:>12}  {:>18}  {:>22}",
+        "kind",
+        "N",
+        "heap B/conn",
+        "allocs/conn",
+        "RSS B/conn",
+        "RSS trimmed B/conn",
+        "trimmed 2nd half B/conn"
     );
     for (k, kind) in bench.kinds.iter().enumerate() {
         println!(
-            "{:<w$} {:>6}  {:>12.0}  {:>12.2}  {:>12.0}  {:>18}",
+            "{:<w$} {:>6}  {:>12.0}  {:>12.2}  {:>12.0}  {:>18}  {:>22}",
             kind,
             n,
             med(k, |s| s.heap),
             med(k, |s| s.allocs),
             med(k, |s| s.rss),
-            bytes_or_na(med_trimmed(k))
+            bytes_or_na(med_opt(k, |s| s.rss_trimmed)),
+            bytes_or_na(med_opt(k, |s| s.rss_marginal))
         );
     }
     // Ratios of medians, the baseline over each kind named.
@@ -236,8 +248,12 @@ pub(crate) trait UnderTest {
 /// should stop; `start` returns the server as [`UnderTest`] and the task
 /// serving it. Then measures, and prints one line, `RESULT` and per
 /// connection: live heap bytes, live allocations, RSS bytes, RSS bytes
-/// after trimming the allocator (`n/a` where it cannot be trimmed), then
-/// the seconds from opening the connections to the *after* readings.
+/// after trimming the allocator (`n/a` where it cannot be trimmed), the
+/// same trimmed growth from *mid* to *after* per connection of the second
+/// half, then the seconds from opening the connections to the *after*
+/// readings. The *mid* reading trims too, so the untrimmed RSS growth
+/// includes what the second half faulted back in of pages the first
+/// half's trim returned.
 pub(crate) fn serve<T: UnderTest>(
     bench: &Bench,
     start: impl FnOnce(&str, TcpListener, oneshot::Receiver<()>) -> (T, JoinHandle<()>),
@@ -268,23 +284,33 @@ pub(crate) fn serve<T: UnderTest>(
     wait_heap_stable();
     let before = Reading::take();
 
+    // The connections come in two halves, with a reading in between: the
+    // second half's trimmed growth is what one more connection costs once
+    // the allocator's fixed overhead is paid.
     let start = Instant::now();
-    client.command(&format!("open {n} {addr}"));
+    let half = n / 2;
+    client.command(&format!("open {half} {addr}"));
+    server.wait_idle(half);
+    wait_heap_stable();
+    let mid = Reading::take();
+    client.command(&format!("open {} {addr}", n - half));
     server.wait_idle(n);
     wait_heap_stable();
     let secs = start.elapsed().as_secs_f64();
     let after = Reading::take();
 
-    let per = |a: i64, b: i64| (b - a) as f64 / n as f64;
-    let rss_trimmed = match (before.rss_trimmed, after.rss_trimmed) {
-        (Some(a), Some(b)) => format!("{:.1}", per(a, b)),
+    let per = |a: i64, b: i64, count: usize| (b - a) as f64 / count as f64;
+    let trimmed = |from: &Reading, count: usize| match (from.rss_trimmed, after.rss_trimmed) {
+        (Some(a), Some(b)) => format!("{:.1}", per(a, b, count)),
         _ => "n/a".to_owned(),
     };
     println!(
-        "RESULT {:.1} {:.3} {:.1} {rss_trimmed} {:.2}",
-        per(before.heap, after.heap),
-        per(before.allocs, after.allocs),
-        per(before.rss, after.rss),
+        "RESULT {:.1} {:.3} {:.1} {} {} {:.2}",
+        per(before.heap, after.heap, n),
+        per(before.allocs, after.allocs, n),
+        per(before.rss, after.rss, n),
+        trimmed(&before, n),
+        trimmed(&mid, n - half),
         secs
     );
 
