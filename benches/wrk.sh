@@ -7,13 +7,14 @@
 #
 #   benches/wrk.sh [ROUNDS] [DURATION]        # default 5 rounds of 8s each
 #   PARK_AFTER_MS=0 benches/wrk.sh            # dormant with park_after = 0 ms
+#   PEER_ADDR=off benches/wrk.sh              # dormant without the PeerAddr extension
 #
 # Each server gets one tokio worker thread (TOKIO_WORKER_THREADS=1) pinned
 # to CPU 0; wrk (-t1 -c64) is pinned to CPU 1. A round runs dormant, then
 # hyper-util; the ratio of a round is dormant / hyper-util. Needs wrk
 # (Debian: apt-get install wrk), taskset (util-linux) and a free port
-# (WRK_ADDR, default 127.0.0.1:3917). PARK_AFTER_MS is passed to the
-# dormant example; CARGO_TARGET_DIR is honoured.
+# (WRK_ADDR, default 127.0.0.1:3917). PARK_AFTER_MS and PEER_ADDR are
+# passed to the dormant example; CARGO_TARGET_DIR is honoured.
 set -eu
 
 ROUNDS=${1:-5}
@@ -63,7 +64,7 @@ run() {
 }
 
 echo "wrk -t1 -c64 -d$DURATION, servers: 1 worker thread on CPU $SERVER_CPU, wrk on CPU $CLIENT_CPU"
-echo "dormant park_after: ${PARK_AFTER_MS:-default} ms"
+echo "dormant park_after: ${PARK_AFTER_MS:-default} ms, PeerAddr extension: ${PEER_ADDR:-on}"
 printf '%-6s %12s %12s %8s %12s %12s %8s\n' round "dormant r/s" "hyper r/s" ratio \
     "dormant µs" "hyper µs" "cpu h/d"
 ratios=""
