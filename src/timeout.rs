@@ -15,7 +15,11 @@
 //! no timer per request. The idle clock is lazy as well: it starts when the
 //! connection is first seen quiet, and when the timer fires after requests
 //! came and went, it just starts again. A busy connection thus re-arms its
-//! timer once per `park_after`, whatever its request rate.
+//! timer once per `park_after`, whatever its request rate. In between, the
+//! watchdog neither polls the timer (once it holds the task's waker, a look
+//! at its state is enough) nor recomputes deadlines while the connection is
+//! only ever seen quiet: `benches/instructions.sh` measured those two at
+//! ~200 instructions per request.
 //!
 //! | phase, seen after hyper returned `Pending` | clock starts | timeout |
 //! |---|---|---|
