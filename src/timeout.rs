@@ -31,10 +31,12 @@
 //! PARKED connections use the same deadlines (see `conn`), and DORMANT ones
 //! the parking lot's ordered queue.
 
-use std::pin::Pin;
+use std::future::Future;
+use std::pin::{Pin, pin};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use tokio::task::unconstrained;
 use tokio::time::{Instant, Sleep};
 
 use crate::stats::Counters;
@@ -215,11 +217,14 @@ impl Watchdog {
             // budget: a third of this function's cost on a busy connection,
             // where it is polled once per request. Once it holds the waker of
             // this connection's task (the only one that polls the driver),
-            // reading its state is enough until it fires.
+            // reading its state is enough until it fires. The registering
+            // poll is unconstrained: with the task's budget spent, a `Sleep`
+            // returns `Pending` without taking the waker, and the connection
+            // would then wait for a timer that never wakes it.
             let fired = if self.timer_registered {
                 timer.is_elapsed()
             } else {
-                timer.as_mut().poll(cx).is_ready()
+                pin!(unconstrained(timer.as_mut())).poll(cx).is_ready()
             };
             if !fired {
                 self.timer_registered = true;
@@ -294,5 +299,49 @@ impl Watchdog {
             }
         }
         best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::poll_fn;
+    use std::time::Duration;
+
+    /// A connection seen quiet for the first time in a poll whose coop
+    /// budget is already spent must still be woken when `park_after` has
+    /// passed: the watchdog relies on its timer holding the task's waker.
+    #[tokio::test]
+    async fn timer_registers_with_the_budget_spent() {
+        let park_after = Duration::from_millis(20);
+        let mut watchdog = Watchdog::new(Timeouts::default(), Some(park_after), None);
+        let mut timer = pin!(tokio::time::sleep(Duration::from_secs(3600)));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for i in 0..1_000 {
+            tx.send(i).unwrap();
+        }
+        let quiet = Observed {
+            quiet: true,
+            ..Observed::default()
+        };
+        let mut first = true;
+        let fired = poll_fn(|cx| {
+            if first {
+                first = false;
+                // Spend the budget: the channel answers `Pending` once it
+                // is gone, with messages still queued.
+                while rx.poll_recv(cx).is_ready() {}
+            }
+            watchdog.poll(cx, timer.as_mut(), quiet)
+        });
+        // A hang guard that wins ties: once it fires, the watchdog's own
+        // (elapsed) timer must not get a poll that would hide the hang.
+        tokio::select! {
+            biased;
+            () = tokio::time::sleep(Duration::from_secs(5)) => {
+                panic!("the watchdog was never woken")
+            }
+            why = fired => assert_eq!(why, Expiry::Park),
+        }
     }
 }

@@ -61,6 +61,28 @@ fn pipelined_requests_in_one_write() {
     );
 }
 
+/// A pipelined burst long enough to spend the task's coop budget several
+/// times over (tokio stops a task's I/O after 128 operations per poll) is
+/// answered in order and still ends in a park. (The case where the budget
+/// runs out in the very poll that arms the park timer is pinned down by a
+/// unit test in `src/timeout.rs`.)
+#[test]
+fn long_pipelined_burst_then_park() {
+    const N: usize = 2_000;
+    let srv = serve_with(&fast_park(), echo_service());
+    for round in 1..=3u64 {
+        let mut c = srv.connect();
+        let burst: String = (0..N)
+            .map(|i| format!("GET /{i} HTTP/1.1\r\nHost: x\r\n\r\n"))
+            .collect();
+        c.send(burst.as_bytes());
+        for i in 0..N {
+            assert_eq!(c.response(), ok(&format!("GET /{i} read=")));
+        }
+        srv.wait_for("park after the burst", |s| s.parks == round);
+    }
+}
+
 /// The first request of a connection arrives in two writes; between them
 /// the connection parks with the first half carried.
 #[test]
