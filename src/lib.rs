@@ -19,7 +19,7 @@
 //! Handlers are hyper [`Service`](hyper::service::Service)s over
 //! `Request<`[`Body`]`>`; tower services (an axum `Router`) go through
 //! [`TowerToHyperService`]. Every request carries the peer's address as a
-//! [`PeerAddr`] extension.
+//! [`PeerAddr`] extension, unless [`Builder::peer_addr`] turns it off.
 //!
 //! # Upgrades
 //!
