@@ -335,10 +335,29 @@ where
                 }
             };
             match active.await {
-                Active::Parked(s, c, k) => {
+                Active::Parked(mut s, c, k) => {
                     trace!(carried = c.len(), "parked");
                     state.shared.stats.parks.fetch_add(1, Relaxed);
                     gauge.set_parked();
+                    // Nothing carried and no request head on the clock: the
+                    // connection waits in the lot without its task.
+                    if c.is_empty() && k.head_since.is_none() {
+                        if let Some(lot) = &state.lot {
+                            let config = &state.shared.config;
+                            let dormant_at = config.dormant_after.map(|d| Instant::now() + d);
+                            let idle_at = config.timeouts.idle_deadline(k.quiet_since);
+                            match lot.park(s, dormant_at, idle_at.map(|(at, _)| at)) {
+                                Ok(()) => {
+                                    // The lot counts it as parked and held
+                                    // from here on.
+                                    gauge.into_lot();
+                                    state.into_lot();
+                                    return;
+                                }
+                                Err(back) => s = back,
+                            }
+                        }
+                    }
                     stream = s;
                     carried = c;
                     clocks = k;

@@ -54,15 +54,19 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll as Ready, Wake, Waker};
 use std::time::Duration;
 
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
+use tokio::io::ReadBuf;
 use tokio::io::unix::AsyncFd;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
+use tokio::task::unconstrained;
 use tokio::time::Instant;
 use tracing::{debug, trace};
 
@@ -128,11 +132,62 @@ fn call_back(stream: MioStream, reason: Reason, callback: Box<dyn Callback>) {
     });
 }
 
+/// A task-less PARKED connection: still registered with tokio, waiting
+/// for readiness with its slot's waker instead of a task.
+struct Parked {
+    stream: Option<TcpStream>,
+    /// Made once per slot and kept while the slot is reused.
+    waker: Arc<SlotWaker>,
+    /// When the lot acts on it: moves it to DORMANT, or closes it (idle).
+    due: Millis,
+    /// The idle deadline, if there is an idle timeout.
+    idle: Option<Millis>,
+}
+
+/// The waker a task-less PARKED connection leaves in tokio's registration.
+/// It names a slot, not a connection: a wake is a hint, and the lot polls
+/// the slot again before acting on it, so a wake meant for an earlier
+/// occupant of the slot costs one poll and nothing else.
+struct SlotWaker {
+    lot: Weak<Shared>,
+    slot: u32,
+    /// The slot is in the ready list (or about to be).
+    queued: AtomicBool,
+}
+
+impl Wake for SlotWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.queued.swap(true, SeqCst) {
+            return;
+        }
+        if let Some(shared) = self.lot.upgrade() {
+            shared
+                .ready
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(self.slot);
+            shared.parked_ready.notify_one();
+        }
+    }
+}
+
+/// Whether wrapping millisecond `a` is before `b`.
+fn before(a: Millis, b: Millis) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
 #[derive(Default)]
 struct Inner {
     slots: Vec<Slot>,
     free: Vec<u32>,
     deadlines: VecDeque<(Millis, u32)>,
+    parked: Vec<Parked>,
+    free_parked: Vec<u32>,
+    parked_deadlines: VecDeque<(Millis, u32)>,
     sleepers: Vec<Option<Sleeper>>,
     free_sleepers: Vec<u32>,
     closed: bool,
@@ -161,8 +216,12 @@ struct Shared {
     registry: mio::Registry,
     inner: Mutex<Inner>,
     epoch: Instant,
-    /// Woken when the deadline queue goes from empty to non-empty.
+    /// Woken when a deadline queue goes from empty to non-empty.
     new_front: Notify,
+    /// Slots of task-less PARKED connections whose waker was woken.
+    ready: Mutex<Vec<u32>>,
+    /// Woken when `ready` gets a slot.
+    parked_ready: Notify,
 }
 
 impl Lot {
@@ -174,6 +233,8 @@ impl Lot {
             inner: Mutex::default(),
             epoch: Instant::now(),
             new_front: Notify::new(),
+            ready: Mutex::default(),
+            parked_ready: Notify::new(),
         }));
         Ok((lot, poll))
     }
@@ -213,6 +274,17 @@ impl Lot {
         deadline: Option<Instant>,
         stats: &Counters,
     ) -> io::Result<bool> {
+        let deadline = deadline.map(|d| self.millis(d));
+        self.enter_std(stream, deadline, stats)
+    }
+
+    /// Moves a stream out of tokio into the lot's poll (DORMANT).
+    fn enter_std(
+        &self,
+        stream: TcpStream,
+        deadline: Option<Millis>,
+        stats: &Counters,
+    ) -> io::Result<bool> {
         let mut stream = MioStream::from_std(stream.into_std()?);
         let mut inner = self.lock();
         if inner.closed {
@@ -240,11 +312,10 @@ impl Lot {
             inner.free.push(slot);
             return Err(e);
         }
-        let deadline = deadline.map(|d| {
-            let mut d = self.millis(d);
+        let deadline = deadline.map(|mut d| {
             // Keep the queue in order even if two connections raced here.
             if let Some(&(back, _)) = inner.deadlines.back() {
-                if (d.wrapping_sub(back) as i32) < 0 {
+                if before(d, back) {
                     d = back;
                 }
             }
@@ -265,6 +336,127 @@ impl Lot {
         Ok(true)
     }
 
+    /// PARKED without a task: keeps `stream` in tokio, with a waker that
+    /// tells the lot when it turns readable; the lot then hands it to a new
+    /// connection task. At `dormant_at` the lot moves it to DORMANT, at
+    /// `idle_at` (if earlier) closes it. Gives the stream back if it is
+    /// readable already (or closed, or failed: the caller's task finds out)
+    /// or the lot is closed. The caller keeps counting the connection as
+    /// held and parked until this returns `Ok`; from then on the lot does.
+    pub(crate) fn park(
+        &self,
+        stream: TcpStream,
+        dormant_at: Option<Instant>,
+        idle_at: Option<Instant>,
+    ) -> Result<(), TcpStream> {
+        let mut inner = self.lock();
+        if inner.closed {
+            return Err(stream);
+        }
+        let slot = match inner.free_parked.pop() {
+            Some(slot) => slot,
+            None => {
+                let Ok(slot) = u32::try_from(inner.parked.len()) else {
+                    return Err(stream);
+                };
+                let waker = Arc::new(SlotWaker {
+                    lot: Arc::downgrade(&self.0),
+                    slot,
+                    queued: AtomicBool::new(false),
+                });
+                inner.parked.push(Parked {
+                    stream: None,
+                    waker,
+                    due: 0,
+                    idle: None,
+                });
+                slot
+            }
+        };
+        // Polled while the lock is held: a wake cannot be acted on before
+        // the slot holds the stream. A poll refused for want of coop budget
+        // wakes the waker at once, and the lot polls again.
+        let waker = Waker::from(inner.parked[slot as usize].waker.clone());
+        if peek(&stream, &waker).is_ready() {
+            inner.free_parked.push(slot);
+            return Err(stream);
+        }
+        let idle = idle_at.map(|at| self.millis(at));
+        let due = match (dormant_at.map(|at| self.millis(at)), idle) {
+            (Some(d), Some(i)) => Some(if before(i, d) { i } else { d }),
+            (d, i) => d.or(i),
+        };
+        let due = due.map(|mut d| {
+            // Keep the queue in order even if two connections raced here.
+            if let Some(&(back, _)) = inner.parked_deadlines.back() {
+                if before(d, back) {
+                    d = back;
+                }
+            }
+            d
+        });
+        let entry = &mut inner.parked[slot as usize];
+        entry.stream = Some(stream);
+        entry.due = due.unwrap_or(0);
+        entry.idle = idle;
+        if let Some(d) = due {
+            inner.parked_deadlines.push_back((d, slot));
+            if inner.parked_deadlines.len() == 1 {
+                self.0.new_front.notify_one();
+            }
+        }
+        Ok(())
+    }
+
+    /// Acts on the wakes of task-less PARKED connections: a readable one
+    /// goes to `respawn` (still counted as held and, until the new task
+    /// counts it, no longer as parked), one the peer closed or that failed
+    /// is closed. `ready` is a buffer to swap with the shared list. Must run
+    /// unconstrained by tokio's coop budget (see [`Lot::park`]).
+    fn wake_parked(
+        &self,
+        ready: &mut Vec<u32>,
+        stats: &Counters,
+        held: &Held,
+        respawn: &impl Fn(TcpStream),
+    ) {
+        std::mem::swap(
+            ready,
+            &mut *self.0.ready.lock().unwrap_or_else(|e| e.into_inner()),
+        );
+        for slot in ready.drain(..) {
+            let mut inner = self.lock();
+            let Some(entry) = inner.parked.get_mut(slot as usize) else {
+                continue;
+            };
+            // Cleared before the poll: a wake from here on queues the slot
+            // again.
+            entry.waker.queued.store(false, SeqCst);
+            let Some(stream) = &entry.stream else {
+                continue;
+            };
+            let waker = Waker::from(entry.waker.clone());
+            let res = match peek(stream, &waker) {
+                Ready::Pending => continue,
+                Ready::Ready(res) => res,
+            };
+            let Some(stream) = entry.stream.take() else {
+                continue;
+            };
+            inner.free_parked.push(slot);
+            drop(inner);
+            stats.parked.fetch_sub(1, Relaxed);
+            match res {
+                Ok(n) if n > 0 => respawn(stream),
+                res => {
+                    trace!(?res, "task-less parked connection closed by peer");
+                    drop(stream);
+                    held.release(1);
+                }
+            }
+        }
+    }
+
     /// Whether connections may enter (false after shutdown or a failure of
     /// the driver).
     pub(crate) fn is_open(&self) -> bool {
@@ -281,11 +473,18 @@ impl Lot {
         inner.slots.clear();
         inner.free.clear();
         inner.deadlines.clear();
+        let parked = std::mem::take(&mut inner.parked);
+        inner.free_parked.clear();
+        inner.parked_deadlines.clear();
         let sleepers = std::mem::take(&mut inner.sleepers);
         inner.free_sleepers.clear();
         drop(inner);
+        let closed_parked = parked.iter().filter(|p| p.stream.is_some()).count();
+        // Dropping the streams closes them.
+        drop(parked);
         stats.dormant.fetch_sub(closed, Relaxed);
-        held.release(closed);
+        stats.parked.fetch_sub(closed_parked, Relaxed);
+        held.release(closed + closed_parked);
         for sleeper in sleepers.into_iter().flatten() {
             sleeper.wake(Reason::Shutdown, &self.0.registry);
         }
@@ -406,8 +605,9 @@ impl Lot {
         }
     }
 
-    /// Closes the connections whose deadline passed; returns how long until
-    /// the next deadline.
+    /// Closes the connections whose deadline passed and moves task-less
+    /// PARKED ones whose dormant deadline passed to DORMANT; returns how
+    /// long until the next deadline.
     fn expire(&self, now: Instant, stats: &Counters, held: &Held) -> Option<Duration> {
         let now = self.millis(now);
         let mut closed = 0;
@@ -415,7 +615,32 @@ impl Lot {
         stats.dormant.fetch_sub(closed, Relaxed);
         stats.idle_timeouts.fetch_add(closed as u64, Relaxed);
         held.release(closed);
-        next
+        let mut moves = Vec::new();
+        let mut closes = Vec::new();
+        let next_parked = self.expire_parked_locked(now, &mut moves, &mut closes);
+        let (n_moves, n_closes) = (moves.len(), closes.len());
+        stats.parked.fetch_sub(n_moves + n_closes, Relaxed);
+        stats.idle_timeouts.fetch_add(n_closes as u64, Relaxed);
+        // Dropping the streams closes them.
+        drop(closes);
+        let mut failed = n_closes;
+        for (stream, idle) in moves {
+            match self.enter_std(stream, idle, stats) {
+                Ok(true) => {}
+                Ok(false) => failed += 1,
+                Err(error) => {
+                    debug!(%error, "entering the parking lot failed");
+                    failed += 1;
+                }
+            }
+        }
+        held.release(failed);
+        // A move that made the dormant queue non-empty woke `new_front`, so
+        // the driver looks again.
+        match (next, next_parked) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn expire_locked(&self, now: Millis, closed: &mut usize) -> Option<Duration> {
@@ -434,6 +659,49 @@ impl Lot {
         }
         None
     }
+
+    /// Takes out the task-less PARKED connections whose deadline passed:
+    /// into `closes` if their idle deadline passed, into `moves` (with
+    /// their idle deadline) to go DORMANT otherwise.
+    fn expire_parked_locked(
+        &self,
+        now: Millis,
+        moves: &mut Vec<(TcpStream, Option<Millis>)>,
+        closes: &mut Vec<TcpStream>,
+    ) -> Option<Duration> {
+        let mut inner = self.lock();
+        while let Some(&(due, slot)) = inner.parked_deadlines.front() {
+            let left = due.wrapping_sub(now) as i32;
+            if left > 0 {
+                return Some(Duration::from_millis(left as u64));
+            }
+            inner.parked_deadlines.pop_front();
+            let entry = &mut inner.parked[slot as usize];
+            // A slot reused since has a later deadline of its own (or the
+            // same one, which has passed as well).
+            if entry.due != due {
+                continue;
+            }
+            let Some(stream) = entry.stream.take() else {
+                continue;
+            };
+            let idle = entry.idle;
+            inner.free_parked.push(slot);
+            if idle.is_some_and(|i| !before(now, i)) {
+                closes.push(stream);
+            } else {
+                moves.push((stream, idle));
+            }
+        }
+        None
+    }
+}
+
+/// Peeks one byte of a task-less PARKED connection; `Pending` leaves
+/// `waker` in tokio's registration.
+fn peek(stream: &TcpStream, waker: &Waker) -> Ready<io::Result<usize>> {
+    let mut byte = [0u8; 1];
+    stream.poll_peek(&mut Context::from_waker(waker), &mut ReadBuf::new(&mut byte))
 }
 
 /// Runs the lot until shutdown: hands ready connections to `respawn`,
@@ -453,8 +721,12 @@ pub(crate) async fn drive(
     let mut poll = AsyncFd::with_interest(poll, tokio::io::Interest::READABLE)?;
     let mut events = Events::with_capacity(EVENTS);
     let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
+    let mut ready = Vec::new();
     loop {
-        let next = lot.expire(Instant::now(), stats, held);
+        // Unconstrained: the readiness polls of task-less PARKED
+        // connections must not be refused for want of coop budget (a
+        // refused poll wakes the slot again, and this task would spin).
+        let next = unconstrained(async { lot.expire(Instant::now(), stats, held) }).await;
         if let Some(next) = next {
             timer.as_mut().reset(Instant::now() + next);
         }
@@ -478,8 +750,13 @@ pub(crate) async fn drive(
                     }
                 }
             }
+            () = lot.0.parked_ready.notified() => {
+                unconstrained(async { lot.wake_parked(&mut ready, stats, held, &respawn) }).await;
+            }
             () = &mut timer, if next.is_some() => {}
-            () = lot.0.new_front.notified(), if next.is_none() => {}
+            // Also with a timer set: a task-less PARKED connection's
+            // deadline may come before the dormant front.
+            () = lot.0.new_front.notified() => {}
         }
     }
 }

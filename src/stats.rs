@@ -143,6 +143,12 @@ impl<'a> Gauge<'a> {
     pub(crate) fn set_parked(&mut self) {
         self.set(false);
     }
+
+    /// The parking lot counts the (parked) connection from now on.
+    pub(crate) fn into_lot(self) {
+        debug_assert!(!self.active);
+        std::mem::forget(self);
+    }
 }
 
 impl Drop for Gauge<'_> {
