@@ -701,7 +701,10 @@ impl Lot {
 /// `waker` in tokio's registration.
 fn peek(stream: &TcpStream, waker: &Waker) -> Ready<io::Result<usize>> {
     let mut byte = [0u8; 1];
-    stream.poll_peek(&mut Context::from_waker(waker), &mut ReadBuf::new(&mut byte))
+    stream.poll_peek(
+        &mut Context::from_waker(waker),
+        &mut ReadBuf::new(&mut byte),
+    )
 }
 
 /// Runs the lot until shutdown: hands ready connections to `respawn`,

@@ -19,6 +19,8 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Serve {
     pub addr: SocketAddr,
     pub server: dormant::Server,
+    /// The server's runtime (for its task metrics).
+    pub handle: tokio::runtime::Handle,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -124,7 +126,12 @@ where
             .unwrap();
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            addr_tx.send(listener.local_addr().unwrap()).unwrap();
+            addr_tx
+                .send((
+                    listener.local_addr().unwrap(),
+                    tokio::runtime::Handle::current(),
+                ))
+                .unwrap();
             srv.serve(listener, service)
                 .with_graceful_shutdown(async {
                     let _ = rx.await;
@@ -133,10 +140,11 @@ where
                 .unwrap();
         });
     });
-    let addr = addr_rx.recv().expect("server started");
+    let (addr, handle) = addr_rx.recv().expect("server started");
     Serve {
         addr,
         server,
+        handle,
         shutdown: Some(tx),
         thread: Some(thread),
     }

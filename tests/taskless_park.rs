@@ -1,0 +1,225 @@
+//! Task-less PARKED connections: an idle HTTP/1 connection with nothing
+//! carried waits in the parking lot with its tokio registration and no
+//! task; the lot hands it to a new task when bytes arrive, moves it to
+//! DORMANT after `dormant_after`, closes it at its idle deadline or at
+//! shutdown.
+
+mod common;
+
+use std::io::Read;
+use std::time::Duration;
+
+use common::*;
+
+fn get(path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n")
+}
+
+fn ok(body: &str) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Parks after 2 ms and never goes dormant.
+fn parked_only() -> dormant::Builder {
+    let mut b = dormant::Server::builder();
+    b.park_after(Duration::from_millis(2)).dormant_after(None);
+    b
+}
+
+/// Waits until the runtime has `n` tasks alive.
+fn wait_tasks(srv: &Serve, n: usize) {
+    let deadline = std::time::Instant::now() + CLIENT_TIMEOUT;
+    loop {
+        let alive = srv.handle.metrics().num_alive_tasks();
+        if alive == n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{alive} tasks alive, want {n}: {:?}",
+            srv.stats()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Same check as in lot_dormant.rs: the server-side socket is not closed.
+fn server_socket_open(server: u16, client: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table.lines().skip(1).any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let port = |addr: &str| u16::from_str_radix(addr.rsplit(':').next().unwrap(), 16).unwrap();
+        let state = f[3];
+        port(f[1]) == server && port(f[2]) == client && state != "06" && state != "07"
+    })
+}
+
+#[test]
+fn parked_connections_have_no_task_and_wake() {
+    let srv = serve_with(&parked_only(), echo_service());
+    let mut clients: Vec<Client> = (0..20).map(|_| srv.connect()).collect();
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.send(get(&format!("/{i}")).as_bytes());
+        assert_eq!(c.response(), ok(&format!("GET /{i} read=")));
+    }
+    srv.wait_for("20 parked", |s| s.parked == 20 && s.parks == 20);
+    // The lot's driver is the only task left.
+    wait_tasks(&srv, 1);
+    for round in 1..=3u64 {
+        for (i, c) in clients.iter_mut().enumerate() {
+            c.send(get(&format!("/{round}/{i}")).as_bytes());
+            assert_eq!(c.response(), ok(&format!("GET /{round}/{i} read=")));
+        }
+        srv.wait_for("parked again", |s| {
+            s.parked == 20 && s.parks == 20 * (round + 1) && s.active == 0
+        });
+        wait_tasks(&srv, 1);
+        let s = srv.stats();
+        assert_eq!(s.wakes, 20 * round, "{s:?}");
+        assert_eq!((s.dormant, s.dormancies, s.lot_wakes), (0, 0, 0), "{s:?}");
+        assert_eq!(s.pool.in_use, 0, "{s:?}");
+    }
+}
+
+#[test]
+fn client_close_while_parked_taskless_releases_the_fd() {
+    let mut b = parked_only();
+    // Exact accounting: with a limit of one, the next connection is
+    // served only once the lot released the first.
+    b.max_connections(1);
+    let srv = serve_with(&b, echo_service());
+    for round in 1..=3u64 {
+        let mut c = srv.connect();
+        let client_port = c.stream.local_addr().unwrap().port();
+        c.send(get("/").as_bytes());
+        assert_eq!(c.response(), ok("GET / read="));
+        srv.wait_for("parked", |s| s.parked == 1 && s.parks == round);
+        wait_tasks(&srv, 1);
+        drop(c);
+        srv.wait_for("closed", |s| {
+            s.parked == 0 && s.active == 0 && s.dormant == 0
+        });
+        let deadline = std::time::Instant::now() + CLIENT_TIMEOUT;
+        while server_socket_open(srv.addr.port(), client_port) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "server socket still open: fd leak"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let s = srv.stats();
+    assert_eq!(s.wakes, 0, "a close is not a wake: {s:?}");
+}
+
+#[test]
+fn taskless_parked_goes_dormant_then_wakes() {
+    let mut b = dormant::Server::builder();
+    b.park_after(Duration::from_millis(2))
+        .dormant_after(Duration::from_millis(30));
+    let srv = serve_with(&b, echo_service());
+    let mut c = srv.connect();
+    c.send(get("/1").as_bytes());
+    assert_eq!(c.response(), ok("GET /1 read="));
+    srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
+    wait_tasks(&srv, 1);
+    srv.wait_for("dormant", |s| s.dormant == 1 && s.parked == 0);
+    c.send(get("/2").as_bytes());
+    assert_eq!(c.response(), ok("GET /2 read="));
+    srv.wait_for("dormant again", |s| s.dormant == 1 && s.dormancies == 2);
+    let s = srv.stats();
+    assert_eq!((s.lot_wakes, s.wakes, s.parked, s.active), (1, 1, 0, 0));
+}
+
+#[test]
+fn idle_timeout_closes_taskless_parked() {
+    let mut b = parked_only();
+    b.idle_timeout(Duration::from_millis(80));
+    let srv = serve_with(&b, echo_service());
+    let mut c = srv.connect();
+    c.send(get("/").as_bytes());
+    let sent = std::time::Instant::now();
+    assert_eq!(c.response(), ok("GET / read="));
+    srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
+    assert_eq!(c.read_to_close(), "", "closed at the idle deadline");
+    assert!(
+        sent.elapsed() >= Duration::from_millis(75),
+        "{:?}",
+        sent.elapsed()
+    );
+    srv.wait_for("timed out", |s| s.idle_timeouts == 1 && s.parked == 0);
+    assert_eq!(srv.stats().dormancies, 0);
+}
+
+#[test]
+fn graceful_shutdown_closes_taskless_parked_connections() {
+    let srv = serve_with(&parked_only(), echo_service());
+    let mut clients: Vec<Client> = (0..30)
+        .map(|i| {
+            let mut c = srv.connect();
+            c.send(get(&format!("/{i}")).as_bytes());
+            assert_eq!(c.response(), ok(&format!("GET /{i} read=")));
+            c
+        })
+        .collect();
+    srv.wait_for("all parked", |s| s.parked == 30 && s.parks == 30);
+    wait_tasks(&srv, 1);
+    let server = srv.server.clone();
+    // Returns once every connection is released.
+    srv.shutdown();
+    for c in &mut clients {
+        let mut byte = [0u8; 1];
+        assert_eq!(c.stream.read(&mut byte).expect("EOF, not a timeout"), 0);
+    }
+    let s = server.stats();
+    assert_eq!((s.parked, s.active, s.dormant), (0, 0, 0), "{s:?}");
+}
+
+/// `park_after` and `dormant_after` tiny: bytes arrive while connections
+/// enter the parked slab, wake from it, and move from it to the lot's poll.
+/// Every response must be exact, and the accounting must come back to zero
+/// (shutdown returns only once every connection is released).
+#[test]
+fn back_to_back_requests_racing_the_parked_slab() {
+    for dormant_after in [None, Some(Duration::from_millis(1)), Some(Duration::ZERO)] {
+        let mut b = dormant::Server::builder();
+        b.park_after(Duration::ZERO).dormant_after(dormant_after);
+        let srv = serve_with(&b, echo_service());
+        let threads: Vec<_> = (0..20)
+            .map(|t| {
+                let addr = srv.addr;
+                std::thread::spawn(move || {
+                    let mut c = Client::connect(addr);
+                    for i in 0..300 {
+                        let path = format!("/{t}/{i}");
+                        c.send(get(&path).as_bytes());
+                        assert_eq!(c.response(), ok(&format!("GET {path} read=")));
+                        if i % 7 == t % 7 {
+                            std::thread::sleep(Duration::from_micros(300 * (i % 5) as u64));
+                        }
+                    }
+                    c
+                })
+            })
+            .collect();
+        let clients: Vec<Client> = threads
+            .into_iter()
+            .map(|t| t.join().expect("every response exact"))
+            .collect();
+        srv.wait_for("all idle", |s| s.active == 0 && s.parked + s.dormant == 20);
+        let s = srv.stats();
+        eprintln!("dormant_after {dormant_after:?}: {s:?}");
+        assert!(s.parks > 0 && s.wakes > 0, "{s:?}");
+        if dormant_after.is_some() {
+            assert!(s.dormancies > 0, "the lot was exercised: {s:?}");
+        }
+        let server = srv.server.clone();
+        srv.shutdown();
+        let s = server.stats();
+        assert_eq!((s.parked, s.active, s.dormant), (0, 0, 0), "{s:?}");
+        drop(clients);
+    }
+}
