@@ -193,7 +193,27 @@ struct Inner {
     closed: bool,
 }
 
+/// A parked slab at most this long is kept when it empties.
+const PARKED_KEEP: usize = 64;
+
 impl Inner {
+    /// Frees a slot of the parked slab. When the last connection leaves a
+    /// large slab, the slab, its wakers and its queue are freed: otherwise
+    /// a burst of parked connections that went DORMANT would leave its
+    /// high-water mark (~90 bytes a slot) behind. Wakes still queued for
+    /// the old slots find no slot, or a new occupant that the lot polls
+    /// again.
+    fn free_parked_slot(&mut self, slot: u32) {
+        self.free_parked.push(slot);
+        if self.free_parked.len() == self.parked.len() && self.parked.len() > PARKED_KEEP {
+            self.parked = Vec::new();
+            self.free_parked = Vec::new();
+            // Entries left in the queue name free slots: the lot skips
+            // them, but they no longer exist.
+            self.parked_deadlines = VecDeque::new();
+        }
+    }
+
     /// Closes the connection in `slot`, if any; returns whether there was
     /// one.
     fn close(&mut self, slot: u32) -> bool {
@@ -443,7 +463,7 @@ impl Lot {
             let Some(stream) = entry.stream.take() else {
                 continue;
             };
-            inner.free_parked.push(slot);
+            inner.free_parked_slot(slot);
             drop(inner);
             stats.parked.fetch_sub(1, Relaxed);
             match res {
@@ -676,7 +696,9 @@ impl Lot {
                 return Some(Duration::from_millis(left as u64));
             }
             inner.parked_deadlines.pop_front();
-            let entry = &mut inner.parked[slot as usize];
+            let Some(entry) = inner.parked.get_mut(slot as usize) else {
+                continue;
+            };
             // A slot reused since has a later deadline of its own (or the
             // same one, which has passed as well).
             if entry.due != due {
@@ -686,7 +708,7 @@ impl Lot {
                 continue;
             };
             let idle = entry.idle;
-            inner.free_parked.push(slot);
+            inner.free_parked_slot(slot);
             if idle.is_some_and(|i| !before(now, i)) {
                 closes.push(stream);
             } else {

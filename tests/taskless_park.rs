@@ -223,3 +223,27 @@ fn back_to_back_requests_racing_the_parked_slab() {
         drop(clients);
     }
 }
+
+/// More connections than the parked slab keeps when it empties: every
+/// round they park, all go dormant (the slab is freed), wake, and park in
+/// a new slab.
+#[test]
+fn parked_slab_freed_and_rebuilt() {
+    let mut b = dormant::Server::builder();
+    b.park_after(Duration::from_millis(1))
+        .dormant_after(Duration::from_millis(20));
+    let srv = serve_with(&b, echo_service());
+    let mut clients: Vec<Client> = (0..100).map(|_| srv.connect()).collect();
+    for round in 1..=3u64 {
+        for (i, c) in clients.iter_mut().enumerate() {
+            c.send(get(&format!("/{round}/{i}")).as_bytes());
+        }
+        for (i, c) in clients.iter_mut().enumerate() {
+            assert_eq!(c.response(), ok(&format!("GET /{round}/{i} read=")));
+        }
+        srv.wait_for("all dormant", |s| {
+            s.dormant == 100 && s.parked == 0 && s.dormancies == 100 * round
+        });
+    }
+    wait_tasks(&srv, 1);
+}
