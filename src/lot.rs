@@ -56,7 +56,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::task::{Context, Poll as Ready, Wake, Waker};
 use std::time::Duration;
 
@@ -164,16 +164,38 @@ impl Wake for SlotWaker {
         if self.queued.swap(true, SeqCst) {
             return;
         }
-        if let Some(shared) = self.lot.upgrade() {
-            shared
-                .ready
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(self.slot);
-            shared.parked_ready.notify_one();
+        let Some(shared) = self.lot.upgrade() else {
+            return;
+        };
+        // Fast path, without the hop through the lot's task: act right
+        // here, usually on the thread that turned tokio's I/O driver. Only
+        // inside the runtime (the wake spawns a task), and only if the lot
+        // is not locked: a wake from a poll the lot makes itself (its
+        // coop budget spent) finds it locked and is queued.
+        if let Some(on_wake) = shared.on_wake.get() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                if let Ok(inner) = shared.inner.try_lock() {
+                    if let Some((stream, readable)) = take_woken(inner, self.slot) {
+                        on_wake(stream, readable);
+                    }
+                    return;
+                }
+            }
         }
+        shared
+            .ready
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(self.slot);
+        shared.parked_ready.notify_one();
     }
 }
+
+/// What the server does with a task-less PARKED connection the lot takes
+/// out on a wake: `true` if bytes wait (serve it in a new task), `false` if
+/// the peer closed it or it failed (close it). The connection no longer
+/// counts as parked, and still counts as held.
+pub(crate) type OnWake = Box<dyn Fn(TcpStream, bool) + Send + Sync>;
 
 /// Whether wrapping millisecond `a` is before `b`.
 fn before(a: Millis, b: Millis) -> bool {
@@ -242,6 +264,8 @@ struct Shared {
     ready: Mutex<Vec<u32>>,
     /// Woken when `ready` gets a slot.
     parked_ready: Notify,
+    /// Set once by the server, before any connection parks task-less.
+    on_wake: OnceLock<OnWake>,
 }
 
 impl Lot {
@@ -255,6 +279,7 @@ impl Lot {
             new_front: Notify::new(),
             ready: Mutex::default(),
             parked_ready: Notify::new(),
+            on_wake: OnceLock::new(),
         }));
         Ok((lot, poll))
     }
@@ -369,6 +394,9 @@ impl Lot {
         dormant_at: Option<Instant>,
         idle_at: Option<Instant>,
     ) -> Result<(), TcpStream> {
+        if self.0.on_wake.get().is_none() {
+            return Err(stream);
+        }
         let mut inner = self.lock();
         if inner.closed {
             return Err(stream);
@@ -428,51 +456,26 @@ impl Lot {
         Ok(())
     }
 
-    /// Acts on the wakes of task-less PARKED connections: a readable one
-    /// goes to `respawn` (still counted as held and, until the new task
-    /// counts it, no longer as parked), one the peer closed or that failed
-    /// is closed. `ready` is a buffer to swap with the shared list. Must run
-    /// unconstrained by tokio's coop budget (see [`Lot::park`]).
-    fn wake_parked(
-        &self,
-        ready: &mut Vec<u32>,
-        stats: &Counters,
-        held: &Held,
-        respawn: &impl Fn(TcpStream),
-    ) {
+    /// Sets what the server does with woken task-less PARKED connections;
+    /// connections park task-less only once it is set.
+    pub(crate) fn set_on_wake(&self, on_wake: OnWake) {
+        let _ = self.0.on_wake.set(on_wake);
+    }
+
+    /// Acts on the queued wakes of task-less PARKED connections (see
+    /// [`OnWake`]). `ready` is a buffer to swap with the shared list. Must
+    /// run unconstrained by tokio's coop budget (see [`Lot::park`]).
+    fn wake_parked(&self, ready: &mut Vec<u32>) {
         std::mem::swap(
             ready,
             &mut *self.0.ready.lock().unwrap_or_else(|e| e.into_inner()),
         );
+        let Some(on_wake) = self.0.on_wake.get() else {
+            return;
+        };
         for slot in ready.drain(..) {
-            let mut inner = self.lock();
-            let Some(entry) = inner.parked.get_mut(slot as usize) else {
-                continue;
-            };
-            // Cleared before the poll: a wake from here on queues the slot
-            // again.
-            entry.waker.queued.store(false, SeqCst);
-            let Some(stream) = &entry.stream else {
-                continue;
-            };
-            let waker = Waker::from(entry.waker.clone());
-            let res = match peek(stream, &waker) {
-                Ready::Pending => continue,
-                Ready::Ready(res) => res,
-            };
-            let Some(stream) = entry.stream.take() else {
-                continue;
-            };
-            inner.free_parked_slot(slot);
-            drop(inner);
-            stats.parked.fetch_sub(1, Relaxed);
-            match res {
-                Ok(n) if n > 0 => respawn(stream),
-                res => {
-                    trace!(?res, "task-less parked connection closed by peer");
-                    drop(stream);
-                    held.release(1);
-                }
+            if let Some((stream, readable)) = take_woken(self.lock(), slot) {
+                on_wake(stream, readable);
             }
         }
     }
@@ -719,6 +722,27 @@ impl Lot {
     }
 }
 
+/// Polls the task-less PARKED connection in `slot` after a wake; takes it
+/// out if it is readable (`true`), or closed or failed (`false`).
+fn take_woken(mut inner: MutexGuard<'_, Inner>, slot: u32) -> Option<(TcpStream, bool)> {
+    let entry = inner.parked.get_mut(slot as usize)?;
+    // Cleared before the poll: a wake from here on queues the slot again.
+    entry.waker.queued.store(false, SeqCst);
+    let stream = entry.stream.as_ref()?;
+    let waker = Waker::from(entry.waker.clone());
+    let Ready::Ready(res) = peek(stream, &waker) else {
+        return None;
+    };
+    let stream = entry.stream.take()?;
+    inner.free_parked_slot(slot);
+    drop(inner);
+    let readable = matches!(res, Ok(n) if n > 0);
+    if !readable {
+        trace!(?res, "task-less parked connection closed by peer");
+    }
+    Some((stream, readable))
+}
+
 /// Peeks one byte of a task-less PARKED connection; `Pending` leaves
 /// `waker` in tokio's registration.
 fn peek(stream: &TcpStream, waker: &Waker) -> Ready<io::Result<usize>> {
@@ -776,7 +800,7 @@ pub(crate) async fn drive(
                 }
             }
             () = lot.0.parked_ready.notified() => {
-                unconstrained(async { lot.wake_parked(&mut ready, stats, held, &respawn) }).await;
+                unconstrained(async { lot.wake_parked(&mut ready) }).await;
             }
             () = &mut timer, if next.is_some() => {}
             // Also with a timer set: a task-less PARKED connection's

@@ -727,6 +727,26 @@ where
         let conn = conn::serve(stream, peer, service.clone(), open, false);
         tokio::spawn(conn);
     };
+    // Task-less PARKED connections the lot woke. A weak reference: the lot
+    // keeps this, and the state keeps the lot.
+    let weak = Arc::downgrade(&state);
+    let svc = service.clone();
+    lot.set_on_wake(Box::new(move |stream, readable| {
+        let Some(state) = weak.upgrade() else { return };
+        state.shared.stats.parked.fetch_sub(1, Ordering::Relaxed);
+        let open = Open::woken(&state);
+        if !readable {
+            return;
+        }
+        let peer = match stream.peer_addr() {
+            Ok(peer) => peer,
+            Err(error) => {
+                debug!(%error, "woken connection is gone");
+                return;
+            }
+        };
+        tokio::spawn(conn::serve(stream, peer, svc.clone(), open, false));
+    }));
     tokio::select! {
         biased;
         () = state.signal.reached(Level::Draining) => {}
