@@ -13,7 +13,12 @@
 //! A PARKED connection is one small task holding its `TcpStream`, a
 //! reference to the service, and (only if the client pipelined part of a
 //! request) the bytes hyper had read but not parsed. It owns no hyper
-//! connection and no buffer (invariants I1 and I4 of the design).
+//! connection and no buffer (invariants I1 and I4 of the design). A parked
+//! HTTP/1 connection that carries no bytes and has no request head on the
+//! clock does not even keep its task: its `TcpStream` waits in the parking
+//! lot (`Lot::park`), which spawns a new task for it when bytes arrive
+//! (see `lot`). A new connection waiting for its first request, and one
+//! holding part of a request, wait in their task.
 //!
 //! # When is hyper between messages?
 //!

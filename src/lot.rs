@@ -1,8 +1,40 @@
-//! The parking lot: where long-idle connections wait outside tokio.
+//! The parking lot: where idle connections wait without a task, and
+//! long-idle ones outside tokio.
 //!
-//! A PARKED connection still has a tokio task and a tokio I/O registration
-//! (several hundred bytes). After [`dormant_after`] it leaves both: its fd
-//! moves into the lot, a slab of 8-byte slots watched by one `mio::Poll`.
+//! A PARKED HTTP/1 connection that carries nothing (no partial request, no
+//! header clock running) waits here *task-less*: its `TcpStream` stays
+//! registered with tokio (tokio's 256-byte registration), its task ends, and
+//! a waker that names its slot in the `parked` slab stands in for the task.
+//! After [`dormant_after`] it leaves tokio too: its fd moves into the lot's
+//! DORMANT slab of 8-byte slots watched by one `mio::Poll`.
+//!
+//! # Task-less PARKED connections
+//!
+//! ```text
+//!  parked: Vec<Parked>          Parked { TcpStream, Arc<SlotWaker>, due, idle }
+//!  parked_deadlines: VecDeque   (due, slot) in FIFO order: every parked
+//!                               connection has the same dormant_after and
+//!                               idle timeout
+//!  free_parked: Vec<u32>        reusable slot numbers
+//! ```
+//!
+//! [`Lot::park`] polls the stream's readiness (a one-byte `poll_peek`) with
+//! the slot's waker while the lot is locked, so a wake cannot be acted on
+//! before the slot holds the stream; a stream already readable is given
+//! back and its task goes on. The waker ([`SlotWaker`], made once per slot
+//! and reused) names a slot, not a connection: a wake is a hint, and the
+//! slot is polled again before anything is done, so a late wake for an
+//! earlier occupant costs one poll. On a wake the waker itself, on the
+//! thread that turned tokio's I/O driver, polls the slot and hands a
+//! readable stream to the server's [`OnWake`] (a new connection task), or
+//! closes one the peer closed; when it cannot (the lot is locked, which is
+//! also the case for a wake from a poll refused for want of coop budget,
+//! or it runs outside the runtime) it queues the slot for the lot's task.
+//! At its `due` time the lot's task moves the connection to DORMANT
+//! (`into_std`, mio), or closes it if its idle deadline passed. The lot
+//! counts these connections as parked and held; shutdown closes them with
+//! the dormant ones. A large parked slab is freed when its last connection
+//! leaves.
 //!
 //! ```text
 //!  slots: Vec<Slot>       Slot { fd (4 B), idle deadline (4 B) }

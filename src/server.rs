@@ -734,10 +734,13 @@ where
     lot.set_on_wake(Box::new(move |stream, readable| {
         let Some(state) = weak.upgrade() else { return };
         state.shared.stats.parked.fetch_sub(1, Ordering::Relaxed);
-        let open = Open::woken(&state);
         if !readable {
+            // Closed before the count drops.
+            drop(stream);
+            state.held.release(1);
             return;
         }
+        let open = Open::woken(&state);
         let peer = match stream.peer_addr() {
             Ok(peer) => peer,
             Err(error) => {

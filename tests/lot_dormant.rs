@@ -124,7 +124,8 @@ fn idle_timeout_closes_dormant_and_parked_connections() {
     assert_eq!(c.read_to_close(), "", "closed by the lot's idle deadline");
     srv.wait_for("timed out", |s| s.idle_timeouts == 1 && s.dormant == 0);
 
-    // Shorter than dormant_after: the PARKED task closes it itself.
+    // Shorter than dormant_after: the lot closes the task-less PARKED
+    // connection at its idle deadline.
     let mut b = dormant_fast();
     b.dormant_after(Duration::from_secs(60))
         .idle_timeout(Duration::from_millis(50));
