@@ -17,8 +17,10 @@
 //! HTTP/1 connection that carries no bytes and has no request head on the
 //! clock does not even keep its task: its `TcpStream` waits in the parking
 //! lot (`Lot::park`), which spawns a new task for it when bytes arrive
-//! (see `lot`). A new connection waiting for its first request, and one
-//! holding part of a request, wait in their task.
+//! (see `lot`), and moves it to DORMANT after `dormant_after`. A new
+//! connection waiting for its first request, and one holding part of a
+//! request, wait in their task, under their header or idle deadline; they
+//! never go dormant (the lot keeps one idle timeout for all).
 //!
 //! # When is hyper between messages?
 //!
@@ -229,14 +231,13 @@ struct Clocks {
 enum Wake {
     /// Bytes arrived: serve them.
     Read(Replay),
-    /// Parked for `dormant_after`: move to the lot.
-    Dormant,
     /// The connection is finished: the peer closed it, it failed, a timeout
     /// passed, or the server is shutting down.
     Closed,
 }
 
-/// Serves one connection until it closes or goes dormant. `fresh` is true
+/// Serves one connection until it closes or parks without its task (in
+/// the lot, which later moves it to DORMANT). `fresh` is true
 /// for a newly accepted connection, false for one woken in the lot.
 ///
 /// The future's size is what a PARKED connection costs, so it is written
@@ -269,38 +270,15 @@ where
             head_since: fresh.then_some(accepted),
         };
         let mut first = fresh;
-        // The lot hands a connection back only when a byte is waiting: read
-        // it before the connection may go dormant again, or it would bounce.
-        let mut may_sleep = fresh;
         loop {
             // PARKED: no hyper state, no buffer. Whatever is not needed
             // across the wait is computed inside it, so the task does not
             // keep it.
             let active: Pin<Box<dyn Future<Output = Active> + Send + '_>> = {
-                let wait = ParkedWait::new(&stream, &state, carried, &clocks, may_sleep);
-                may_sleep = true;
+                let wait = ParkedWait::new(&stream, &state, carried, &clocks);
                 let replay = match wait.await {
                     Wake::Read(replay) => replay,
                     Wake::Closed => return,
-                    Wake::Dormant => {
-                        drop(gauge);
-                        let idle_deadline = state
-                            .shared
-                            .config
-                            .timeouts
-                            .idle_deadline(clocks.quiet_since);
-                        // Counted as held from here on by the lot, so that a
-                        // wake racing this task's end cannot count it out
-                        // twice.
-                        let state = state.into_lot();
-                        let entered = state.lot.as_ref().is_some_and(|lot| {
-                            lot.enter(stream, idle_deadline.map(|(at, _)| at), &state.shared.stats)
-                        });
-                        if !entered {
-                            state.held.release(1);
-                        }
-                        return;
-                    }
                 };
                 let shared = &state.shared;
                 // The span covers ACTIVE phases only: in a PARKED task it
@@ -374,17 +352,16 @@ where
 }
 
 pin_project! {
-    /// PARKED: waits until the socket is readable, then reads into a pool
-    /// buffer; or until `deadline` (closes) or the dormant deadline (moves
-    /// to the lot), or shutdown. Written out by hand because it is most of
+    /// PARKED in the connection's task: waits until the socket is readable,
+    /// then reads into a pool buffer; or until `deadline` (closes), or
+    /// shutdown. Written out by hand because it is most of
     /// a PARKED connection's task: an `async` block would keep more.
     struct ParkedWait<'a> {
         stream: &'a TcpStream,
         state: &'a ServeState,
         carried: Bytes,
-        // The deadline that closes the connection, unpacked: the task's size
-        // is counted in bytes.
-        deadline: Option<Instant>,
+        // What closes the connection, unpacked: the task's size is counted
+        // in bytes.
         why: Expiry,
         expired: bool,
         #[pin]
@@ -395,15 +372,7 @@ pin_project! {
 }
 
 impl<'a> ParkedWait<'a> {
-    /// `may_sleep`: the connection may go dormant (it is not fresh from the
-    /// lot).
-    fn new(
-        stream: &'a TcpStream,
-        state: &'a ServeState,
-        carried: Bytes,
-        clocks: &Clocks,
-        may_sleep: bool,
-    ) -> Self {
+    fn new(stream: &'a TcpStream, state: &'a ServeState, carried: Bytes, clocks: &Clocks) -> Self {
         let config = &state.shared.config;
         let deadline = match clocks.head_since {
             Some(since) => config
@@ -412,44 +381,25 @@ impl<'a> ParkedWait<'a> {
                 .or_else(|| config.timeouts.idle_deadline(since)),
             None => config.timeouts.idle_deadline(clocks.quiet_since),
         };
-        // A connection that holds bytes of a request head, or has not sent
-        // a request yet, stays in tokio: the lot keeps one idle timeout.
-        let now = Instant::now();
-        let dormant_at = config
-            .dormant_after
-            .filter(|_| may_sleep && clocks.head_since.is_none() && carried.is_empty())
-            .filter(|_| state.lot.as_ref().is_some_and(|l| l.is_open()))
-            .map(|t| now + t);
-        let timer_at = match (deadline, dormant_at) {
-            (Some((at, _)), Some(d)) => Some(at.min(d)),
-            (Some((at, _)), None) => Some(at),
-            (None, d) => d,
-        };
         ParkedWait {
             stream,
             state,
             carried,
-            deadline: deadline.map(|(at, _)| at),
             why: deadline.map_or(Expiry::Idle, |(_, why)| why),
             // A zero delay acts at once: the timer wheel would round it up
             // to its next tick.
-            expired: timer_at.is_some_and(|at| at <= now),
-            timer: timer_at.map(tokio::time::sleep_until),
+            expired: deadline.is_some_and(|(at, _)| at <= Instant::now()),
+            timer: deadline.map(|(at, _)| tokio::time::sleep_until(at)),
             watch: state.signal.watch(),
         }
     }
 }
 
-/// The timer of a PARKED wait fired (or its delay was zero).
-fn timed_out(deadline: Option<Instant>, why: Expiry, state: &ServeState) -> Wake {
-    match deadline {
-        Some(at) if at <= Instant::now() => {
-            debug!(?why, "timeout while parked");
-            why.count(&state.shared.stats);
-            Wake::Closed
-        }
-        _ => Wake::Dormant,
-    }
+/// The deadline of a PARKED wait passed.
+fn timed_out(why: Expiry, state: &ServeState) -> Wake {
+    debug!(?why, "timeout while parked");
+    why.count(&state.shared.stats);
+    Wake::Closed
 }
 
 impl Future for ParkedWait<'_> {
@@ -458,7 +408,7 @@ impl Future for ParkedWait<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Wake> {
         let mut this = self.project();
         if *this.expired {
-            return Poll::Ready(timed_out(*this.deadline, *this.why, this.state));
+            return Poll::Ready(timed_out(*this.why, this.state));
         }
         if this.watch.as_mut().poll_level(cx) >= Level::Draining {
             return Poll::Ready(Wake::Closed);
@@ -496,7 +446,7 @@ impl Future for ParkedWait<'_> {
         }
         if let Some(timer) = this.timer.as_pin_mut() {
             if timer.poll(cx).is_ready() {
-                return Poll::Ready(timed_out(*this.deadline, *this.why, this.state));
+                return Poll::Ready(timed_out(*this.why, this.state));
             }
         }
         Poll::Pending

@@ -327,36 +327,11 @@ impl Lot {
         at.saturating_duration_since(self.0.epoch).as_millis() as Millis
     }
 
-    /// Moves `stream` into the lot, to be closed at `deadline` if no byte
-    /// arrives before. Returns false if the connection was closed instead:
-    /// the lot is closed (shutdown) or entering it failed.
-    pub(crate) fn enter(
-        &self,
-        stream: TcpStream,
-        deadline: Option<Instant>,
-        stats: &Counters,
-    ) -> bool {
-        match self.try_enter(stream, deadline, stats) {
-            Ok(entered) => entered,
-            Err(error) => {
-                debug!(%error, "entering the parking lot failed");
-                false
-            }
-        }
-    }
-
-    fn try_enter(
-        &self,
-        stream: TcpStream,
-        deadline: Option<Instant>,
-        stats: &Counters,
-    ) -> io::Result<bool> {
-        let deadline = deadline.map(|d| self.millis(d));
-        self.enter_std(stream, deadline, stats)
-    }
-
-    /// Moves a stream out of tokio into the lot's poll (DORMANT).
-    fn enter_std(
+    /// Moves a task-less PARKED connection out of tokio into the lot's
+    /// poll (DORMANT), to be closed at `deadline` if no byte arrives
+    /// before. Returns false if the connection was closed instead: the lot
+    /// is closed (shutdown).
+    fn enter(
         &self,
         stream: TcpStream,
         deadline: Option<Millis>,
@@ -510,12 +485,6 @@ impl Lot {
                 on_wake(stream, readable);
             }
         }
-    }
-
-    /// Whether connections may enter (false after shutdown or a failure of
-    /// the driver).
-    pub(crate) fn is_open(&self) -> bool {
-        !self.lock().closed
     }
 
     /// Closes every dormant connection, hands every sleeping upgraded
@@ -680,7 +649,7 @@ impl Lot {
         drop(closes);
         let mut failed = n_closes;
         for (stream, idle) in moves {
-            match self.enter_std(stream, idle, stats) {
+            match self.enter(stream, idle, stats) {
                 Ok(true) => {}
                 Ok(false) => failed += 1,
                 Err(error) => {

@@ -408,10 +408,9 @@ impl Open {
     }
 
     /// The connection moves into the parking lot, which holds it from now
-    /// on: it stays counted until the lot closes it.
-    pub(crate) fn into_lot(mut self) -> Arc<ServeState> {
+    /// on: it stays counted until the lot closes it or hands it back.
+    pub(crate) fn into_lot(mut self) {
         self.held = false;
-        self.state.clone()
     }
 }
 
@@ -635,6 +634,10 @@ where
         lot,
         held: Held::new(server.shared.config.max_connections),
     });
+    if let Some(lot) = &state.lot {
+        // Before the first connection may park.
+        lot.set_on_wake(on_wake(&state, service.clone()));
+    }
     if let Some(poll) = poll {
         tokio::spawn(drive_lot(state.clone(), poll, service.clone()));
     }
@@ -706,8 +709,47 @@ where
     Ok(())
 }
 
-/// Drives the parking lot of one `serve` call until shutdown; connections
-/// that wake there get a new task.
+/// Serves a connection the parking lot handed back with bytes waiting, in
+/// a new task. It still counts as held.
+fn spawn_woken<S, B>(state: &Arc<ServeState>, stream: tokio::net::TcpStream, service: &Arc<S>)
+where
+    S: HttpService<B>,
+    B: ResBody,
+{
+    let open = Open::woken(state);
+    let peer = match stream.peer_addr() {
+        Ok(peer) => peer,
+        Err(error) => {
+            debug!(%error, "woken connection is gone");
+            return;
+        }
+    };
+    tokio::spawn(conn::serve(stream, peer, service.clone(), open, false));
+}
+
+/// What the lot does with a task-less PARKED connection it woke. Holds the
+/// state weakly: the lot keeps this, and the state keeps the lot.
+fn on_wake<S, B>(state: &Arc<ServeState>, service: Arc<S>) -> lot::OnWake
+where
+    S: HttpService<B>,
+    B: ResBody,
+{
+    let weak = Arc::downgrade(state);
+    Box::new(move |stream, readable| {
+        let Some(state) = weak.upgrade() else { return };
+        state.shared.stats.parked.fetch_sub(1, Ordering::Relaxed);
+        if readable {
+            spawn_woken(&state, stream, &service);
+        } else {
+            // Closed before the count drops.
+            drop(stream);
+            state.held.release(1);
+        }
+    })
+}
+
+/// Drives the parking lot of one `serve` call until shutdown; DORMANT
+/// connections that wake there get a new task.
 async fn drive_lot<S, B>(state: Arc<ServeState>, poll: mio::Poll, service: Arc<S>)
 where
     S: HttpService<B>,
@@ -715,41 +757,7 @@ where
 {
     let Some(lot) = &state.lot else { return };
     let stats = &state.shared.stats;
-    let respawn = |stream: tokio::net::TcpStream| {
-        let open = Open::woken(&state);
-        let peer = match stream.peer_addr() {
-            Ok(peer) => peer,
-            Err(error) => {
-                debug!(%error, "woken connection is gone");
-                return;
-            }
-        };
-        let conn = conn::serve(stream, peer, service.clone(), open, false);
-        tokio::spawn(conn);
-    };
-    // Task-less PARKED connections the lot woke. A weak reference: the lot
-    // keeps this, and the state keeps the lot.
-    let weak = Arc::downgrade(&state);
-    let svc = service.clone();
-    lot.set_on_wake(Box::new(move |stream, readable| {
-        let Some(state) = weak.upgrade() else { return };
-        state.shared.stats.parked.fetch_sub(1, Ordering::Relaxed);
-        if !readable {
-            // Closed before the count drops.
-            drop(stream);
-            state.held.release(1);
-            return;
-        }
-        let open = Open::woken(&state);
-        let peer = match stream.peer_addr() {
-            Ok(peer) => peer,
-            Err(error) => {
-                debug!(%error, "woken connection is gone");
-                return;
-            }
-        };
-        tokio::spawn(conn::serve(stream, peer, svc.clone(), open, false));
-    }));
+    let respawn = |stream| spawn_woken(&state, stream, &service);
     tokio::select! {
         biased;
         () = state.signal.reached(Level::Draining) => {}
