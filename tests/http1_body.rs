@@ -74,13 +74,6 @@ fn check(script: impl Fn(&Target<'_>) -> String, want: &str) {
     assert!(!got.contains("GET /smuggled read="), "smuggled: {got:?}");
 }
 
-fn ok(body: &str) -> String {
-    format!(
-        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-}
-
 fn ok_close(body: &str) -> String {
     format!(
         "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",

@@ -6,13 +6,6 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-fn ok(body: &str) -> String {
-    format!(
-        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-}
-
 #[test]
 fn keep_alive_with_think_time_parks_and_wakes() {
     let srv = serve_with(&fast_park(), echo_service());

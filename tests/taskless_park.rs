@@ -11,17 +11,6 @@ use std::time::Duration;
 
 use common::*;
 
-fn get(path: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n")
-}
-
-fn ok(body: &str) -> String {
-    format!(
-        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-}
-
 /// Parks after 2 ms and never goes dormant.
 fn parked_only() -> dormant::Builder {
     let mut b = dormant::Server::builder();
@@ -44,17 +33,6 @@ fn wait_tasks(srv: &Serve, n: usize) {
         );
         std::thread::sleep(Duration::from_millis(2));
     }
-}
-
-/// Same check as in lot_dormant.rs: the server-side socket is not closed.
-fn server_socket_open(server: u16, client: u16) -> bool {
-    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
-    table.lines().skip(1).any(|line| {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let port = |addr: &str| u16::from_str_radix(addr.rsplit(':').next().unwrap(), 16).unwrap();
-        let state = f[3];
-        port(f[1]) == server && port(f[2]) == client && state != "06" && state != "07"
-    })
 }
 
 #[test]

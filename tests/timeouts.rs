@@ -11,18 +11,11 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{echo_service, fast_park, hello, serve_with};
+use common::{echo_service, fast_park, hello, ok, serve_with};
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Frame;
 use hyper::service::service_fn;
-
-fn ok(body: &str) -> String {
-    format!(
-        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-}
 
 /// Whether the server has closed `stream`: waits up to `wait` for a byte,
 /// which must not come.

@@ -180,17 +180,6 @@ fn text(status: StatusCode, body: &str) -> Response<TestBody> {
     res
 }
 
-fn ok(body: &str) -> String {
-    format!(
-        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-}
-
-fn get(path: &str) -> String {
-    format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n")
-}
-
 /// Echoes with the readiness reader until the peer closes.
 async fn echo_pooled(mut stream: Upgraded) {
     while let Ok(Some(bytes)) = stream.read_pooled().await {

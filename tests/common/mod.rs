@@ -418,3 +418,29 @@ where
         thread: Some(thread),
     }
 }
+
+/// `200 OK` with `body`, as the echo and hello services answer.
+pub fn ok(body: &str) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// A keep-alive `GET` of `path`.
+pub fn get(path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n")
+}
+
+/// Whether the kernel still holds a server-side socket `server` ⇄ `client`
+/// that is not closed (any state but TIME_WAIT and CLOSE; CLOSE_WAIT, the
+/// state of a socket the peer closed and the server did not, counts).
+pub fn server_socket_open(server: u16, client: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table.lines().skip(1).any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let port = |addr: &str| u16::from_str_radix(addr.rsplit(':').next().unwrap(), 16).unwrap();
+        let state = f[3];
+        port(f[1]) == server && port(f[2]) == client && state != "06" && state != "07"
+    })
+}
