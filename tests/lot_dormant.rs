@@ -116,14 +116,7 @@ fn idle_timeout_closes_dormant_and_parked_connections() {
 #[test]
 fn graceful_shutdown_closes_dormant_connections() {
     let srv = serve_with(&dormant_fast(), echo_service());
-    let mut clients: Vec<_> = (0..20)
-        .map(|i| {
-            let mut c = srv.connect();
-            c.send(get(&format!("/{i}")).as_bytes());
-            assert_eq!(c.response(), ok(&format!("GET /{i} read=")));
-            c
-        })
-        .collect();
+    let mut clients = connect_served(&srv, 20);
     srv.wait_for("all dormant", |s| s.dormant == 20);
     let server = srv.server.clone();
     srv.shutdown();

@@ -135,14 +135,7 @@ fn idle_timeout_closes_taskless_parked() {
 #[test]
 fn graceful_shutdown_closes_taskless_parked_connections() {
     let srv = serve_with(&parked_only(), echo_service());
-    let mut clients: Vec<Client> = (0..30)
-        .map(|i| {
-            let mut c = srv.connect();
-            c.send(get(&format!("/{i}")).as_bytes());
-            assert_eq!(c.response(), ok(&format!("GET /{i} read=")));
-            c
-        })
-        .collect();
+    let mut clients = connect_served(&srv, 30);
     srv.wait_for("all parked", |s| s.parked == 30 && s.parks == 30);
     wait_tasks(&srv, 1);
     let server = srv.server.clone();

@@ -444,3 +444,15 @@ pub fn server_socket_open(server: u16, client: u16) -> bool {
         port(f[1]) == server && port(f[2]) == client && state != "06" && state != "07"
     })
 }
+
+/// `n` connections to an echo server, each served one `GET /{i}`, kept open.
+pub fn connect_served(srv: &Serve, n: usize) -> Vec<Client> {
+    (0..n)
+        .map(|i| {
+            let mut c = srv.connect();
+            c.send(get(&format!("/{i}")).as_bytes());
+            assert_eq!(c.response(), ok(&format!("GET /{i} read=")));
+            c
+        })
+        .collect()
+}
