@@ -1,7 +1,6 @@
 //! Heap allocations per keep-alive request, counted by a global allocator:
 //! `dormant` with no timeouts, with its defaults, with all four timeouts,
-//! without the `PeerAddr` extension, and a hyper-util auto server, same
-//! run.
+//! with the `PeerAddr` extension, and a hyper-util auto server, same run.
 //!
 //! ```text
 //! cargo bench --bench request_allocs
@@ -48,7 +47,7 @@ const KINDS: [&str; 5] = [
     "timeouts-off",
     "defaults",
     "timeouts-on",
-    "no-peer-addr",
+    "peer-addr",
     "hyper-util",
 ];
 
@@ -76,8 +75,8 @@ fn spawn_server(kind: &'static str) -> SocketAddr {
                         .write_timeout(Duration::from_secs(30))
                         .idle_timeout(Duration::from_secs(60));
                 }
-                "no-peer-addr" => {
-                    builder.peer_addr(false);
+                "peer-addr" => {
+                    builder.peer_addr(true);
                 }
                 _ => {}
             }

@@ -4,14 +4,15 @@
 //! cargo run --release --example hello [ADDR]     # default 127.0.0.1:3000
 //! RUST_LOG=dormant=debug cargo run --example hello
 //! PARK_AFTER_MS=100 cargo run --release --example hello   # benches/wrk.sh
-//! PEER_ADDR=off cargo run --release --example hello        # benches/instructions.sh
+//! PEER_ADDR=on cargo run --release --example hello         # benches/instructions.sh
 //! ```
 //!
 //! `PARK_AFTER_MS` sets [`park_after`](dormant::Builder::park_after) in
 //! milliseconds (`none`: never park); it exists for the `park_after` sweep
-//! of `benches/wrk.sh`. `PEER_ADDR=off` turns the
-//! [`PeerAddr`](dormant::PeerAddr) extension off, to measure its cost. `TOKIO_WORKER_THREADS` sets the number of runtime
-//! threads, as for any `#[tokio::main]` program.
+//! of `benches/wrk.sh`. `PEER_ADDR=on` turns the
+//! [`PeerAddr`](dormant::PeerAddr) extension on, to measure its cost.
+//! `TOKIO_WORKER_THREADS` sets the number of runtime threads, as for any
+//! `#[tokio::main]` program.
 
 use std::convert::Infallible;
 
@@ -46,8 +47,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ms => Some(std::time::Duration::from_millis(ms.parse()?)),
         });
     }
-    if std::env::var("PEER_ADDR").is_ok_and(|v| v == "off") {
-        builder.peer_addr(false);
+    if std::env::var("PEER_ADDR").is_ok_and(|v| v == "on") {
+        builder.peer_addr(true);
     }
     let server = builder.build()?;
     server

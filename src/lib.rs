@@ -18,8 +18,8 @@
 //!
 //! Handlers are hyper [`Service`](hyper::service::Service)s over
 //! `Request<`[`Body`]`>`; tower services (an axum `Router`) go through
-//! [`TowerToHyperService`]. Every request carries the peer's address as a
-//! [`PeerAddr`] extension, unless [`Builder::peer_addr`] turns it off.
+//! [`TowerToHyperService`]. With [`Builder::peer_addr`] on, every request
+//! carries the peer's address as a [`PeerAddr`] extension.
 //!
 //! # Upgrades
 //!

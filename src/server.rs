@@ -78,7 +78,7 @@ impl Default for Builder {
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
             max_headers: HYPER_MAX_HEADERS,
             shutdown_grace: None,
-            peer_addr: true,
+            peer_addr: false,
         }
     }
 }
@@ -230,14 +230,14 @@ impl Builder {
     /// Whether every request carries the client's address as a
     /// [`PeerAddr`](crate::PeerAddr) extension.
     ///
-    /// The extension is the only way `http::Request` can carry it, and an
-    /// extension costs three allocations per request (`http`'s map, its
-    /// table and the boxed value, unless something else already created
-    /// the map) and ~700 instructions: about a tenth of what hyper spends
-    /// on a hello-world request (README, "Throughput"). A server that does
-    /// not look at the address can turn it off.
+    /// Off by default, like axum's `ConnectInfo`, because it is not free:
+    /// an extension is the only way an `http::Request` can carry the
+    /// address, and the first extension of a request costs three
+    /// allocations (`http`'s map, its table and the boxed value) and ~750
+    /// instructions. On a hello-world server that is ~3% of throughput
+    /// (README, "Throughput"). Turn it on when handlers need the address.
     ///
-    /// Default is `true`.
+    /// Default is `false`.
     pub fn peer_addr(&mut self, enabled: bool) -> &mut Self {
         self.peer_addr = enabled;
         self

@@ -36,7 +36,9 @@ fn axum_router_served_unchanged() {
                 },
             ),
         );
-    let srv = serve_with(&fast_park(), dormant::TowerToHyperService::new(app));
+    let mut builder = fast_park();
+    builder.peer_addr(true);
+    let srv = serve_with(&builder, dormant::TowerToHyperService::new(app));
     let mut c = srv.connect();
     c.send(b"GET /users/42 HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(c.response(), text("user 42"));
@@ -68,7 +70,9 @@ async fn peer(req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infa
 
 #[test]
 fn peer_addr_reaches_a_hyper_handler() {
-    let srv = serve_with(&fast_park(), service_fn(peer));
+    let mut builder = fast_park();
+    builder.peer_addr(true);
+    let srv = serve_with(&builder, service_fn(peer));
     for _ in 0..2 {
         let mut c = srv.connect();
         let me = c.stream.local_addr().unwrap().to_string();
@@ -89,10 +93,8 @@ fn peer_addr_reaches_a_hyper_handler() {
 }
 
 #[test]
-fn peer_addr_can_be_turned_off() {
-    let mut builder = fast_park();
-    builder.peer_addr(false);
-    let srv = serve_with(&builder, service_fn(peer));
+fn peer_addr_is_off_by_default() {
+    let srv = serve_with(&fast_park(), service_fn(peer));
     let mut c = srv.connect();
     for _ in 0..2 {
         c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
