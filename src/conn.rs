@@ -236,6 +236,20 @@ enum Wake {
     Closed,
 }
 
+/// The peer of a connection span: a connection woken in the lot has its
+/// address looked up only when something will show it (see
+/// `server::spawn_woken`).
+struct ShowPeer(Option<SocketAddr>);
+
+impl std::fmt::Display for ShowPeer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(peer) => peer.fmt(f),
+            None => f.write_str("-"),
+        }
+    }
+}
+
 /// Serves one connection until it closes or parks without its task (in
 /// the lot, which later moves it to DORMANT). `fresh` is true
 /// for a newly accepted connection, false for one woken in the lot.
@@ -250,7 +264,7 @@ enum Wake {
 )]
 pub(crate) fn serve<S, B>(
     mut stream: TcpStream,
-    peer: SocketAddr,
+    peer: Option<SocketAddr>,
     service: Arc<S>,
     state: Open,
     fresh: bool,
@@ -283,7 +297,7 @@ where
                 let shared = &state.shared;
                 // The span covers ACTIVE phases only: in a PARKED task it
                 // would cost its size for every waiting connection.
-                let span = debug_span!("conn", %peer);
+                let span = debug_span!("conn", peer = %ShowPeer(peer));
                 let h2 = first && shared.config.http2 && replay.starts_with(H2_PREFACE);
                 if first {
                     if replay.len() < H2_PREFACE.len()
@@ -459,7 +473,7 @@ impl Future for ParkedWait<'_> {
 async fn serve_h1<S, B>(
     stream: TcpStream,
     replay: Replay,
-    peer: SocketAddr,
+    peer: Option<SocketAddr>,
     service: &Arc<S>,
     state: &ServeState,
     head_since: Instant,
@@ -473,7 +487,7 @@ where
     let io = ConnIo::new(stream, replay, tracker.clone());
     let svc = ConnService {
         inner: service.clone(),
-        peer: shared.config.peer_addr.then_some(peer),
+        peer: peer.filter(|_| shared.config.peer_addr),
         tracker: tracker.clone(),
     };
     let mut conn = Some(shared.http1.serve_connection(io, svc));
@@ -572,7 +586,7 @@ where
 async fn serve_h2<S, B>(
     stream: TcpStream,
     replay: Replay,
-    peer: SocketAddr,
+    peer: Option<SocketAddr>,
     service: Arc<S>,
     state: &ServeState,
 ) where
@@ -583,7 +597,7 @@ async fn serve_h2<S, B>(
     let io = ConnIo::new(stream, replay, tracker.clone());
     let svc = ConnService {
         inner: service,
-        peer: state.shared.config.peer_addr.then_some(peer),
+        peer: peer.filter(|_| state.shared.config.peer_addr),
         tracker: tracker.clone(),
     };
     let mut conn = pin!(state.shared.http2.serve_connection(io, svc));

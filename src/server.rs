@@ -661,7 +661,8 @@ where
                     debug!(%error, "setting TCP_NODELAY failed");
                 }
                 state.shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
-                let conn = conn::serve(stream, peer, service.clone(), Open::new(&state), true);
+                let conn =
+                    conn::serve(stream, Some(peer), service.clone(), Open::new(&state), true);
                 tokio::spawn(conn);
             }
             Err(error) if is_connection_error(&error) => {
@@ -717,7 +718,11 @@ where
     B: ResBody,
 {
     let open = Open::woken(state);
-    let peer = match stream.peer_addr() {
+    // `getpeername` is a system call on every wake: made only for the
+    // `PeerAddr` extension or a connection span that will show it.
+    let wanted = state.shared.config.peer_addr
+        || tracing::enabled!(target: "dormant::conn", tracing::Level::DEBUG);
+    let peer = match wanted.then(|| stream.peer_addr()).transpose() {
         Ok(peer) => peer,
         Err(error) => {
             debug!(%error, "woken connection is gone");
