@@ -234,7 +234,7 @@ impl Builder {
     /// an extension is the only way an `http::Request` can carry the
     /// address, and the first extension of a request costs three
     /// allocations (`http`'s map, its table and the boxed value) and ~750
-    /// instructions. On a hello-world server that is ~3% of throughput
+    /// instructions. On a hello-world server that is 1.5–3% of throughput
     /// (README, "Throughput"). Turn it on when handlers need the address.
     ///
     /// Default is `false`.
