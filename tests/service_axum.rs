@@ -5,13 +5,16 @@ mod common;
 use common::*;
 
 use std::convert::Infallible;
+use std::time::Duration;
 
 use axum::extract::{Extension, Path};
 use axum::routing::{get, post};
 use http::{Request, Response};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::time::timeout;
 
 fn text(body: &str) -> String {
     format!(
@@ -105,4 +108,57 @@ fn peer_addr_is_off_by_default() {
         let parks = srv.stats().parks;
         srv.wait_for("park", |s| s.parks > parks);
     }
+}
+
+/// A connection woken in the parking lot looks its peer address up again
+/// (it is not kept while DORMANT).
+#[test]
+fn peer_addr_reaches_a_handler_after_dormancy() {
+    let mut builder = dormant::Server::builder();
+    builder
+        .park_after(Duration::from_millis(2))
+        .dormant_after(Duration::from_millis(10))
+        .peer_addr(true);
+    let srv = serve_with(&builder, service_fn(peer));
+    let mut c = srv.connect();
+    let me = c.stream.local_addr().unwrap().to_string();
+    for round in 1..=2 {
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(
+            c.response(),
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{me}",
+                me.len()
+            )
+        );
+        srv.wait_for("dormant", |s| s.dormancies == round && s.dormant == 1);
+    }
+    assert_eq!(srv.stats().lot_wakes, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn peer_addr_reaches_an_h2_handler() {
+    let mut builder = fast_park();
+    builder.peer_addr(true);
+    let srv = serve_with(&builder, service_fn(peer));
+    let stream = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    let me = stream.local_addr().unwrap().to_string();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    let req = Request::get("http://x/")
+        .body(Full::<Bytes>::default())
+        .unwrap();
+    let res = timeout(CLIENT_TIMEOUT, send.send_request(req))
+        .await
+        .expect("response timed out")
+        .expect("h2 response");
+    let body = timeout(CLIENT_TIMEOUT, res.into_body().collect())
+        .await
+        .expect("body timed out")
+        .expect("h2 body")
+        .to_bytes();
+    assert_eq!(body, me);
 }
