@@ -71,6 +71,14 @@ async fn peer(req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infa
     Ok(Response::new(Full::new(Bytes::from(peer))))
 }
 
+/// What `peer` answers a client at `me`.
+fn peer_response(me: &str) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{me}",
+        me.len()
+    )
+}
+
 #[test]
 fn peer_addr_reaches_a_hyper_handler() {
     let mut builder = fast_park();
@@ -81,13 +89,7 @@ fn peer_addr_reaches_a_hyper_handler() {
         let me = c.stream.local_addr().unwrap().to_string();
         for _ in 0..2 {
             c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-            assert_eq!(
-                c.response(),
-                format!(
-                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{me}",
-                    me.len()
-                )
-            );
+            assert_eq!(c.response(), peer_response(&me));
             // Also after the connection parked and woke.
             let parks = srv.stats().parks;
             srv.wait_for("park", |s| s.parks > parks);
@@ -124,13 +126,7 @@ fn peer_addr_reaches_a_handler_after_dormancy() {
     let me = c.stream.local_addr().unwrap().to_string();
     for round in 1..=2 {
         c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-        assert_eq!(
-            c.response(),
-            format!(
-                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{me}",
-                me.len()
-            )
-        );
+        assert_eq!(c.response(), peer_response(&me));
         srv.wait_for("dormant", |s| s.dormancies == round && s.dormant == 1);
     }
     assert_eq!(srv.stats().lot_wakes, 1);
