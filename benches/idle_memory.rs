@@ -62,28 +62,25 @@
 //! `upgrade_memory` (`benches/common/procs.rs`, `benches/common/memory.rs`);
 //! this file has the kinds, their servers and the client's request.
 
-use std::convert::Infallible;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
-use http::{Request, Response};
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+#[path = "common/hello.rs"]
+mod hello;
 #[path = "common/memory.rs"]
 mod memory;
 #[path = "common/procs.rs"]
 mod procs;
 
+use hello::{complete_response, hello_dormant, serve_hyper_util};
 use memory::wait_until;
 use procs::{Bench, UnderTest, WARMUP};
 
@@ -103,18 +100,6 @@ fn main() {
 // ---------------------------------------------------------------------------
 // Server process
 // ---------------------------------------------------------------------------
-
-async fn hello_dormant(_req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(
-        b"Hello, World!",
-    ))))
-}
-
-async fn hello_hyper(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(
-        b"Hello, World!",
-    ))))
-}
 
 /// The server under test, as the measuring thread sees it.
 enum Running {
@@ -190,28 +175,10 @@ fn start_server(
         }
         "hyper-util" => {
             let accepted = Arc::new(AtomicUsize::new(0));
-            let count = accepted.clone();
-            let task = tokio::spawn(async move {
-                let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
-                let mut stop = stop;
-                loop {
-                    let (stream, _) = tokio::select! {
-                        _ = &mut stop => return,
-                        accepted = listener.accept() => match accepted {
-                            Ok(a) => a,
-                            Err(_) => continue,
-                        },
-                    };
-                    let _ = stream.set_nodelay(true);
-                    count.fetch_add(1, Relaxed);
-                    let builder = builder.clone();
-                    tokio::spawn(async move {
-                        let _ = builder
-                            .serve_connection(TokioIo::new(stream), service_fn(hello_hyper))
-                            .await;
-                    });
-                }
-            });
+            let stop = async {
+                let _ = stop.await;
+            };
+            let task = tokio::spawn(serve_hyper_util(listener, stop, accepted.clone()));
             (Running::Hyper(accepted), task)
         }
         other => panic!("unknown kind {other}"),
@@ -241,20 +208,4 @@ fn request(addr: SocketAddr) -> TcpStream {
             return s;
         }
     }
-}
-
-/// The length of the response at the start of `buf`, once all of it is
-/// there (head plus `content-length` bytes).
-fn complete_response(buf: &[u8]) -> Option<usize> {
-    let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
-    let head = std::str::from_utf8(&buf[..head_end]).ok()?;
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            let (name, value) = l.split_once(':')?;
-            name.eq_ignore_ascii_case("content-length")
-                .then(|| value.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    (buf.len() >= head_end + len).then_some(head_end + len)
 }

@@ -64,7 +64,10 @@ fn spawn_server(kind: &'static str) -> SocketAddr {
             let listener = TcpListener::from_std(listener).expect("listener");
             let mut builder = dormant::Server::builder();
             match kind {
-                "hyper-util" => return serve_hyper_util(listener).await,
+                "hyper-util" => {
+                    return serve_hyper_util(listener, std::future::pending(), Default::default())
+                        .await;
+                }
                 "timeouts-off" => {
                     builder.header_read_timeout(None);
                 }

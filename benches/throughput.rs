@@ -98,7 +98,8 @@ fn spawn_server(kind: &'static str) -> SocketAddr {
             rt.block_on(async move {
                 let listener = TcpListener::from_std(listener).expect("listener");
                 if kind == "hyper-util" {
-                    return serve_hyper_util(listener).await;
+                    return serve_hyper_util(listener, std::future::pending(), Default::default())
+                        .await;
                 }
                 let server = dormant_builder(kind).build().expect("build");
                 if kind == "dormant" {

@@ -1,9 +1,12 @@
-//! What the keep-alive hello-world benches (`throughput`, `request_allocs`)
-//! share: the handlers, the hyper-util baseline server and the response
+//! What the keep-alive hello-world benches (`throughput`, `request_allocs`,
+//! `idle_memory`) share: the handlers, the hyper-util baseline server and the response
 //! framing the clients use. Included with
 //! `#[path = "common/hello.rs"] mod hello;`.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use http::{Request, Response};
 use http_body_util::Full;
@@ -29,14 +32,26 @@ pub(crate) async fn hello_hyper(
     ))))
 }
 
-/// The baseline: one hyper-util auto connection per accepted socket.
-pub(crate) async fn serve_hyper_util(listener: TcpListener) {
-    let builder = std::sync::Arc::new(auto::Builder::new(TokioExecutor::new()));
+/// The baseline: one hyper-util auto connection per accepted socket, until
+/// `stop` resolves (`std::future::pending()`: for the whole run); counts
+/// the connections it accepts in `accepted`.
+pub(crate) async fn serve_hyper_util(
+    listener: TcpListener,
+    stop: impl Future<Output = ()>,
+    accepted: Arc<AtomicUsize>,
+) {
+    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    let mut stop = std::pin::pin!(stop);
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
+        let accept = tokio::select! {
+            () = &mut stop => return,
+            accept = listener.accept() => accept,
+        };
+        let Ok((stream, _)) = accept else {
             continue;
         };
         let _ = stream.set_nodelay(true);
+        accepted.fetch_add(1, Relaxed);
         let builder = builder.clone();
         tokio::spawn(async move {
             let _ = builder
