@@ -18,16 +18,18 @@
 //!  free_parked: Vec<u32>        reusable slot numbers
 //! ```
 //!
-//! [`Lot::park`] polls the stream's readiness (a one-byte `poll_peek`) with
-//! the slot's waker while the lot is locked, so a wake cannot be acted on
+//! [`Lot::park`] polls the stream's readiness (`poll_read_ready`: tokio's
+//! readiness flag, no system call) with the slot's waker while the lot is
+//! locked, so a wake cannot be acted on
 //! before the slot holds the stream; a stream already readable is given
 //! back and its task goes on. The waker ([`SlotWaker`], made once per slot
 //! and reused) names a slot, not a connection: a wake is a hint, and the
 //! slot is polled again before anything is done, so a late wake for an
 //! earlier occupant costs one poll. On a wake the waker itself, on the
-//! thread that turned tokio's I/O driver, polls the slot and hands a
-//! readable stream to the server's [`OnWake`] (a new connection task), or
-//! closes one the peer closed; when it cannot (the lot is locked, which is
+//! thread that turned tokio's I/O driver, polls the slot and hands a ready
+//! stream to the server's [`OnWake`] (a new connection task, whose first
+//! read finds the bytes, or the peer's close), or closes one whose
+//! registration failed; when it cannot (the lot is locked, which is
 //! also the case for a wake from a poll refused for want of coop budget,
 //! or it runs outside the runtime) it queues the slot for the lot's task.
 //! At its `due` time the lot's task moves the connection to DORMANT
@@ -94,7 +96,6 @@ use std::time::Duration;
 
 use mio::net::TcpStream as MioStream;
 use mio::{Events, Interest, Poll, Token};
-use tokio::io::ReadBuf;
 use tokio::io::unix::AsyncFd;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -224,8 +225,9 @@ impl Wake for SlotWaker {
 }
 
 /// What the server does with a task-less PARKED connection the lot takes
-/// out on a wake: `true` if bytes wait (serve it in a new task), `false` if
-/// the peer closed it or it failed (close it). The connection no longer
+/// out on a wake: `true` if it is readable (serve it in a new task: bytes
+/// wait, or the peer closed it, which the task's first read finds), `false`
+/// if it failed (close it). The connection no longer
 /// counts as parked, and still counts as held.
 pub(crate) type OnWake = Box<dyn Fn(TcpStream, bool) + Send + Sync>;
 
@@ -432,7 +434,7 @@ impl Lot {
         // the slot holds the stream. A poll refused for want of coop budget
         // wakes the waker at once, and the lot polls again.
         let waker = Waker::from(inner.parked[slot as usize].waker.clone());
-        if peek(&stream, &waker).is_ready() {
+        if poll_readable(&stream, &waker).is_ready() {
             inner.free_parked.push(slot);
             return Err(stream);
         }
@@ -724,34 +726,36 @@ impl Lot {
 }
 
 /// Polls the task-less PARKED connection in `slot` after a wake; takes it
-/// out if it is readable (`true`), or closed or failed (`false`).
+/// out if it is readable (`true`) or failed (`false`).
 fn take_woken(mut inner: MutexGuard<'_, Inner>, slot: u32) -> Option<(TcpStream, bool)> {
     let entry = inner.parked.get_mut(slot as usize)?;
     // Cleared before the poll: a wake from here on queues the slot again.
     entry.waker.queued.store(false, SeqCst);
     let stream = entry.stream.as_ref()?;
     let waker = Waker::from(entry.waker.clone());
-    let Ready::Ready(res) = peek(stream, &waker) else {
+    let Ready::Ready(res) = poll_readable(stream, &waker) else {
         return None;
     };
     let stream = entry.stream.take()?;
     inner.free_parked_slot(slot);
     drop(inner);
-    let readable = matches!(res, Ok(n) if n > 0);
-    if !readable {
-        trace!(?res, "task-less parked connection closed by peer");
+    if let Err(error) = &res {
+        trace!(%error, "task-less parked connection failed");
     }
-    Some((stream, readable))
+    Some((stream, res.is_ok()))
 }
 
-/// Peeks one byte of a task-less PARKED connection; `Pending` leaves
-/// `waker` in tokio's registration.
-fn peek(stream: &TcpStream, waker: &Waker) -> Ready<io::Result<usize>> {
-    let mut byte = [0u8; 1];
-    stream.poll_peek(
-        &mut Context::from_waker(waker),
-        &mut ReadBuf::new(&mut byte),
-    )
+/// Polls the readiness of a task-less PARKED connection: tokio's flag, set
+/// by its I/O driver when bytes or the peer's close arrive. Unlike a peek,
+/// which made a system call on every wake to tell bytes from a close, it
+/// leaves that to the new task's first read, which happens anyway.
+/// `Pending` leaves `waker` in tokio's registration.
+///
+/// The flag is clear when a connection parks: it parks only after hyper's
+/// last read found the socket empty, and tokio clears the flag on that
+/// read. A flag set since then means bytes (or a close) arrived.
+fn poll_readable(stream: &TcpStream, waker: &Waker) -> Ready<io::Result<()>> {
+    stream.poll_read_ready(&mut Context::from_waker(waker))
 }
 
 /// Runs the lot until shutdown: hands ready connections to `respawn`,
