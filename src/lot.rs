@@ -20,9 +20,8 @@
 //!
 //! [`Lot::park`] polls the stream's readiness (`poll_read_ready`: tokio's
 //! readiness flag, no system call) with the slot's waker while the lot is
-//! locked, so a wake cannot be acted on
-//! before the slot holds the stream; a stream already readable is given
-//! back and its task goes on. The waker ([`SlotWaker`], made once per slot
+//! locked, so a wake cannot be acted on before the slot holds the stream; a
+//! stream already readable is given back and its task goes on. The waker ([`SlotWaker`], made once per slot
 //! and reused) names a slot, not a connection: a wake is a hint, and the
 //! slot is polled again before anything is done, so a late wake for an
 //! earlier occupant costs one poll. On a wake the waker itself, on the
@@ -227,8 +226,8 @@ impl Wake for SlotWaker {
 /// What the server does with a task-less PARKED connection the lot takes
 /// out on a wake: `true` if it is readable (serve it in a new task: bytes
 /// wait, or the peer closed it, which the task's first read finds), `false`
-/// if it failed (close it). The connection no longer
-/// counts as parked, and still counts as held.
+/// if it failed (close it). The connection no longer counts as parked, and
+/// still counts as held.
 pub(crate) type OnWake = Box<dyn Fn(TcpStream, bool) + Send + Sync>;
 
 /// Whether wrapping millisecond `a` is before `b`.
