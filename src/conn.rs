@@ -64,6 +64,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use pin_project_lite::pin_project;
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 use tracing::{Instrument, debug, debug_span, trace};
@@ -289,7 +290,7 @@ where
             // across the wait is computed inside it, so the task does not
             // keep it.
             let active: Pin<Box<dyn Future<Output = Active> + Send + '_>> = {
-                let wait = ParkedWait::new(&stream, &state, carried, &clocks);
+                let wait = ParkedWait::new(&mut stream, &state, carried, &clocks);
                 let replay = match wait.await {
                     Wake::Read(replay) => replay,
                     Wake::Closed => return,
@@ -371,7 +372,7 @@ pin_project! {
     /// shutdown. Written out by hand because it is most of
     /// a PARKED connection's task: an `async` block would keep more.
     struct ParkedWait<'a> {
-        stream: &'a TcpStream,
+        stream: &'a mut TcpStream,
         state: &'a ServeState,
         carried: Bytes,
         // What closes the connection, unpacked: the task's size is counted
@@ -386,7 +387,12 @@ pin_project! {
 }
 
 impl<'a> ParkedWait<'a> {
-    fn new(stream: &'a TcpStream, state: &'a ServeState, carried: Bytes, clocks: &Clocks) -> Self {
+    fn new(
+        stream: &'a mut TcpStream,
+        state: &'a ServeState,
+        carried: Bytes,
+        clocks: &Clocks,
+    ) -> Self {
         let config = &state.shared.config;
         let deadline = match clocks.head_since {
             Some(since) => config
@@ -436,26 +442,31 @@ impl Future for ParkedWait<'_> {
             }
             // The buffer is taken only now, after readiness (I4).
             let mut buf = this.state.shared.pool.take();
-            match this.stream.try_read(&mut buf) {
-                Ok(0) => {
-                    // EOF. Bytes of an incomplete request die with the
-                    // connection, as they would on plain hyper.
-                    trace!("peer closed while parked");
-                    return Poll::Ready(Wake::Closed);
-                }
-                Ok(n) => {
+            // `poll_read`, not `try_read`: after a short read it clears
+            // tokio's readiness flag, so hyper's next read does not make a
+            // system call to find the socket empty.
+            let mut read = ReadBuf::new(&mut buf);
+            match Pin::new(&mut **this.stream).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) => {
+                    let n = read.filled().len();
+                    if n == 0 {
+                        // EOF. Bytes of an incomplete request die with the
+                        // connection, as they would on plain hyper.
+                        trace!("peer closed while parked");
+                        return Poll::Ready(Wake::Closed);
+                    }
                     return Poll::Ready(Wake::Read(Replay {
                         carried: std::mem::take(this.carried),
                         fresh: Some((buf, 0..n)),
                     }));
                 }
-                // Spurious readiness: `try_read` cleared it, so polling
-                // again registers the waker.
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(error) => {
+                Poll::Ready(Err(error)) => {
                     debug!(%error, "read failed while parked");
                     return Poll::Ready(Wake::Closed);
                 }
+                // Spurious readiness: cleared, and the waker registered;
+                // the buffer goes back to the pool.
+                Poll::Pending => break,
             }
         }
         if let Some(timer) = this.timer.as_pin_mut() {
