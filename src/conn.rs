@@ -435,7 +435,7 @@ impl Future for ParkedWait<'_> {
         }
         // `poll_read_ready` keeps its waker in tokio's per-socket state; a
         // `readable()` future would add a waiter node to this task.
-        while let Poll::Ready(ready) = this.stream.poll_read_ready(cx) {
+        if let Poll::Ready(ready) = this.stream.poll_read_ready(cx) {
             if let Err(error) = ready {
                 debug!(%error, "readiness failed");
                 return Poll::Ready(Wake::Closed);
@@ -466,7 +466,7 @@ impl Future for ParkedWait<'_> {
                 }
                 // Spurious readiness: cleared, and the waker registered;
                 // the buffer goes back to the pool.
-                Poll::Pending => break,
+                Poll::Pending => {}
             }
         }
         if let Some(timer) = this.timer.as_pin_mut() {
