@@ -50,10 +50,12 @@
 //! epoll fd turns readable, the task collects the events without blocking
 //! and, for each ready fd,
 //!
-//! - peeks one byte: 0 bytes means the peer closed, and the fd is closed
-//!   right there, tokio never sees it again;
-//! - otherwise hands the fd back to tokio (`TcpStream::from_std`) in a new
-//!   connection task, which finds it readable at once.
+//! - if the event reports the peer's close (or an error), peeks one byte:
+//!   0 bytes means the peer closed, and the fd is closed right there, tokio
+//!   never sees it again;
+//! - otherwise (bytes: no peek needed) hands the fd back to tokio
+//!   (`TcpStream::from_std`) in a new connection task, which finds it
+//!   readable at once.
 //!
 //! mio registers edge-triggered, so every event is acted on; an fd that
 //! became readable before it was registered is reported on registration.
@@ -587,8 +589,15 @@ impl Lot {
 
     /// Acts on one readiness event; returns the stream if it is a
     /// keep-alive connection going back to tokio (still counted as held:
-    /// the caller adopts it).
-    fn on_ready(&self, token: usize, stats: &Counters, held: &Held) -> Option<TcpStream> {
+    /// the caller adopts it). `closing`: the event reports the peer's close
+    /// or an error.
+    fn on_ready(
+        &self,
+        token: usize,
+        closing: bool,
+        stats: &Counters,
+        held: &Held,
+    ) -> Option<TcpStream> {
         if token & SLEEPER != 0 {
             self.wake_sleeper(token & !SLEEPER);
             return None;
@@ -597,10 +606,14 @@ impl Lot {
         let mut inner = self.lock();
         let entry = inner.slots.get_mut(slot)?;
         let stream = entry.stream.as_ref()?;
-        match stream.peek(&mut [0u8; 1]) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
-            Ok(n) if n > 0 => {}
-            res => {
+        // An event without the peer's close means bytes: back to tokio
+        // without a peek, the new task reads them. With the close, a peek
+        // tells bytes sent before it (serve them) from none (close the fd
+        // here, never registering it with tokio again).
+        match closing.then(|| stream.peek(&mut [0u8; 1])) {
+            None | Some(Ok(1..)) => {}
+            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => return None,
+            Some(res) => {
                 trace!(?res, "dormant connection closed by peer");
                 inner.close(slot as u32);
                 drop(inner);
@@ -798,7 +811,8 @@ pub(crate) async fn drive(
                     guard.clear_ready();
                 }
                 for event in events.iter() {
-                    if let Some(stream) = lot.on_ready(event.token().0, stats, held) {
+                    let closing = event.is_read_closed() || event.is_error();
+                    if let Some(stream) = lot.on_ready(event.token().0, closing, stats, held) {
                         respawn(stream);
                     }
                 }
