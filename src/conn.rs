@@ -91,6 +91,9 @@ pub(crate) struct Tracker {
     /// Request bodies dropped before their end, ever. The driver compares
     /// it with the count hyper has seen (see [`Tracker::observe`]).
     abandons: AtomicU64,
+    /// The latest request's body was dropped before its end: hyper may have
+    /// stopped reading (see [`Tracker::awaits_response`]).
+    abandoned: AtomicBool,
     read_blocked: AtomicBool,
     unflushed: AtomicBool,
     /// Bytes arrived after the last request ended and before the next one
@@ -108,6 +111,7 @@ impl Tracker {
         self.in_flight.fetch_add(1, Relaxed);
         self.requests.fetch_add(1, Relaxed);
         self.head_pending.store(false, Relaxed);
+        self.abandoned.store(false, Relaxed);
         InFlight {
             tracker: self.clone(),
             responding: false,
@@ -123,7 +127,19 @@ impl Tracker {
         self.open_bodies.fetch_sub(1, Relaxed);
         if !complete {
             self.abandons.fetch_add(1, Relaxed);
+            self.abandoned.store(true, Relaxed);
         }
+    }
+
+    /// A request is in flight and hyper reads nothing until it is answered:
+    /// its body was read to the end, or it had none. Only then does
+    /// `ConnIo` look for the peer's close (see `io`). Not after a body was
+    /// dropped before its end: hyper then drains it or stops reading, and a
+    /// hyper that stops reading does not look for the close either.
+    pub(crate) fn awaits_response(&self) -> bool {
+        self.in_flight.load(Relaxed) & (RESPONDING - 1) != 0
+            && self.open_bodies.load(Relaxed) == 0
+            && !self.abandoned.load(Relaxed)
     }
 
     pub(crate) fn set_read_blocked(&self, blocked: bool) {
@@ -495,7 +511,7 @@ where
 {
     let shared = &state.shared;
     let tracker = Arc::new(Tracker::default());
-    let io = ConnIo::new(stream, replay, tracker.clone());
+    let io = ConnIo::new(stream, replay, tracker.clone(), true);
     let svc = ConnService {
         inner: service.clone(),
         peer: peer.filter(|_| shared.config.peer_addr),
@@ -605,7 +621,8 @@ async fn serve_h2<S, B>(
     B: ResBody,
 {
     let tracker = Arc::new(Tracker::default());
-    let io = ConnIo::new(stream, replay, tracker.clone());
+    // h2 reads all the time and sees the close itself.
+    let io = ConnIo::new(stream, replay, tracker.clone(), false);
     let svc = ConnService {
         inner: service,
         peer: peer.filter(|_| state.shared.config.peer_addr),

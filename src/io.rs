@@ -15,6 +15,24 @@
 //!    nothing (`WouldBlock`) and whether every write hyper issued has been
 //!    flushed. The driver uses both to decide that hyper sits between
 //!    messages with nothing buffered on the way out (see `conn`).
+//! 4. **The peer's close while a request is answered** (HTTP/1 only).
+//!    hyper's default is to keep reading while a handler runs, only to
+//!    notice a client that goes away and drop its handler. That read needs
+//!    room in hyper's read buffer, and the request just parsed still holds
+//!    slices of the old one, so hyper allocated a fresh 8 KiB buffer for
+//!    every request: one allocation in four of a hello request, 6% of its
+//!    user-space instructions (`benches/instructions.sh`). dormant turns
+//!    that read off (`half_close(true)`) and looks for the close itself,
+//!    in `poll_flush`, which hyper calls on every poll of the connection:
+//!    while a request whose body has been read waits for its answer, it
+//!    peeks at the socket. End of stream or an error fails the flush, which
+//!    ends the connection and drops the handler, as hyper's read would;
+//!    bytes (a pipelined request) are left for hyper, which reads them
+//!    after the response. A peek costs no system call until the socket is
+//!    readable. One difference remains: hyper did not look while its
+//!    buffer held a pipelined request, dormant cannot see that buffer, so a
+//!    client that pipelines requests and then half-closes has the one in
+//!    flight cancelled rather than the last.
 
 use std::io;
 use std::pin::Pin;
@@ -23,6 +41,7 @@ use std::task::{Context, Poll};
 use bytes::{Buf, Bytes};
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::rt::TokioIo;
+use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
 
 use crate::conn::Tracker;
@@ -109,16 +128,52 @@ pub(crate) struct ConnIo {
     stream: TokioIo<TcpStream>,
     replay: Replay,
     tracker: Arc<Tracker>,
+    /// Look for the peer's close while a request is answered (HTTP/1).
+    watch_close: bool,
+    /// A peek found bytes hyper has not read yet: no need to look again
+    /// until it has.
+    unread: bool,
 }
 
 impl ConnIo {
     /// `tracker` learns whether the last read found the socket empty and
-    /// whether a write is waiting for its flush.
-    pub(crate) fn new(stream: TcpStream, replay: Replay, tracker: Arc<Tracker>) -> Self {
+    /// whether a write is waiting for its flush. With `watch_close`, a
+    /// request in flight ends when the peer closes (see the module docs).
+    pub(crate) fn new(
+        stream: TcpStream,
+        replay: Replay,
+        tracker: Arc<Tracker>,
+        watch_close: bool,
+    ) -> Self {
         ConnIo {
             stream: TokioIo::new(stream),
             replay,
             tracker,
+            watch_close,
+            unread: false,
+        }
+    }
+
+    /// Peeks at the socket for the peer's close (see the module docs):
+    /// `Err` when it has closed or failed, `Ok` otherwise.
+    fn poll_peer_open(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        let mut byte = [0; 1];
+        match self
+            .stream
+            .inner()
+            .poll_peek(cx, &mut ReadBuf::new(&mut byte))
+        {
+            Poll::Ready(Ok(0)) => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the client closed the connection before the response was complete",
+            )),
+            Poll::Ready(Ok(_)) => {
+                self.unread = true;
+                Ok(())
+            }
+            Poll::Ready(Err(error)) => Err(error),
+            // Not readable: the socket now wakes this task when it is.
+            Poll::Pending => Ok(()),
         }
     }
 
@@ -145,6 +200,7 @@ impl Read for ConnIo {
             // Bytes, or the end of the stream, which ends the connection
             // anyway.
             this.tracker.bytes_read();
+            this.unread = false;
         }
         res
     }
@@ -180,6 +236,13 @@ impl Write for ConnIo {
         let res = Pin::new(&mut this.stream).poll_flush(cx);
         if let Poll::Ready(Ok(())) = res {
             this.tracker.set_unflushed(false);
+            if this.watch_close
+                && !this.unread
+                && this.replay.is_empty()
+                && this.tracker.awaits_response()
+            {
+                return Poll::Ready(this.poll_peer_open(cx));
+            }
         }
         res
     }

@@ -290,7 +290,11 @@ impl Builder {
             return Err(Error::config("max_headers must be at least 1"));
         }
         let mut h1 = http1::Builder::new();
-        h1.keep_alive(self.keep_alive)
+        // hyper does not read while a request is answered: `ConnIo` looks
+        // for the client's close instead, without costing hyper a new read
+        // buffer per request (see `io`).
+        h1.half_close(true)
+            .keep_alive(self.keep_alive)
             .max_buf_size(self.max_header_bytes);
         if self.max_headers != HYPER_MAX_HEADERS {
             // Only when needed: an explicit limit sends hyper down a slower
