@@ -345,7 +345,12 @@ where
                     // clock.
                     let head_since = clocks.head_since.unwrap_or_else(Instant::now);
                     let active = serve_h1(stream, replay, peer, &service, &state, head_since);
-                    Box::pin(active.instrument(span))
+                    if span.is_disabled() {
+                        // Entering a disabled span still costs every poll.
+                        Box::pin(active)
+                    } else {
+                        Box::pin(active.instrument(span))
+                    }
                 }
             };
             match active.await {

@@ -84,15 +84,18 @@ where
 
     fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         let span = tracing::trace_span!("request", method = %req.method(), uri = %req.uri());
+        // Kept only when enabled: a disabled span still costs its moves,
+        // entries and drop on every request (`benches/instructions.sh`).
+        let span = (!span.is_disabled()).then_some(span);
         let in_flight = self.tracker.request_started();
         let upgrade = Pending::check(&mut req, &self.tracker);
         if let Some(peer) = self.peer {
             req.extensions_mut().insert(PeerAddr(peer));
         }
         let req = req.map(|incoming| Body::new(incoming, Some(&self.tracker)));
-        let inner = {
-            let _enter = span.enter();
-            self.inner.call(req)
+        let inner = match &span {
+            Some(span) => span.in_scope(|| self.inner.call(req)),
+            None => self.inner.call(req),
         };
         ResponseFuture {
             inner,
@@ -112,7 +115,7 @@ pin_project! {
         in_flight: Option<InFlight>,
         // `Some` for an upgrade candidate only.
         upgrade: Option<Pending>,
-        span: tracing::Span,
+        span: Option<tracing::Span>,
     }
 }
 
@@ -124,7 +127,7 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let _enter = this.span.enter();
+        let _enter = this.span.as_ref().map(tracing::Span::enter);
         let res = std::task::ready!(this.inner.poll(cx));
         if let (Some(upgrade), Ok(res)) = (this.upgrade.take(), &res) {
             upgrade.respond(res.status());

@@ -1,0 +1,78 @@
+//! With a subscriber that enables them, a handler's events sit in the
+//! connection's `conn` span and the request's `request` span (dormant
+//! skips both when they are disabled, so this pins that they still exist
+//! when they are not), also on a connection woken after a park.
+
+mod common;
+use common::*;
+
+use std::convert::Infallible;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::service::service_fn;
+
+/// Collects what the subscriber writes.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn lines_with(&self, needle: &str) -> Vec<String> {
+        String::from_utf8_lossy(&self.0.lock().unwrap())
+            .lines()
+            .filter(|line| line.contains(needle))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+#[test]
+fn handler_events_sit_in_the_conn_and_request_spans() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .init();
+
+    let srv = serve_with(
+        &fast_park(),
+        service_fn(|req: Request<dormant::Body>| async move {
+            tracing::info!("handling {}", req.uri().path());
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+        }),
+    );
+    let mut c = srv.connect();
+    let peer = c.stream.local_addr().unwrap();
+    c.send(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(c.response().ends_with("\r\n\r\nok"));
+    srv.wait_for("park", |s| s.parks >= 1);
+    c.send(b"GET /woken HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(c.response().ends_with("\r\n\r\nok"));
+
+    for path in ["/first", "/woken"] {
+        let lines = captured.lines_with(&format!("handling {path}"));
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let expected = format!("conn{{peer={peer}}}:request{{method=GET uri={path}}}:");
+        assert!(
+            lines[0].contains(&expected),
+            "{expected} not in {:?}",
+            lines[0]
+        );
+    }
+}
