@@ -19,6 +19,7 @@ use std::task::{Context, Poll};
 
 use http::{Request, Response};
 use http_body::Frame;
+use http_body_util::{Either, Full};
 use hyper::body::Bytes;
 use hyper::service::service_fn;
 use tokio::sync::Notify;
@@ -94,13 +95,13 @@ fn serve_probed(
                         p.started.lock().unwrap().send(()).unwrap();
                         p.release.notified().await;
                         probe.defuse();
-                        Either::full("released")
+                        full("released")
                     }
-                    "/stream" => Either::Trickle(Trickle {
+                    "/stream" => Either::Right(Trickle {
                         first: Some(Bytes::from_static(b"first")),
                         _probe: probe("body"),
                     }),
-                    _ => Either::full("hello"),
+                    _ => full("hello"),
                 };
                 Ok::<_, Infallible>(Response::new(body))
             }
@@ -109,40 +110,9 @@ fn serve_probed(
     (srv, started, dropped, probes)
 }
 
-/// The two response bodies the probed handlers answer with.
-enum Either {
-    Full(http_body_util::Full<Bytes>),
-    Trickle(Trickle),
-}
-
-impl Either {
-    fn full(body: &'static str) -> Self {
-        Either::Full(http_body_util::Full::new(Bytes::from_static(
-            body.as_bytes(),
-        )))
-    }
-}
-
-impl http_body::Body for Either {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match self.get_mut() {
-            Either::Full(b) => Pin::new(b).poll_frame(cx),
-            Either::Trickle(t) => Pin::new(t).poll_frame(cx),
-        }
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        match self {
-            Either::Full(b) => b.size_hint(),
-            Either::Trickle(_) => http_body::SizeHint::default(),
-        }
-    }
+/// An answer that is complete at once.
+fn full(body: &'static str) -> Either<Full<Bytes>, Trickle> {
+    Either::Left(Full::new(Bytes::from_static(body.as_bytes())))
 }
 
 const WAIT: &[u8] = b"GET /wait HTTP/1.1\r\nHost: x\r\n\r\n";
