@@ -19,8 +19,15 @@
 //! is one task holding the WebSocket with its 4 KiB buffer; for streams
 //! that cost nothing between messages, see `examples/echo.rs`, whose idle
 //! streams sleep in dormant's parking lot.
+//!
+//! # Message size
+//!
+//! Messages and frames are limited to 1 MiB (`config()`). A client that
+//! sends a larger one gets a close frame with code 1009 (message too big)
+//! before the connection ends.
 
 use std::convert::Infallible;
+use std::time::Duration;
 
 use dormant::upgrade::{self, Upgraded};
 use futures_util::{SinkExt, StreamExt};
@@ -31,14 +38,23 @@ use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::service::service_fn;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Error;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tracing_subscriber::EnvFilter;
 
-/// tungstenite's buffers, sized for many mostly idle connections.
-fn config() -> WebSocketConfig {
+/// How long a connection closed for a too big message goes on reading
+/// (and discarding) what the client still sends, waiting for it to close.
+const CLOSE_LINGER: Duration = Duration::from_secs(1);
+
+/// tungstenite's buffers, sized for many mostly idle connections, and the
+/// largest message and frame it accepts.
+pub fn config() -> WebSocketConfig {
     WebSocketConfig::default()
         .read_buffer_size(4 * 1024)
         .write_buffer_size(0)
@@ -100,6 +116,11 @@ async fn echo(stream: Upgraded) {
             Ok(m) if m.is_text() || m.is_binary() => m,
             // Pings are answered and closes completed by tungstenite.
             Ok(_) => continue,
+            Err(Error::Capacity(error)) => {
+                tracing::debug!(%error, "websocket message too big");
+                close_too_big(ws).await;
+                return;
+            }
             Err(error) => {
                 tracing::debug!(%error, "websocket ended");
                 return;
@@ -109,6 +130,35 @@ async fn echo(stream: Upgraded) {
             tracing::debug!(%error, "websocket send failed");
             return;
         }
+    }
+}
+
+/// Closes the connection of a client whose message is over the limits of
+/// `config()`: a close frame with 1009 (message too big), then the end of
+/// the connection.
+///
+/// tungstenite reports the error once it has read the frame header, so the
+/// rest of the message is still on its way, and after the error its stream
+/// yields nothing more (the close frame goes out through its sink). Dropping
+/// a socket with unread bytes resets the connection, and a reset can discard
+/// the close frame before the client reads it; so the server half-closes,
+/// then discards what comes in until the client closes too (it does once it
+/// has read the close frame and the end of the stream), for at most
+/// `CLOSE_LINGER`.
+async fn close_too_big(mut ws: WebSocketStream<Upgraded>) {
+    let frame = CloseFrame {
+        code: CloseCode::Size,
+        reason: Utf8Bytes::from_static("message too big"),
+    };
+    if let Err(error) = ws.close(Some(frame)).await {
+        tracing::debug!(%error, "websocket close failed");
+        return;
+    }
+    let mut stream = ws.into_inner();
+    if stream.shutdown().await.is_ok() {
+        let mut sink = tokio::io::sink();
+        let discard = tokio::io::copy(&mut stream, &mut sink);
+        let _ = tokio::time::timeout(CLOSE_LINGER, discard).await;
     }
 }
 

@@ -15,6 +15,7 @@ use futures_util::{SinkExt, StreamExt};
 use hyper::service::service_fn;
 use tokio::time::timeout;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 const ECHO_UPGRADE: &str =
     "GET /any/path HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n";
@@ -69,6 +70,52 @@ async fn websocket_example_echoes() {
         assert_eq!(echoed, message);
     }
     ws.close(None).await.unwrap();
+    srv.wait_for("handed off", |s| s.upgrades == 1 && s.active == 0);
+}
+
+/// A message over the example's limit gets a close frame with 1009
+/// (message too big), not a dropped connection (1006), and then the
+/// connection ends cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn websocket_example_closes_with_1009_on_a_too_big_message() {
+    let srv = serve_with(&fast_park(), service_fn(websocket::handle));
+    let stream = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    let (mut ws, _) = timeout(
+        CLIENT_TIMEOUT,
+        tokio_tungstenite::client_async("ws://x/chat", stream),
+    )
+    .await
+    .expect("handshake timed out")
+    .expect("handshake");
+    let limit = websocket::config()
+        .max_message_size
+        .expect("the example limits messages");
+    // The server reads (and discards) the rest of the message after its
+    // close frame, so sending all of it succeeds.
+    timeout(
+        CLIENT_TIMEOUT,
+        ws.send(Message::binary(vec![7u8; limit + 1])),
+    )
+    .await
+    .expect("send timed out")
+    .expect("send");
+    let close = timeout(CLIENT_TIMEOUT, ws.next())
+        .await
+        .expect("close timed out")
+        .expect("a message");
+    match close {
+        Ok(Message::Close(Some(frame))) => {
+            assert_eq!(frame.code, CloseCode::Size, "{frame}");
+            assert_eq!(frame.reason, "message too big");
+        }
+        other => panic!("expected a close frame with 1009, got {other:?}"),
+    }
+    // The client's reply goes out, then the server's end of stream ends it.
+    let end = timeout(CLIENT_TIMEOUT, ws.next())
+        .await
+        .expect("end timed out");
+    assert!(end.is_none(), "{end:?}");
+    drop(ws);
     srv.wait_for("handed off", |s| s.upgrades == 1 && s.active == 0);
 }
 
