@@ -96,6 +96,7 @@ fn sleep(lot: Lot, stream: Upgraded) {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
         .init();
     let addr = std::env::args()
         .nth(1)

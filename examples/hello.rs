@@ -33,6 +33,7 @@ async fn hello(_req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, In
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
         .init();
     let addr = std::env::args()
         .nth(1)

@@ -166,6 +166,7 @@ async fn close_too_big(mut ws: WebSocketStream<Upgraded>) {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
         .init();
     let addr = std::env::args()
         .nth(1)
