@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 
-use crate::conn::Tracker;
+use crate::track::{BodyEnd, Tracker};
 
 /// The body of a request served by dormant.
 ///
@@ -54,7 +54,7 @@ impl http_body::Body for Body {
         let res = Pin::new(&mut self.inner).poll_frame(cx);
         if let Poll::Ready(None) = res {
             if let Some(tracker) = self.watch.take() {
-                tracker.body_closed(true);
+                tracker.body_closed(BodyEnd::Complete);
             }
         }
         res
@@ -75,7 +75,11 @@ impl Drop for Body {
             // `is_end_stream` also covers a length-delimited body whose last
             // chunk was taken: hyper leaves the body state with that chunk.
             use http_body::Body as _;
-            tracker.body_closed(self.inner.is_end_stream());
+            tracker.body_closed(if self.inner.is_end_stream() {
+                BodyEnd::Complete
+            } else {
+                BodyEnd::Abandoned
+            });
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `ConnIo`: the transport hyper sees while a connection is ACTIVE.
 //!
-//! It does three things on top of the socket:
+//! It does four things on top of the transport:
 //!
 //! 1. **Replay.** The bytes the driver read while the connection was parked
 //!    (a pool buffer, and any unparsed bytes carried over from the previous
@@ -8,9 +8,9 @@
 //!    is touched. The pool buffer goes back to the pool the moment hyper has
 //!    copied its last byte, usually in the same poll that woke the
 //!    connection.
-//! 2. **Readiness reads.** After the replay, reads go to tokio's
-//!    `TcpStream::poll_read`, which waits for readiness and then reads
-//!    without blocking (the same `poll_read_ready` + `try_read` pair).
+//! 2. **Readiness reads.** After the replay, reads go to the transport's
+//!    tokio `poll_read`, which waits for readiness and then reads without
+//!    blocking (the same `poll_read_ready` + `try_read` pair).
 //! 3. **Idle bookkeeping.** It records whether the last socket read found
 //!    nothing (`WouldBlock`) and whether every write hyper issued has been
 //!    flushed. The driver uses both to decide that hyper sits between
@@ -26,28 +26,30 @@
 //!    that read off (`half_close(true)`) and looks for the close itself,
 //!    in `poll_flush`, which hyper calls on every poll of the connection:
 //!    while a request whose body has been read waits for its answer, it
-//!    peeks at the socket. End of stream or an error fails the flush, which
-//!    ends the connection and drops the handler, as hyper's read would;
-//!    bytes (a pipelined request) are left for hyper, which reads them
-//!    after the response. A peek costs no system call until the socket is
-//!    readable. One difference remains: hyper did not look while its
-//!    buffer held a pipelined request, dormant cannot see that buffer, so a
-//!    client that pipelines requests and then half-closes has the one in
-//!    flight cancelled rather than the last.
+//!    asks the transport (`Seam::poll_peer`: a peek on TCP, a small read
+//!    on a Unix socket, whose bytes are replayed to hyper first). End of
+//!    stream or an error fails the flush, which ends the connection and
+//!    drops the handler, as hyper's read would; bytes (a pipelined request)
+//!    are left for hyper, which reads them after the response. The check
+//!    costs no system call until the socket is readable. One difference
+//!    remains: hyper did not look while its buffer held a pipelined
+//!    request, dormant cannot see that buffer, so a client that pipelines
+//!    requests and then half-closes has the one in flight cancelled rather
+//!    than the last.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use std::sync::Arc;
+
 use bytes::{Buf, Bytes};
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::rt::TokioIo;
-use tokio::io::ReadBuf;
-use tokio::net::TcpStream;
 
-use crate::conn::Tracker;
 use crate::pool::PoolBuf;
-use std::sync::Arc;
+use crate::track::Tracker;
+use crate::transport::{Peer, Seam};
 
 /// Bytes read from the socket before hyper was built.
 #[derive(Debug, Default)]
@@ -123,53 +125,66 @@ impl Replay {
     }
 }
 
+/// Whether `ConnIo` looks for the peer's close while a request is
+/// answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CloseWatch {
+    /// HTTP/1: hyper does not read while a request is answered.
+    Watch,
+    /// HTTP/2: h2 reads all the time and sees the close itself.
+    Off,
+}
+
 /// hyper's transport for an ACTIVE connection.
 #[derive(Debug)]
-pub(crate) struct ConnIo {
-    stream: TokioIo<TcpStream>,
+pub(crate) struct ConnIo<T> {
+    stream: TokioIo<T>,
     replay: Replay,
     tracker: Arc<Tracker>,
-    /// Look for the peer's close while a request is answered (HTTP/1).
-    watch_close: bool,
+    close_watch: CloseWatch,
     /// A peek found bytes hyper has not read yet: no need to look again
     /// until it has.
     unread: bool,
 }
 
-impl ConnIo {
+impl<T: Seam> ConnIo<T> {
     /// `tracker` learns whether the last read found the socket empty and
-    /// whether a write is waiting for its flush. With `watch_close`, a
-    /// request in flight ends when the peer closes (see the module docs).
+    /// whether a write is waiting for its flush. With
+    /// [`CloseWatch::Watch`], a request in flight ends when the peer
+    /// closes (see the module docs).
     pub(crate) fn new(
-        stream: TcpStream,
+        stream: T,
         replay: Replay,
         tracker: Arc<Tracker>,
-        watch_close: bool,
+        close_watch: CloseWatch,
     ) -> Self {
         ConnIo {
             stream: TokioIo::new(stream),
             replay,
             tracker,
-            watch_close,
+            close_watch,
             unread: false,
         }
     }
 
-    /// Peeks at the socket for the peer's close (see the module docs):
+    /// Asks the transport for the peer's close (see the module docs):
     /// `Err` when it has closed or failed, `Ok` otherwise.
     fn poll_peer_open(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
-        let mut byte = [0; 1];
-        match self
-            .stream
-            .inner()
-            .poll_peek(cx, &mut ReadBuf::new(&mut byte))
-        {
-            Poll::Ready(Ok(0)) => Err(io::Error::new(
+        match self.stream.inner_mut().poll_peer(cx) {
+            Poll::Ready(Ok(Peer::Closed)) => Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "the client closed the connection before the response was complete",
             )),
-            Poll::Ready(Ok(_)) => {
+            Poll::Ready(Ok(Peer::Unread)) => {
                 self.unread = true;
+                Ok(())
+            }
+            Poll::Ready(Ok(Peer::ReadAhead(bytes))) => {
+                // Checked empty before the look: these come first (I2), and
+                // no further look is made until hyper has read them.
+                debug_assert!(self.replay.is_empty());
+                self.replay.carried = bytes;
+                self.tracker.set_read_blocked(false);
                 Ok(())
             }
             Poll::Ready(Err(error)) => Err(error),
@@ -178,12 +193,12 @@ impl ConnIo {
         }
     }
 
-    pub(crate) fn into_inner(self) -> (TcpStream, Replay) {
+    pub(crate) fn into_inner(self) -> (T, Replay) {
         (self.stream.into_inner(), self.replay)
     }
 }
 
-impl Read for ConnIo {
+impl<T: Seam> Read for ConnIo<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -207,7 +222,7 @@ impl Read for ConnIo {
     }
 }
 
-impl Write for ConnIo {
+impl<T: Seam> Write for ConnIo<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -237,7 +252,7 @@ impl Write for ConnIo {
         let res = Pin::new(&mut this.stream).poll_flush(cx);
         if let Poll::Ready(Ok(())) = res {
             this.tracker.set_unflushed(false);
-            if this.watch_close
+            if this.close_watch == CloseWatch::Watch
                 && !this.unread
                 && this.replay.is_empty()
                 && this.tracker.awaits_response()

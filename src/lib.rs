@@ -55,25 +55,39 @@
 
 #![forbid(unsafe_code)]
 
+// Layering (README, "Layout"): each module imports only modules listed
+// before it in this order, and none imports `server`.
+//   lot, pool, stats, error, shutdown, timeout, config, context
+//   transport (lot) · listener (transport) · upgrade (transport, lot, pool)
+//   track (upgrade) · body, io (track, transport) · service (body, track)
+//   accounting · state · conn (the driver) · server (wires them)
+mod accounting;
 mod body;
+mod config;
 mod conn;
 pub mod context;
 mod error;
 mod io;
+mod listener;
 mod lot;
 mod pool;
 mod server;
 mod service;
 mod shutdown;
+mod state;
 mod stats;
 mod timeout;
+mod track;
+mod transport;
 pub mod upgrade;
 
 pub use body::Body;
 pub use error::Error;
 pub use hyper_util::service::TowerToHyperService;
+pub use listener::{Addr, Listener, UnixListener};
 pub use pool::PoolStats;
 pub use server::{Builder, Serve, ServeFuture, Server, WithGracefulShutdown};
 pub use service::PeerAddr;
 pub use shutdown::Shutdown;
 pub use stats::Stats;
+pub use transport::Transport;

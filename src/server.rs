@@ -1,30 +1,36 @@
-//! The server: builder, accept loop, graceful shutdown.
+//! The server: builder, accept loop, graceful shutdown, and the wiring
+//! between the parking lot and the connection driver.
 
 use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::io;
+use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use http::{Request, Response};
 use hyper::server::conn::{http1, http2};
 use hyper::service::Service;
 use hyper_util::rt::TokioExecutor;
-use tokio::net::TcpListener;
-use tokio::sync::Notify;
 use tracing::{debug, error, trace};
 
+use crate::accounting::Held;
 use crate::body::Body;
-use crate::conn;
+use crate::config::Config;
+use crate::conn::{self, Origin};
 use crate::error::Error;
-use crate::lot::{self, Lot};
+use crate::listener::Listener;
+use crate::lot::{self, Closed, Rung};
 use crate::pool::Pool;
 use crate::service::{BoxError, HttpService, ResBody};
 use crate::shutdown::{Level, Signal};
+use crate::state::{Open, ServeState, Shared};
 use crate::stats::{Counters, Stats};
 use crate::timeout::Timeouts;
+use crate::transport::Transport;
+use crate::upgrade::{self, StreamLot};
 
 /// hyper's own default for its read buffer limit, which bounds a request
 /// head.
@@ -49,16 +55,16 @@ const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// ```
 #[derive(Clone, Debug)]
 pub struct Builder {
-    pub(crate) park_after: Option<Duration>,
-    pub(crate) dormant_after: Option<Duration>,
-    pub(crate) timeouts: Timeouts,
+    park_after: Option<Duration>,
+    dormant_after: Option<Duration>,
+    timeouts: Timeouts,
     max_connections: Option<usize>,
-    pub(crate) http2: bool,
+    http2: bool,
     keep_alive: bool,
     max_header_bytes: usize,
     max_headers: usize,
     shutdown_grace: Option<Duration>,
-    pub(crate) peer_addr: bool,
+    peer_addr: bool,
 }
 
 impl Default for Builder {
@@ -302,134 +308,24 @@ impl Builder {
             h1.max_headers(self.max_headers);
         }
         let h2 = http2::Builder::new(TokioExecutor::new());
+        let config = Config {
+            park_after: self.park_after,
+            dormant_after: self.dormant_after,
+            timeouts: self.timeouts,
+            max_connections: self.max_connections,
+            http2: self.http2,
+            peer_addr: self.peer_addr,
+            shutdown_grace: self.shutdown_grace,
+        };
         Ok(Server {
             shared: Arc::new(Shared {
-                config: self.clone(),
+                config,
                 http1: h1,
                 http2: h2,
                 pool: Pool::default(),
                 stats: Counters::default(),
             }),
         })
-    }
-}
-
-/// What every connection of a server shares.
-pub(crate) struct Shared {
-    pub(crate) config: Builder,
-    pub(crate) http1: http1::Builder,
-    pub(crate) http2: http2::Builder<TokioExecutor>,
-    pub(crate) pool: Pool,
-    pub(crate) stats: Counters,
-}
-
-/// What the connections of one `serve` call share.
-pub(crate) struct ServeState {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) signal: Signal,
-    /// `None` only if the lot could not be made.
-    pub(crate) lot: Option<Lot>,
-    pub(crate) held: Held,
-}
-
-/// The connections a `serve` call holds, in a task or in the parking lot.
-/// Shutdown waits for none to be left; the accept loop waits for fewer than
-/// the maximum.
-pub(crate) struct Held {
-    count: AtomicUsize,
-    max: usize,
-    /// Notified when the count reaches zero, or drops below the maximum.
-    released: Notify,
-}
-
-impl Held {
-    fn new(max: Option<usize>) -> Self {
-        Held {
-            count: AtomicUsize::new(0),
-            max: max.unwrap_or(usize::MAX),
-            released: Notify::new(),
-        }
-    }
-
-    /// `n` connections are closed.
-    pub(crate) fn release(&self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        let before = self.count.fetch_sub(n, Ordering::AcqRel);
-        // Only the release that crosses a threshold someone may wait on
-        // takes the notifier's lock.
-        if before == n || (before >= self.max && before - n < self.max) {
-            self.released.notify_waiters();
-        }
-    }
-
-    /// Waits until `ready(count)` holds.
-    async fn wait(&self, ready: impl Fn(usize) -> bool) {
-        loop {
-            let mut notified = std::pin::pin!(self.released.notified());
-            notified.as_mut().enable();
-            if ready(self.count.load(Ordering::Acquire)) {
-                return;
-            }
-            notified.await;
-        }
-    }
-
-    async fn all_released(&self) {
-        self.wait(|n| n == 0).await;
-    }
-
-    async fn below_max(&self) {
-        self.wait(|n| n < self.max).await;
-    }
-}
-
-/// A connection task's handle on its `serve` call. The connection counts as
-/// held from accept until it is closed: when this handle drops, unless it
-/// went into the parking lot, which then holds it.
-pub(crate) struct Open {
-    state: Arc<ServeState>,
-    held: bool,
-}
-
-impl Open {
-    /// A newly accepted connection.
-    fn new(state: &Arc<ServeState>) -> Self {
-        state.held.count.fetch_add(1, Ordering::AcqRel);
-        Open {
-            state: state.clone(),
-            held: true,
-        }
-    }
-
-    /// A connection the parking lot hands back; it is already counted.
-    fn woken(state: &Arc<ServeState>) -> Self {
-        Open {
-            state: state.clone(),
-            held: true,
-        }
-    }
-
-    /// The connection moves into the parking lot, which holds it from now
-    /// on: it stays counted until the lot closes it or hands it back.
-    pub(crate) fn into_lot(mut self) {
-        self.held = false;
-    }
-}
-
-impl std::ops::Deref for Open {
-    type Target = ServeState;
-    fn deref(&self) -> &ServeState {
-        &self.state
-    }
-}
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        if self.held {
-            self.state.held.release(1);
-        }
     }
 }
 
@@ -478,6 +374,11 @@ impl Server {
     /// [`with_graceful_shutdown`](Serve::with_graceful_shutdown), until
     /// shutdown completes.
     ///
+    /// `listener` is anything that implements [`Listener`]: tokio's
+    /// `TcpListener` or `UnixListener`, or dormant's
+    /// [`UnixListener`](crate::UnixListener). Every connection gets the
+    /// whole idle ladder, whatever the transport.
+    ///
     /// The service is shared by all connections (hyper services take
     /// `&self`). A tower service, such as an axum `Router`, is served
     /// through [`TowerToHyperService`](crate::TowerToHyperService).
@@ -485,8 +386,9 @@ impl Server {
     /// Errors of single connections are logged (with `tracing`) and never
     /// end the server; nor do accept errors, which back off instead of
     /// spinning. Needs a tokio runtime with I/O and time enabled.
-    pub fn serve<S, B>(&self, listener: TcpListener, service: S) -> Serve<S>
+    pub fn serve<L, S, B>(&self, listener: L, service: S) -> Serve<L, S>
     where
+        L: Listener,
         S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
         S::Future: Send + 'static,
         S::Error: Into<BoxError>,
@@ -513,18 +415,18 @@ impl fmt::Debug for Server {
 
 /// The future of [`Server::serve`]: runs until dropped.
 #[must_use = "futures do nothing unless `.await`ed or polled"]
-pub struct Serve<S> {
+pub struct Serve<L, S> {
     server: Server,
-    listener: TcpListener,
+    listener: L,
     service: S,
 }
 
-impl<S> Serve<S> {
+impl<L, S> Serve<L, S> {
     /// Shuts down gracefully once `signal` completes: stops accepting,
     /// closes idle (parked) connections at once, lets requests in flight
     /// finish (up to [`Builder::shutdown_grace`]) and then closes their
     /// connections. The future resolves when every connection is gone.
-    pub fn with_graceful_shutdown<F>(self, signal: F) -> WithGracefulShutdown<S, F>
+    pub fn with_graceful_shutdown<F>(self, signal: F) -> WithGracefulShutdown<L, S, F>
     where
         F: Future<Output = ()> + Send + 'static,
     {
@@ -535,7 +437,7 @@ impl<S> Serve<S> {
     }
 }
 
-impl<S> fmt::Debug for Serve<S> {
+impl<L: fmt::Debug, S> fmt::Debug for Serve<L, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Serve")
             .field("server", &self.server)
@@ -546,12 +448,12 @@ impl<S> fmt::Debug for Serve<S> {
 
 /// The future of [`Serve::with_graceful_shutdown`].
 #[must_use = "futures do nothing unless `.await`ed or polled"]
-pub struct WithGracefulShutdown<S, F> {
-    serve: Serve<S>,
+pub struct WithGracefulShutdown<L, S, F> {
+    serve: Serve<L, S>,
     signal: F,
 }
 
-impl<S, F> fmt::Debug for WithGracefulShutdown<S, F> {
+impl<L: fmt::Debug, S, F> fmt::Debug for WithGracefulShutdown<L, S, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WithGracefulShutdown")
             .field("serve", &self.serve)
@@ -562,8 +464,9 @@ impl<S, F> fmt::Debug for WithGracefulShutdown<S, F> {
 /// The boxed future `Serve` and `WithGracefulShutdown` turn into.
 pub type ServeFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
 
-impl<S, B> IntoFuture for Serve<S>
+impl<L, S, B> IntoFuture for Serve<L, S>
 where
+    L: Listener,
     S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
@@ -579,8 +482,9 @@ where
     }
 }
 
-impl<S, B, F> IntoFuture for WithGracefulShutdown<S, F>
+impl<L, S, B, F> IntoFuture for WithGracefulShutdown<L, S, F>
 where
+    L: Listener,
     S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
@@ -612,8 +516,10 @@ fn is_connection_error(e: &io::Error) -> bool {
     )
 }
 
-async fn run<S, B, F>(serve: Serve<S>, signal: F) -> io::Result<()>
+/// Serves until `signal`, then shuts down gracefully.
+async fn run<L, S, B, F>(serve: Serve<L, S>, signal: F) -> io::Result<()>
 where
+    L: Listener,
     S: HttpService<B>,
     B: ResBody,
     F: Future<Output = ()> + Send + 'static,
@@ -624,27 +530,65 @@ where
         service,
     } = serve;
     let service = Arc::new(service);
-    // Also without `dormant_after`: upgraded streams may sleep there.
-    let (lot, poll) = match Lot::new() {
-        Ok((lot, poll)) => (Some(lot), Some(poll)),
-        Err(error) => {
-            error!(%error, "no parking lot: connections stay parked in tokio");
-            (None, None)
+    let state = start(&server.shared, &service);
+    accept_until(listener, signal, &state, &service).await;
+    drain(&state).await;
+    Ok(())
+}
+
+/// Makes the state of a `serve` call and starts its parking lot.
+fn start<T, S, B>(shared: &Arc<Shared>, service: &Arc<S>) -> Arc<ServeState<T>>
+where
+    T: Transport,
+    S: HttpService<B>,
+    B: ResBody,
+{
+    let mut poll = None;
+    let state = Arc::new_cyclic(|weak: &Weak<ServeState<T>>| {
+        // The lot reports to the state it belongs to, weakly: the state
+        // keeps the lot.
+        let owner = LotOwner {
+            state: weak.clone(),
+            service: service.clone(),
+            body: PhantomData,
+        };
+        // Also without `dormant_after`: upgraded streams may sleep there.
+        let lot = match StreamLot::new(Box::new(owner)) {
+            Ok((lot, p)) => {
+                poll = Some(p);
+                Some(lot)
+            }
+            Err(error) => {
+                error!(%error, "no parking lot: connections stay parked in tokio");
+                None
+            }
+        };
+        ServeState {
+            shared: shared.clone(),
+            signal: Signal::default(),
+            upgrade_lot: upgrade::Lot::new(lot.clone()),
+            lot,
+            held: Held::new(shared.config.max_connections),
         }
-    };
-    let state = Arc::new(ServeState {
-        shared: server.shared.clone(),
-        signal: Signal::default(),
-        lot,
-        held: Held::new(server.shared.config.max_connections),
     });
-    if let Some(lot) = &state.lot {
-        // Before the first connection may park.
-        lot.set_on_wake(on_wake(&state, service.clone()));
-    }
     if let Some(poll) = poll {
-        tokio::spawn(drive_lot(state.clone(), poll, service.clone()));
+        tokio::spawn(drive_lot(state.clone(), poll));
     }
+    state
+}
+
+/// Accepts and serves connections until `signal` completes.
+async fn accept_until<L, S, B, F>(
+    mut listener: L,
+    signal: F,
+    state: &Arc<ServeState<L::Io>>,
+    service: &Arc<S>,
+) where
+    L: Listener,
+    S: HttpService<B>,
+    B: ResBody,
+    F: Future<Output = ()> + Send + 'static,
+{
     let mut signal = std::pin::pin!(signal);
     let mut backoff = MIN_BACKOFF;
     loop {
@@ -652,51 +596,59 @@ where
         // in the listen backlog.
         let accepted = tokio::select! {
             biased;
-            () = &mut signal => break,
+            () = &mut signal => return,
             accepted = async {
                 state.held.below_max().await;
                 listener.accept().await
             } => accepted,
         };
-        match accepted {
+        let error = match accepted {
             Ok((stream, peer)) => {
                 backoff = MIN_BACKOFF;
-                if let Err(error) = stream.set_nodelay(true) {
-                    debug!(%error, "setting TCP_NODELAY failed");
-                }
                 state.shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
-                let conn =
-                    conn::serve(stream, Some(peer), service.clone(), Open::new(&state), true);
-                tokio::spawn(conn);
+                let open = Open::accepted(state);
+                tokio::spawn(conn::serve(
+                    stream,
+                    Some(peer),
+                    service.clone(),
+                    open,
+                    Origin::Accepted,
+                ));
+                continue;
             }
-            Err(error) if is_connection_error(&error) => {
-                trace!(%error, "accept: connection failed before it was accepted");
-            }
-            Err(error) => {
-                // Out of file descriptors (EMFILE, ENFILE), buffers and the
-                // like: the listener stays readable, so retrying at once
-                // would spin.
-                state
-                    .shared
-                    .stats
-                    .accept_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                error!(%error, retry_in = ?backoff, "accept failed");
-                tokio::select! {
-                    biased;
-                    () = &mut signal => break,
-                    () = tokio::time::sleep(backoff) => {}
-                }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-            }
+            Err(error) => error,
+        };
+        if is_connection_error(&error) {
+            trace!(%error, "accept: connection failed before it was accepted");
+            continue;
         }
+        // Out of file descriptors (EMFILE, ENFILE), buffers and the like:
+        // the listener stays readable, so retrying at once would spin.
+        state
+            .shared
+            .stats
+            .accept_errors
+            .fetch_add(1, Ordering::Relaxed);
+        error!(%error, retry_in = ?backoff, "accept failed");
+        tokio::select! {
+            biased;
+            () = &mut signal => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
+    // The listener drops here: no connection waits in its backlog for a
+    // server that stopped accepting.
+}
 
+/// Graceful shutdown: closes idle connections, lets requests in flight
+/// finish (within the grace period), and waits for every connection to
+/// be gone.
+async fn drain<T: Transport>(state: &ServeState<T>) {
     debug!("graceful shutdown: draining connections");
-    drop(listener);
     state.signal.raise(Level::Draining);
     if let Some(lot) = &state.lot {
-        lot.close_all(&state.shared.stats, &state.held);
+        lot.close_all();
     }
     match state.shared.config.shutdown_grace {
         Some(grace) => {
@@ -711,13 +663,13 @@ where
         }
         None => state.held.all_released().await,
     }
-    Ok(())
 }
 
-/// Serves a connection the parking lot handed back with bytes waiting, in
-/// a new task. It still counts as held.
-fn spawn_woken<S, B>(state: &Arc<ServeState>, stream: tokio::net::TcpStream, service: &Arc<S>)
+/// Serves a connection the parking lot handed back with bytes waiting (or
+/// the peer's close), in a new task. It still counts as held.
+fn spawn_woken<T, S, B>(state: &Arc<ServeState<T>>, stream: T, service: &Arc<S>)
 where
+    T: Transport,
     S: HttpService<B>,
     B: ResBody,
 {
@@ -729,52 +681,93 @@ where
     let peer = match wanted.then(|| stream.peer_addr()).transpose() {
         Ok(peer) => peer,
         Err(error) => {
-            debug!(%error, "woken connection is gone");
+            // The peer reset the connection while it waited.
+            conn::closed_while_idle("woken", Some(&error));
             return;
         }
     };
-    tokio::spawn(conn::serve(stream, peer, service.clone(), open, false));
+    tokio::spawn(conn::serve(
+        stream,
+        peer,
+        service.clone(),
+        open,
+        Origin::Woken,
+    ));
 }
 
-/// What the lot does with a task-less PARKED connection it woke. Holds the
-/// state weakly: the lot keeps this, and the state keeps the lot.
-fn on_wake<S, B>(state: &Arc<ServeState>, service: Arc<S>) -> lot::OnWake
+/// What the parking lot of a `serve` call reports to: connections it hands
+/// back are served in new tasks, and what it closes is counted. Holds the
+/// state weakly: the state keeps the lot, which keeps this.
+struct LotOwner<T: Transport, S, B> {
+    state: Weak<ServeState<T>>,
+    service: Arc<S>,
+    body: PhantomData<fn() -> B>,
+}
+
+impl<T, S, B> lot::Owner<T> for LotOwner<T, S, B>
 where
+    T: Transport,
     S: HttpService<B>,
     B: ResBody,
 {
-    let weak = Arc::downgrade(state);
-    Box::new(move |stream, readable| {
-        let Some(state) = weak.upgrade() else { return };
-        state.shared.stats.parked.fetch_sub(1, Ordering::Relaxed);
-        if readable {
-            spawn_woken(&state, stream, &service);
-        } else {
-            // Closed before the count drops.
-            drop(stream);
-            state.held.release(1);
+    fn woken(&self, conn: T, from: Rung) {
+        let Some(state) = self.state.upgrade() else {
+            return;
+        };
+        let stats = &state.shared.stats;
+        match from {
+            Rung::Parked => stats.parked.fetch_sub(1, Ordering::Relaxed),
+            Rung::Dormant => {
+                stats.lot_wakes.fetch_add(1, Ordering::Relaxed);
+                stats.dormant.fetch_sub(1, Ordering::Relaxed)
+            }
+        };
+        spawn_woken(&state, conn, &self.service);
+    }
+
+    fn closed(&self, from: Rung, why: Closed, n: usize) {
+        let Some(state) = self.state.upgrade().filter(|_| n > 0) else {
+            return;
+        };
+        let stats = &state.shared.stats;
+        match from {
+            Rung::Parked => stats.parked.fetch_sub(n, Ordering::Relaxed),
+            Rung::Dormant => stats.dormant.fetch_sub(n, Ordering::Relaxed),
+        };
+        match why {
+            Closed::ByPeer if from == Rung::Dormant => {
+                stats.lot_closes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Closed::Idle => {
+                stats.idle_timeouts.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Closed::ByPeer | Closed::Failed | Closed::Shutdown => {}
         }
-    })
+        state.held.release(n);
+    }
+
+    fn went_dormant(&self, n: usize) {
+        let Some(state) = self.state.upgrade().filter(|_| n > 0) else {
+            return;
+        };
+        let stats = &state.shared.stats;
+        stats.parked.fetch_sub(n, Ordering::Relaxed);
+        stats.dormant.fetch_add(n, Ordering::Relaxed);
+        stats.dormancies.fetch_add(n as u64, Ordering::Relaxed);
+    }
 }
 
-/// Drives the parking lot of one `serve` call until shutdown; DORMANT
-/// connections that wake there get a new task.
-async fn drive_lot<S, B>(state: Arc<ServeState>, poll: mio::Poll, service: Arc<S>)
-where
-    S: HttpService<B>,
-    B: ResBody,
-{
+/// Drives the parking lot of one `serve` call until shutdown.
+async fn drive_lot<T: Transport>(state: Arc<ServeState<T>>, poll: mio::Poll) {
     let Some(lot) = &state.lot else { return };
-    let stats = &state.shared.stats;
-    let respawn = |stream| spawn_woken(&state, stream, &service);
     tokio::select! {
         biased;
         () = state.signal.reached(Level::Draining) => {}
-        res = lot::drive(lot, poll, stats, &state.held, respawn) => {
+        res = lot.drive(poll) => {
             if let Err(error) = res {
                 error!(%error, "parking lot failed; closing its connections");
             }
-            lot.close_all(stats, &state.held);
+            lot.close_all();
         }
     }
 }

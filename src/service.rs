@@ -8,15 +8,18 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::{Request, Response};
+use http::header::{CONNECTION, HeaderMap};
+use http::{Method, Request, Response, StatusCode, Version};
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::service::Service;
 use pin_project_lite::pin_project;
+use tokio::sync::oneshot;
 
 use crate::body::Body;
-use crate::conn::{InFlight, Tracker};
-use crate::upgrade::Pending;
+use crate::error::Error;
+use crate::track::{HandOffResult, InFlight, Tracker};
+use crate::upgrade::Handle;
 
 /// Boxed error, as hyper takes them.
 pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
@@ -55,6 +58,11 @@ impl<B> ResBody for B where B: http_body::Body<Data: Send, Error: Into<BoxError>
 /// [`Builder::peer_addr`](crate::Builder::peer_addr) is on (it is off by
 /// default: an extension costs three allocations per request).
 ///
+/// Its type is the listener's address type: `PeerAddr` (that is,
+/// `PeerAddr<std::net::SocketAddr>`) on TCP,
+/// `PeerAddr<tokio::net::unix::SocketAddr>` on a Unix socket, whose peer
+/// has a path or, usually, is unnamed.
+///
 /// ```no_run
 /// # use dormant::PeerAddr;
 /// # fn handler(req: &http::Request<dormant::Body>) {
@@ -64,19 +72,20 @@ impl<B> ResBody for B where B: http_body::Body<Data: Send, Error: Into<BoxError>
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct PeerAddr(pub SocketAddr);
+pub struct PeerAddr<A = SocketAddr>(pub A);
 
 /// The user's service as hyper sees it on one connection.
-pub(crate) struct ConnService<S> {
+pub(crate) struct ConnService<S, A> {
     pub(crate) inner: Arc<S>,
     /// `Some` when the builder turned the `PeerAddr` extension on.
-    pub(crate) peer: Option<SocketAddr>,
+    pub(crate) peer: Option<A>,
     pub(crate) tracker: Arc<Tracker>,
 }
 
-impl<S, B> Service<Request<Incoming>> for ConnService<S>
+impl<S, B, A> Service<Request<Incoming>> for ConnService<S, A>
 where
     S: Service<Request<Body>, Response = Response<B>>,
+    A: Clone + Send + Sync + 'static,
 {
     type Response = Response<TrackedBody<B>>;
     type Error = S::Error;
@@ -89,8 +98,8 @@ where
         let span = (!span.is_disabled()).then_some(span);
         let in_flight = self.tracker.request_started();
         let upgrade = Pending::check(&mut req, &self.tracker);
-        if let Some(peer) = self.peer {
-            req.extensions_mut().insert(PeerAddr(peer));
+        if let Some(peer) = &self.peer {
+            req.extensions_mut().insert(PeerAddr(peer.clone()));
         }
         let req = req.map(|incoming| Body::new(incoming, Some(&self.tracker)));
         let inner = match &span {
@@ -173,4 +182,64 @@ impl<B: http_body::Body> http_body::Body for TrackedBody<B> {
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
+}
+
+/// One upgrade candidate on its way through the handler.
+pub(crate) struct Pending {
+    tx: oneshot::Sender<HandOffResult>,
+    connect: bool,
+    tracker: Arc<Tracker>,
+}
+
+impl Pending {
+    /// Makes the request an upgrade candidate if it is one: an HTTP/1.1
+    /// request hyper prepared an upgrade for (it has an `Upgrade` header, or
+    /// is `CONNECT`), with `Connection: upgrade` unless it is `CONNECT`.
+    /// Requires hyper's mark so that hyper, too, ends the connection
+    /// without shutting the socket down when the response switches
+    /// protocols. Costs ordinary requests one look at an empty extension
+    /// map.
+    fn check<B>(req: &mut Request<B>, tracker: &Arc<Tracker>) -> Option<Pending> {
+        if req.version() != Version::HTTP_11 {
+            return None;
+        }
+        // Removed either way: hyper's future could only fail here.
+        req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>()?;
+        let connect = req.method() == Method::CONNECT;
+        if !connect && !connection_upgrade(req.headers()) {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        req.extensions_mut().insert(Handle::new(rx));
+        Some(Pending {
+            tx,
+            connect,
+            tracker: tracker.clone(),
+        })
+    }
+
+    /// The handler answered with `status`: an accepted upgrade waits for
+    /// the driver; a declined one fails the handler's future.
+    fn respond(self, status: StatusCode) {
+        let accepted = if self.connect {
+            status.is_success()
+        } else {
+            status == StatusCode::SWITCHING_PROTOCOLS
+        };
+        if accepted {
+            self.tracker.upgrade.put(self.tx);
+        } else {
+            let _ = self.tx.send(Err(Error::declined()));
+        }
+    }
+}
+
+/// Whether a `Connection` header lists `upgrade`.
+fn connection_upgrade(headers: &HeaderMap) -> bool {
+    headers.get_all(CONNECTION).iter().any(|value| {
+        value
+            .as_bytes()
+            .split(|&b| b == b',')
+            .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"upgrade"))
+    })
 }

@@ -1,5 +1,5 @@
 //! HTTP/1.1 upgrades (`101 Switching Protocols`, `CONNECT`): the raw
-//! `TcpStream` handed to the handler, and upgraded streams that sleep in the
+//! connection handed to the handler, and upgraded streams that sleep in the
 //! parking lot while idle.
 //!
 //! # Why not hyper's `Upgraded`
@@ -9,9 +9,10 @@
 //! the connection's write buffer and, through its read buffer, the whole
 //! connection, response and request. Upgraded streams (WebSocket, tunnels)
 //! are idle most of their life, so whatever they keep, they keep for long.
-//! Here the handler gets [`Parts`]: the `tokio::net::TcpStream` itself, and
-//! the bytes the client sent after its upgrade request, *copied* out of
-//! hyper's buffer. Nothing else of the server stays referenced: no hyper
+//! Here the handler gets [`Parts`]: the socket itself (a [`Stream`]: the
+//! `tokio::net::TcpStream` or `UnixStream` of whatever listener the server
+//! serves, so one handler works on any), and the bytes the client sent
+//! after its upgrade request, *copied* out of hyper's buffer. Nothing else of the server stays referenced: no hyper
 //! connection, request, response, pool buffer, service or connection slot
 //! (invariant I5 of the design).
 //!
@@ -59,7 +60,7 @@
 //! A handler whose stream is idle can give it, with its own small state, to
 //! the server's parking lot ([`Lot::sleep`]): the stream then has no task,
 //! no tokio registration and no buffer (24 bytes of slab plus the boxed
-//! state). When bytes arrive, the peer closes, or the server shuts down, the
+//! state, for TCP and Unix sockets alike). When bytes arrive, the peer closes, or the server shuts down, the
 //! lot calls the handler back in a new task with [`Woken`]. The usual shape
 //! is a plain function that puts the stream to sleep with a callback that
 //! serves one wake-up and calls that function again:
@@ -101,22 +102,19 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
-use http::header::{CONNECTION, HeaderMap};
-use http::{Method, Request, StatusCode, Version};
+use http::{Request, Version};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::oneshot;
-use tracing::debug;
 
-use crate::conn::Tracker;
 use crate::error::Error;
-use crate::io::ConnIo;
-use crate::lot;
+use crate::lot::{self, Wakeup};
 use crate::pool::{self, PoolStats};
-use crate::server::ServeState;
 use crate::shutdown::Shutdown;
+use crate::transport::Transport;
 
 pub use crate::pool::PooledBytes;
+pub use crate::transport::Stream;
 
 /// What the driver sends to the handler's [`OnUpgrade`].
 type HandOffResult = Result<Parts, Error>;
@@ -211,8 +209,8 @@ impl Future for OnUpgrade {
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Parts {
-    /// The connection's socket.
-    pub stream: TcpStream,
+    /// The connection's socket, of whatever transport the listener yields.
+    pub stream: Stream,
     /// Bytes the client sent after its upgrade request, which the server
     /// had already read: the first bytes of the new protocol. A copy, so no
     /// server buffer stays alive for them; often empty.
@@ -221,6 +219,17 @@ pub struct Parts {
     pub lot: Lot,
     /// Tells when the server's graceful shutdown begins.
     pub shutdown: Shutdown,
+}
+
+impl Parts {
+    pub(crate) fn new(stream: Stream, read_buf: Bytes, lot: Lot, shutdown: Shutdown) -> Self {
+        Parts {
+            stream,
+            read_buf,
+            lot,
+            shutdown,
+        }
+    }
 }
 
 /// An upgraded stream: the socket, with the bytes the server read past the
@@ -232,12 +241,12 @@ pub struct Parts {
 /// read, their allocation is freed: an idle `Upgraded` holds its socket and
 /// nothing else.
 pub struct Upgraded {
-    stream: TcpStream,
+    stream: Stream,
     leftover: Bytes,
 }
 
 impl Upgraded {
-    pub(crate) fn new(stream: TcpStream, leftover: Bytes) -> Self {
+    fn new(stream: Stream, leftover: Bytes) -> Self {
         Upgraded { stream, leftover }
     }
 
@@ -260,28 +269,31 @@ impl Upgraded {
             self.consume_leftover(n);
             return Ok(Some(PooledBytes::new(buf, n)));
         }
-        loop {
+        let stream = &mut self.stream;
+        poll_fn(|cx| {
             // `poll_read_ready` keeps the waker in tokio's per-socket
             // state; `readable()` would add a waiter node to the task.
-            poll_fn(|cx| self.stream.poll_read_ready(cx)).await?;
-            // Taken only now, after the wait.
+            std::task::ready!(stream.poll_read_ready(cx))?;
+            // Taken only now, after the wait; back to the pool at once if
+            // the readiness was spurious.
             let mut buf = pool::upgraded().take();
-            match self.stream.try_read(&mut buf) {
-                Ok(0) => return Ok(None),
-                Ok(n) => return Ok(Some(PooledBytes::new(buf, n))),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Err(e),
-            }
-        }
+            let mut read = ReadBuf::new(&mut buf);
+            std::task::ready!(Pin::new(&mut *stream).poll_read(cx, &mut read))?;
+            Poll::Ready(Ok(match read.filled().len() {
+                0 => None,
+                n => Some(PooledBytes::new(buf, n)),
+            }))
+        })
+        .await
     }
 
     /// The socket.
-    pub fn get_ref(&self) -> &TcpStream {
+    pub fn get_ref(&self) -> &Stream {
         &self.stream
     }
 
     /// The socket and the leftover bytes not read yet.
-    pub fn into_inner(self) -> (TcpStream, Bytes) {
+    pub fn into_inner(self) -> (Stream, Bytes) {
         (self.stream, self.leftover)
     }
 
@@ -301,9 +313,23 @@ impl From<Parts> for Upgraded {
 }
 
 /// A stream with no leftover bytes.
+impl From<Stream> for Upgraded {
+    fn from(stream: Stream) -> Self {
+        Upgraded::new(stream, Bytes::new())
+    }
+}
+
+/// A stream with no leftover bytes.
 impl From<TcpStream> for Upgraded {
     fn from(stream: TcpStream) -> Self {
-        Upgraded::new(stream, Bytes::new())
+        Upgraded::from(Stream::from(stream))
+    }
+}
+
+/// A stream with no leftover bytes.
+impl From<UnixStream> for Upgraded {
+    fn from(stream: UnixStream) -> Self {
+        Upgraded::from(Stream::from(stream))
     }
 }
 
@@ -380,9 +406,55 @@ pub fn pool_stats() -> PoolStats {
 /// the lot is the only part of the server an upgraded stream may hold on
 /// to, and only through this handle.
 #[derive(Clone)]
-pub struct Lot(Option<lot::Lot>);
+pub struct Lot(Option<Arc<dyn Beds>>);
+
+/// The lot of one transport, as upgraded streams see it: the transport is
+/// erased, as in [`Stream`].
+trait Beds: Send + Sync {
+    fn sleep(&self, stream: Stream, callback: Box<dyn Callback>);
+    fn sleeping(&self) -> usize;
+}
+
+/// A lot whose sleepers are upgraded streams.
+pub(crate) type StreamLot<T> = lot::Lot<T, Box<dyn Callback>>;
+
+impl<T: Transport> Beds for StreamLot<T> {
+    fn sleep(&self, stream: Stream, callback: Box<dyn Callback>) {
+        match T::from_stream(stream) {
+            Ok(stream) => lot::Lot::sleep(self, stream, callback),
+            Err(_) => callback.call(Woken::Failed(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the stream came from a server with another kind of listener than this lot's",
+            ))),
+        }
+    }
+
+    fn sleeping(&self) -> usize {
+        lot::Lot::sleeping(self)
+    }
+}
+
+impl<T: Transport> Wakeup<T> for Box<dyn Callback> {
+    fn call(self, woke: lot::Woke<T>) {
+        let up = |stream: T| Upgraded::from(stream.into_stream());
+        Callback::call(
+            self,
+            match woke {
+                lot::Woke::Readable(stream) => Woken::Readable(up(stream)),
+                lot::Woke::Eof(stream) => Woken::Eof(up(stream)),
+                lot::Woke::Shutdown(stream) => Woken::Shutdown(up(stream)),
+                lot::Woke::Failed(error) => Woken::Failed(error),
+            },
+        );
+    }
+}
 
 impl Lot {
+    /// The handle on a serve call's lot (`None` if it could not be made).
+    pub(crate) fn new<T: Transport>(lot: Option<StreamLot<T>>) -> Self {
+        Lot(lot.map(|lot| Arc::new(lot) as Arc<dyn Beds>))
+    }
+
     /// Puts `stream` to sleep in the parking lot with `callback`, its
     /// handler's state. The stream then has no task, no tokio registration
     /// and no buffer; the lot keeps 24 bytes for it plus the boxed
@@ -391,7 +463,9 @@ impl Lot {
     ///
     /// `callback` is called exactly once, in a new tokio task, with the
     /// stream when bytes arrive ([`Woken::Readable`]), when the peer closes
-    /// ([`Woken::Eof`]), when the server's graceful shutdown begins
+    /// ([`Woken::Eof`]; on a Unix socket, which cannot be peeked, a close
+    /// wakes it as [`Woken::Readable`] and the next read returns the end
+    /// of the stream), when the server's graceful shutdown begins
     /// ([`Woken::Shutdown`]), or with the error if the socket fails
     /// ([`Woken::Failed`]). No byte is lost: bytes that arrived before, or
     /// leftover bytes `stream` still holds, wake it at once. To sleep again,
@@ -451,7 +525,7 @@ pub enum Woken {
 }
 
 /// A sleeping stream's handler, boxed in the lot.
-pub(crate) trait Callback: Send {
+pub(crate) trait Callback: Send + 'static {
     /// Calls the handler in a new task.
     fn call(self: Box<Self>, woken: Woken);
 }
@@ -472,131 +546,14 @@ where
 /// candidates carry it. Cloneable because extensions must be; the first
 /// `on` takes the receiver.
 #[derive(Clone)]
-struct Handle(Arc<Mutex<Option<oneshot::Receiver<HandOffResult>>>>);
+pub(crate) struct Handle(Arc<Mutex<Option<oneshot::Receiver<HandOffResult>>>>);
 
 impl Handle {
+    pub(crate) fn new(rx: oneshot::Receiver<HandOffResult>) -> Self {
+        Handle(Arc::new(Mutex::new(Some(rx))))
+    }
+
     fn take(&self) -> Option<oneshot::Receiver<HandOffResult>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
-    }
-}
-
-/// Where an accepted upgrade waits for the driver: in the connection's
-/// `Tracker`, between the handler's response and the end of hyper's
-/// connection future.
-#[derive(Debug, Default)]
-pub(crate) struct HandOff(Mutex<Option<oneshot::Sender<HandOffResult>>>);
-
-impl HandOff {
-    /// The sender of an upgrade the handler accepted, if any.
-    pub(crate) fn take(&self) -> Option<oneshot::Sender<HandOffResult>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
-    }
-}
-
-/// One upgrade candidate on its way through the handler.
-pub(crate) struct Pending {
-    tx: oneshot::Sender<HandOffResult>,
-    connect: bool,
-    tracker: Arc<Tracker>,
-}
-
-impl Pending {
-    /// Makes the request an upgrade candidate if it is one: an HTTP/1.1
-    /// request hyper prepared an upgrade for (it has an `Upgrade` header, or
-    /// is `CONNECT`), with `Connection: upgrade` unless it is `CONNECT`.
-    /// Requires hyper's mark so that hyper, too, ends the connection
-    /// without shutting the socket down when the response switches
-    /// protocols. Costs ordinary requests one look at an empty extension
-    /// map.
-    pub(crate) fn check<B>(req: &mut Request<B>, tracker: &Arc<Tracker>) -> Option<Pending> {
-        if req.version() != Version::HTTP_11 {
-            return None;
-        }
-        // Removed either way: hyper's future could only fail here.
-        req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>()?;
-        let connect = req.method() == Method::CONNECT;
-        if !connect && !connection_upgrade(req.headers()) {
-            return None;
-        }
-        let (tx, rx) = oneshot::channel();
-        req.extensions_mut()
-            .insert(Handle(Arc::new(Mutex::new(Some(rx)))));
-        Some(Pending {
-            tx,
-            connect,
-            tracker: tracker.clone(),
-        })
-    }
-
-    /// The handler answered with `status`: an accepted upgrade waits for
-    /// the driver; a declined one fails the handler's future.
-    pub(crate) fn respond(self, status: StatusCode) {
-        let accepted = if self.connect {
-            status.is_success()
-        } else {
-            status == StatusCode::SWITCHING_PROTOCOLS
-        };
-        if accepted {
-            *self
-                .tracker
-                .upgrade
-                .0
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()) = Some(self.tx);
-        } else {
-            let _ = self.tx.send(Err(Error::declined()));
-        }
-    }
-}
-
-/// Whether a `Connection` header lists `upgrade`.
-fn connection_upgrade(headers: &HeaderMap) -> bool {
-    headers.get_all(CONNECTION).iter().any(|value| {
-        value
-            .as_bytes()
-            .split(|&b| b == b',')
-            .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"upgrade"))
-    })
-}
-
-/// Hands the connection hyper has finished with to the handler's
-/// [`OnUpgrade`]; everything else of it is dropped here. If the future is
-/// gone, the connection is closed.
-pub(crate) fn hand_off<S>(
-    parts: hyper::server::conn::http1::Parts<ConnIo, S>,
-    tx: oneshot::Sender<HandOffResult>,
-    state: &ServeState,
-) {
-    let hyper::server::conn::http1::Parts {
-        io,
-        read_buf,
-        service,
-        ..
-    } = parts;
-    drop(service);
-    let (stream, replay) = io.into_inner();
-    // Bytes hyper read past the request, then any it had not read yet.
-    // Copied: `read_buf` is a view into hyper's whole read allocation.
-    let rest = replay.into_carried();
-    let read_buf = if rest.is_empty() {
-        Bytes::copy_from_slice(&read_buf)
-    } else {
-        [&read_buf[..], &rest[..]].concat().into()
-    };
-    let parts = Parts {
-        stream,
-        read_buf,
-        lot: Lot(state.lot.clone()),
-        shutdown: Shutdown::new(&state.signal),
-    };
-    match tx.send(Ok(parts)) {
-        Ok(()) => {
-            state
-                .shared
-                .stats
-                .upgrades
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        Err(_) => debug!("upgrade future dropped before the hand-off: closing"),
     }
 }

@@ -1,0 +1,275 @@
+//! ACTIVE on HTTP/1.1: the hyper seam, where connections are taken apart.
+//!
+//! # Invariants
+//!
+//! The code here and in the driver keeps five invariants; each has tests
+//! that would fail without it.
+//!
+//! - **I1 Parked holds nothing.** A PARKED connection holds its transport,
+//!   its service, its deadline and leftover bytes only if the client
+//!   pipelined a partial request: no hyper object, no pooled buffer.
+//!   DORMANT holds less (the transport's fd and state, in the lot). Kept by
+//!   [`serve`] returning the transport alone from `into_parts`, and by the
+//!   driver's PARKED future (`parked`), which holds nothing else.
+//!   Tests: `benches/idle_memory` (heap per connection),
+//!   `tests/taskless_park.rs`, `tests/lot_dormant.rs`.
+//! - **I2 Lossless.** Every byte read from a socket is parsed by hyper,
+//!   replayed to the next hyper connection (`Replay`, the copied
+//!   `read_buf`), or handed to the upgrade. Pipelined and split requests
+//!   behave exactly as on plain hyper. Tests: `tests/http1_differential.rs`
+//!   (against plain hyper), `tests/http1_park.rs`, `tests/unix_socket.rs`.
+//! - **I3 Never mid-message.** hyper is taken apart only between messages:
+//!   see "When is hyper between messages?" below. Getting this wrong is a
+//!   request-smuggling bug, not a performance bug. Tests:
+//!   `tests/http1_body.rs`, `tests/http1_park.rs`.
+//! - **I4 No buffer across an idle await.** Pool buffers are taken after
+//!   readiness and returned before the next wait (`parked`, `ConnIo`'s
+//!   replay). Tests: the `pool.in_use` assertions of `tests/lot_dormant.rs`
+//!   and `tests/taskless_park.rs`.
+//! - **I5 Upgrades keep nothing.** After the hand-off ([`hand_off`]), no
+//!   server structure (hyper connection, request, response, pool buffer,
+//!   connection slot) stays referenced by the upgraded stream. Tests:
+//!   `tests/upgrade.rs`, `benches/upgrade_memory.rs`.
+//!
+//! # When is hyper between messages?
+//!
+//! hyper does not say, so the driver watches from the outside (the shared
+//! [`Tracker`]). After the hyper connection future returns `Pending`, the
+//! connection is *idle* when all of these hold:
+//!
+//! - the last read hyper issued reached the socket and found nothing
+//!   (`WouldBlock`), and no replayed byte is left: hyper has every byte the
+//!   client sent so far, and is waiting for more;
+//! - no request is in flight: every service future has completed and every
+//!   response body has been written to its end and dropped by hyper;
+//! - every write was flushed: hyper's write buffer is empty;
+//! - every request body was read to its end, or dropped and hyper has been
+//!   polled since. A body still alive (a handler may answer first and read
+//!   the body later, in another task) keeps hyper in the middle of the
+//!   message. When a body is dropped unread, hyper's next poll drains the
+//!   rest if it has already arrived, or stops reading and closes the
+//!   connection after the response (`poll_drain_or_close_read`); parking
+//!   before that poll could cut a body in two and let its tail be parsed as
+//!   a request (request smuggling).
+//!
+//! With nothing in flight and nothing buffered on either side, hyper's only
+//! state is its keep-alive `Init` state plus, possibly, the first bytes of a
+//! request head it could not yet parse. `into_parts` hands those back; the
+//! driver copies them out (a slice would pin hyper's whole read buffer) and
+//! replays them to the next hyper connection (I2).
+//!
+//! Parking right after each response would rebuild hyper for every request
+//! of a busy connection, so the driver waits until the connection has been
+//! idle for `park_after`. The same timer enforces the timeouts (see
+//! `timeout`).
+
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::task::Poll;
+
+use bytes::Bytes;
+use hyper::server::conn::http1;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tracing::debug;
+
+use super::Active;
+use super::parked::Clocks;
+use crate::io::{CloseWatch, ConnIo, Replay};
+use crate::service::{ConnService, HttpService, ResBody};
+use crate::shutdown::{Level, Shutdown};
+use crate::state::ServeState;
+use crate::timeout::{Expiry, Watchdog};
+use crate::track::{HandOffResult, Tracker};
+use crate::transport::Transport;
+use crate::upgrade;
+
+/// hyper's HTTP/1 connection over dormant's transport.
+type Connection<T, S> = http1::Connection<ConnIo<T>, ConnService<S, <T as Transport>::Addr>>;
+
+/// How hyper's connection ended, as the driver saw it.
+enum Ending {
+    /// Quiet for `park_after`: take hyper apart.
+    Quiet(Watchdog),
+    /// A timeout passed.
+    Timeout(Expiry),
+    /// hyper's future completed without error: the connection closed, or
+    /// an accepted upgrade's response was flushed and the socket left open.
+    Finished,
+    /// hyper failed, or the grace period of a shutdown is over.
+    Failed,
+}
+
+/// Runs hyper until the connection closes, a timeout passes, or it has been
+/// quiet for `park_after`. `head_since` is when the bytes about to be
+/// replayed began to arrive.
+pub(super) async fn serve<T, S, B>(
+    stream: T,
+    replay: Replay,
+    peer: Option<T::Addr>,
+    service: &Arc<S>,
+    state: &ServeState<T>,
+    head_since: Instant,
+) -> Active<T>
+where
+    T: Transport,
+    S: HttpService<B>,
+    B: ResBody,
+{
+    let shared = &state.shared;
+    let tracker = Arc::new(Tracker::default());
+    let io = ConnIo::new(stream, replay, tracker.clone(), CloseWatch::Watch);
+    let svc = ConnService {
+        inner: service.clone(),
+        peer,
+        tracker: tracker.clone(),
+    };
+    let mut conn = shared.http1.serve_connection(io, svc);
+    let ending = run(&mut conn, &tracker, state, head_since).await;
+    shared.stats.requests.fetch_add(tracker.requests(), Relaxed);
+    match ending {
+        Ending::Quiet(watchdog) => take_apart(conn, &watchdog),
+        Ending::Timeout(why) => {
+            debug!(?why, "timeout");
+            why.count(&shared.stats);
+            Active::Closed
+        }
+        Ending::Finished => {
+            if let Some(tx) = tracker.upgrade.take() {
+                hand_off(conn, tx, state);
+            }
+            Active::Closed
+        }
+        Ending::Failed => Active::Closed,
+    }
+}
+
+/// Polls hyper, the shutdown signal and the watchdog until the connection
+/// ends one way or another.
+fn run<'a, T, S, B>(
+    conn: &'a mut Connection<T, S>,
+    tracker: &'a Tracker,
+    state: &'a ServeState<T>,
+    head_since: Instant,
+) -> impl Future<Output = Ending> + Send + 'a
+where
+    T: Transport,
+    S: HttpService<B>,
+    B: ResBody,
+{
+    let config = &state.shared.config;
+    let mut watchdog = Watchdog::new(config.timeouts, config.park_after, Some(head_since));
+    async move {
+        // One timer for parking and every timeout (see `timeout`).
+        let mut timer = pin!(tokio::time::sleep_until(head_since));
+        // Abandoned request bodies hyper has been polled after.
+        let mut acked = 0;
+        let mut watch = pin!(state.signal.watch());
+        let mut draining = false;
+        let expiry = poll_fn(|cx| {
+            match watch.as_mut().poll_level(cx) {
+                Level::Running => {}
+                Level::Draining if draining => {}
+                Level::Draining => {
+                    draining = true;
+                    watchdog.stop_parking();
+                    Pin::new(&mut *conn).graceful_shutdown();
+                }
+                Level::Forced => return Poll::Ready(Err(Ending::Failed)),
+            }
+            let abandons = tracker.abandons();
+            match Pin::new(&mut *conn).poll(cx) {
+                Poll::Ready(Ok(())) => return Poll::Ready(Err(Ending::Finished)),
+                Poll::Ready(Err(error)) => {
+                    debug!(%error, "connection error");
+                    return Poll::Ready(Err(Ending::Failed));
+                }
+                Poll::Pending => {}
+            }
+            if abandons != acked {
+                // hyper has drained or given up on the abandoned body (see
+                // `Tracker::observe`).
+                acked = abandons;
+                tracker.abandon_seen();
+            }
+            watchdog
+                .poll(cx, timer.as_mut(), tracker.observe(acked))
+                .map(Ok)
+        })
+        .await;
+        match expiry {
+            Ok(Expiry::Park) => Ending::Quiet(watchdog),
+            Ok(why) => Ending::Timeout(why),
+            Err(ending) => ending,
+        }
+    }
+}
+
+/// ACTIVE → PARKED: takes hyper apart between messages (I3), keeping the
+/// transport and a copy of the bytes hyper read but did not parse (I1,
+/// I2).
+fn take_apart<T, S, B>(conn: Connection<T, S>, watchdog: &Watchdog) -> Active<T>
+where
+    T: Transport,
+    S: HttpService<B>,
+    B: ResBody,
+{
+    let parts = conn.into_parts();
+    let (stream, replay) = parts.io.into_inner();
+    debug_assert!(replay.is_empty(), "quiet implies the replay was consumed");
+    // Copy: `read_buf` is a view into hyper's whole read allocation.
+    let carried = Bytes::copy_from_slice(&parts.read_buf);
+    let (quiet_since, head_since) = watchdog.parked_clocks(!carried.is_empty());
+    Active::Parked(
+        stream,
+        carried,
+        Clocks {
+            quiet_since,
+            head_since,
+        },
+    )
+}
+
+/// Hands the connection hyper has finished with to the handler's
+/// `OnUpgrade`; everything else of it is dropped here (I5). If the future
+/// is gone, the connection is closed.
+fn hand_off<T, S, B>(
+    conn: Connection<T, S>,
+    tx: oneshot::Sender<HandOffResult>,
+    state: &ServeState<T>,
+) where
+    T: Transport,
+    S: HttpService<B>,
+    B: ResBody,
+{
+    let http1::Parts {
+        io,
+        read_buf,
+        service,
+        ..
+    } = conn.into_parts();
+    drop(service);
+    let (stream, replay) = io.into_inner();
+    // Bytes hyper read past the request, then any it had not read yet.
+    // Copied: `read_buf` is a view into hyper's whole read allocation.
+    let rest = replay.into_carried();
+    let read_buf = if rest.is_empty() {
+        Bytes::copy_from_slice(&read_buf)
+    } else {
+        [&read_buf[..], &rest[..]].concat().into()
+    };
+    let parts = upgrade::Parts::new(
+        stream.into_stream(),
+        read_buf,
+        state.upgrade_lot.clone(),
+        Shutdown::new(&state.signal),
+    );
+    match tx.send(Ok(parts)) {
+        Ok(()) => {
+            state.shared.stats.upgrades.fetch_add(1, Relaxed);
+        }
+        Err(_) => debug!("upgrade future dropped before the hand-off: closing"),
+    }
+}

@@ -1,0 +1,274 @@
+//! The per-connection driver: the idle ladder ACTIVE ⇄ PARKED, for every
+//! transport.
+//!
+//! ```text
+//! accept ─► PARKED ── readable ─► read into a pool buffer
+//!             ▲                     │ 0 bytes: the peer closed → done, no hyper state built
+//!             │                     ▼
+//!             │                   ACTIVE: hyper over ConnIo (replays the bytes first)
+//!             │                     │ HTTP/2 preface → hyper's http2 server (never parks)
+//!             └── idle for ─────────┘
+//!                 `park_after`: into_parts, copy the unparsed bytes, drop the rest
+//! ```
+//!
+//! A PARKED connection is one small task holding its transport, a
+//! reference to the service, and (only if the client pipelined part of a
+//! request) the bytes hyper had read but not parsed (`parked`). It owns no
+//! hyper connection and no buffer (invariants I1 and I4, see `h1`). A
+//! parked HTTP/1 connection that carries no bytes and has no request head
+//! on the clock does not even keep its task: it waits in the parking lot
+//! (`Lot::park`), which hands it back through the server when bytes
+//! arrive, and moves it to DORMANT after `dormant_after`. A new connection
+//! waiting for its first request, and one holding part of a request, wait
+//! in their task, under their header or idle deadline; they never go
+//! dormant (the lot keeps one idle timeout for all).
+//!
+//! The driver is generic over the transport `T`; what it asks of one is
+//! the [`Transport`] seam, so TCP and Unix sockets take the same path.
+//! `h1` is the hyper seam for HTTP/1.1, where parking happens; `h2` serves
+//! HTTP/2, which does not park yet.
+
+mod h1;
+mod h2;
+mod parked;
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+use tracing::{Instrument, debug, debug_span, trace};
+
+use crate::io::Replay;
+use crate::service::{HttpService, ResBody};
+use crate::state::{Open, ServeState};
+use crate::stats::Gauge;
+use crate::transport::Transport;
+use parked::{Clocks, ParkedWait, Wake};
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Where a connection the driver starts on comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// Just accepted: its first request is on the header clock from now.
+    Accepted,
+    /// Handed back by the parking lot, with bytes waiting (or a close).
+    Woken,
+}
+
+/// How an ACTIVE phase ended.
+enum Active<T> {
+    /// Quiet long enough: back to PARKED with the transport and unparsed
+    /// bytes.
+    Parked(T, Bytes, Clocks),
+    /// The connection is finished (closed by either side, an error, a
+    /// timeout, shutdown, or an upgrade).
+    Closed,
+}
+
+/// What the first bytes of a connection say it speaks.
+enum Protocol {
+    Http1,
+    Http2,
+    /// A prefix of the HTTP/2 preface: wait for the rest.
+    Undecided,
+}
+
+/// Tells a connection's protocol from its first bytes (with `http2` on,
+/// the HTTP/2 preface means h2c with prior knowledge).
+fn detect(replay: &Replay, http2: bool) -> Protocol {
+    if replay.len() < H2_PREFACE.len() && replay.starts_with(&H2_PREFACE[..replay.len()]) {
+        Protocol::Undecided
+    } else if http2 && replay.starts_with(H2_PREFACE) {
+        Protocol::Http2
+    } else {
+        Protocol::Http1
+    }
+}
+
+/// The peer of a connection span: a connection woken in the lot has its
+/// address looked up only when something will show it (see
+/// `server::spawn_woken`).
+struct ShowPeer<'a, A>(&'a Option<A>);
+
+impl<A: fmt::Debug> fmt::Debug for ShowPeer<'_, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(peer) => peer.fmt(f),
+            None => f.write_str("-"),
+        }
+    }
+}
+
+/// Logs a connection its peer closed, or reset, while it waited: a normal
+/// end, logged the same way on every rung. Other errors are logged at
+/// debug.
+pub(crate) fn closed_while_idle(rung: &'static str, error: Option<&io::Error>) {
+    use io::ErrorKind::*;
+    match error {
+        None => trace!(rung, "connection closed by the peer"),
+        Some(e)
+            if matches!(
+                e.kind(),
+                ConnectionReset | ConnectionAborted | BrokenPipe | NotConnected | UnexpectedEof
+            ) =>
+        {
+            trace!(rung, error = %e, "connection closed by the peer")
+        }
+        Some(e) => debug!(rung, error = %e, "connection failed while idle"),
+    }
+}
+
+/// An ACTIVE phase, boxed: its future is large, and a PARKED task must not
+/// keep its room.
+type ActiveFuture<'a, T> = Pin<Box<dyn Future<Output = Active<T>> + Send + 'a>>;
+
+/// Serves one connection until it closes or parks without its task (in
+/// the lot, which later moves it to DORMANT).
+///
+/// The future's size is what a PARKED connection costs, so it is written
+/// with care: an `async` block that uses its captured variables in place (an
+/// `async fn` would keep its arguments twice, as arguments and as locals),
+/// and nothing kept across the PARKED wait that can be recomputed.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps its arguments twice in the PARKED task"
+)]
+pub(crate) fn serve<T, S, B>(
+    mut stream: T,
+    peer: Option<T::Addr>,
+    service: Arc<S>,
+    state: Open<T>,
+    origin: Origin,
+) -> impl Future<Output = ()> + Send
+where
+    T: Transport,
+    S: HttpService<B>,
+    B: ResBody,
+{
+    async move {
+        let mut gauge = Gauge::parked(&state.shared.stats);
+        let mut carried = Bytes::new();
+        let accepted = Instant::now();
+        let mut clocks = Clocks {
+            quiet_since: accepted,
+            // Like Go's, the header read timeout of a new connection counts
+            // from accept.
+            head_since: (origin == Origin::Accepted).then_some(accepted),
+        };
+        let mut first = origin == Origin::Accepted;
+        loop {
+            // PARKED: no hyper state, no buffer. Whatever is not needed
+            // across the wait is computed inside it, so the task does not
+            // keep it.
+            let active: ActiveFuture<'_, T> = {
+                let wait = ParkedWait::new(&mut stream, &state, carried, &clocks);
+                let replay = match wait.await {
+                    Wake::Read(replay) => replay,
+                    Wake::Closed => return,
+                };
+                let shared = &state.shared;
+                let protocol = if first {
+                    detect(&replay, shared.config.http2)
+                } else {
+                    shared.stats.wakes.fetch_add(1, Relaxed);
+                    Protocol::Http1
+                };
+                if let Protocol::Undecided = protocol {
+                    carried = replay.into_carried();
+                    continue;
+                }
+                first = false;
+                gauge.set_active();
+                activate(stream, replay, protocol, &peer, &service, &state, &clocks)
+            };
+            match active.await {
+                Active::Parked(s, c, k) => {
+                    trace!(carried = c.len(), "parked");
+                    state.shared.stats.parks.fetch_add(1, Relaxed);
+                    gauge.set_parked();
+                    match park_taskless(s, &c, &k, &state) {
+                        Ok(()) => {
+                            // The lot counts it as parked and held from
+                            // here on.
+                            gauge.into_lot();
+                            state.into_lot();
+                            return;
+                        }
+                        Err(s) => stream = s,
+                    }
+                    carried = c;
+                    clocks = k;
+                }
+                Active::Closed => return,
+            }
+        }
+    }
+}
+
+/// Starts the ACTIVE phase of `protocol` on bytes that just arrived.
+fn activate<'a, T, S, B>(
+    stream: T,
+    replay: Replay,
+    protocol: Protocol,
+    peer: &Option<T::Addr>,
+    service: &'a Arc<S>,
+    state: &'a ServeState<T>,
+    clocks: &Clocks,
+) -> ActiveFuture<'a, T>
+where
+    T: Transport,
+    S: HttpService<B>,
+    B: ResBody,
+{
+    // The span covers ACTIVE phases only: in a PARKED task it would cost
+    // its size for every waiting connection.
+    let span = debug_span!("conn", peer = ?ShowPeer(peer));
+    let peer = peer.clone().filter(|_| state.shared.config.peer_addr);
+    if let Protocol::Http2 = protocol {
+        let service = service.clone();
+        return Box::pin(
+            async move {
+                h2::serve(stream, replay, peer, service, state).await;
+                Active::Closed
+            }
+            .instrument(span),
+        );
+    }
+    // The bytes that woke the connection begin a request head, unless an
+    // earlier part of it is already on the clock.
+    let head_since = clocks.head_since.unwrap_or_else(Instant::now);
+    let active = h1::serve(stream, replay, peer, service, state, head_since);
+    if span.is_disabled() {
+        // Entering a disabled span still costs every poll.
+        Box::pin(active)
+    } else {
+        Box::pin(active.instrument(span))
+    }
+}
+
+/// Puts a parked connection in the lot without its task, if it carries
+/// nothing and has no request head on the clock; gives it back otherwise,
+/// or if the lot refuses it.
+fn park_taskless<T: Transport>(
+    stream: T,
+    carried: &Bytes,
+    clocks: &Clocks,
+    state: &ServeState<T>,
+) -> Result<(), T> {
+    let Some(lot) = &state.lot else {
+        return Err(stream);
+    };
+    if !carried.is_empty() || clocks.head_since.is_some() {
+        return Err(stream);
+    }
+    let config = &state.shared.config;
+    let dormant_at = config.dormant_after.map(|d| Instant::now() + d);
+    let idle_at = config.timeouts.idle_deadline(clocks.quiet_since);
+    lot.park(stream, dormant_at, idle_at.map(|(at, _)| at))
+}

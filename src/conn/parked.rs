@@ -1,0 +1,153 @@
+//! PARKED in the connection's task: a wait for readiness that holds no
+//! buffer.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use pin_project_lite::pin_project;
+use tokio::io::ReadBuf;
+use tokio::time::{Instant, Sleep};
+use tracing::debug;
+
+use super::closed_while_idle;
+use crate::io::Replay;
+use crate::lot::Parkable;
+use crate::shutdown::{Level, Watch};
+use crate::state::ServeState;
+use crate::timeout::Expiry;
+use crate::transport::Transport;
+
+/// The clocks a connection keeps while PARKED.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Clocks {
+    /// When the connection last became quiet (the idle timeout counts from
+    /// here).
+    pub(super) quiet_since: Instant,
+    /// When the request head the connection is receiving began: at accept
+    /// until the first request, then while it holds part of a pipelined
+    /// request head.
+    pub(super) head_since: Option<Instant>,
+}
+
+/// How a PARKED wait ended.
+pub(super) enum Wake {
+    /// Bytes arrived: serve them.
+    Read(Replay),
+    /// The connection is finished: the peer closed it, it failed, a timeout
+    /// passed, or the server is shutting down.
+    Closed,
+}
+
+pin_project! {
+    /// Waits until the transport is readable, then reads into a pool
+    /// buffer; or until `deadline` (closes), or shutdown. Written out by
+    /// hand because it is most of a PARKED connection's task: an `async`
+    /// block would keep more.
+    pub(super) struct ParkedWait<'a, T: Transport> {
+        stream: &'a mut T,
+        state: &'a ServeState<T>,
+        carried: Bytes,
+        // What closes the connection, unpacked: the task's size is counted
+        // in bytes.
+        why: Expiry,
+        expired: bool,
+        #[pin]
+        timer: Option<Sleep>,
+        #[pin]
+        watch: Watch<'a>,
+    }
+}
+
+impl<'a, T: Transport> ParkedWait<'a, T> {
+    pub(super) fn new(
+        stream: &'a mut T,
+        state: &'a ServeState<T>,
+        carried: Bytes,
+        clocks: &Clocks,
+    ) -> Self {
+        let config = &state.shared.config;
+        let deadline = match clocks.head_since {
+            Some(since) => config
+                .timeouts
+                .head_deadline(since)
+                .or_else(|| config.timeouts.idle_deadline(since)),
+            None => config.timeouts.idle_deadline(clocks.quiet_since),
+        };
+        ParkedWait {
+            stream,
+            state,
+            carried,
+            why: deadline.map_or(Expiry::Idle, |(_, why)| why),
+            // A zero delay acts at once: the timer wheel would round it up
+            // to its next tick.
+            expired: deadline.is_some_and(|(at, _)| at <= Instant::now()),
+            timer: deadline.map(|(at, _)| tokio::time::sleep_until(at)),
+            watch: state.signal.watch(),
+        }
+    }
+}
+
+/// The deadline of a PARKED wait passed.
+fn timed_out<T: Transport>(why: Expiry, state: &ServeState<T>) -> Wake {
+    debug!(?why, "timeout while parked");
+    why.count(&state.shared.stats);
+    Wake::Closed
+}
+
+impl<T: Transport> Future for ParkedWait<'_, T> {
+    type Output = Wake;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Wake> {
+        let mut this = self.project();
+        if *this.expired {
+            return Poll::Ready(timed_out(*this.why, this.state));
+        }
+        if this.watch.as_mut().poll_level(cx) >= Level::Draining {
+            return Poll::Ready(Wake::Closed);
+        }
+        // `poll_read_ready` keeps its waker in tokio's per-socket state; a
+        // `readable()` future would add a waiter node to this task.
+        if let Poll::Ready(ready) = Parkable::poll_read_ready(&**this.stream, cx) {
+            if let Err(error) = ready {
+                closed_while_idle("parked", Some(&error));
+                return Poll::Ready(Wake::Closed);
+            }
+            // The buffer is taken only now, after readiness (I4).
+            let mut buf = this.state.shared.pool.take();
+            // `poll_read`, not `try_read`: after a short read it clears
+            // tokio's readiness flag, so hyper's next read does not make a
+            // system call to find the socket empty.
+            let mut read = ReadBuf::new(&mut buf);
+            match Pin::new(&mut **this.stream).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) => {
+                    let n = read.filled().len();
+                    if n == 0 {
+                        // EOF. Bytes of an incomplete request die with the
+                        // connection, as they would on plain hyper.
+                        closed_while_idle("parked", None);
+                        return Poll::Ready(Wake::Closed);
+                    }
+                    return Poll::Ready(Wake::Read(Replay {
+                        carried: std::mem::take(this.carried),
+                        fresh: Some((buf, 0..n)),
+                    }));
+                }
+                Poll::Ready(Err(error)) => {
+                    closed_while_idle("parked", Some(&error));
+                    return Poll::Ready(Wake::Closed);
+                }
+                // Spurious readiness: cleared, and the waker registered;
+                // the buffer goes back to the pool.
+                Poll::Pending => {}
+            }
+        }
+        if let Some(timer) = this.timer.as_pin_mut() {
+            if timer.poll(cx).is_ready() {
+                return Poll::Ready(timed_out(*this.why, this.state));
+            }
+        }
+        Poll::Pending
+    }
+}

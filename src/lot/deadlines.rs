@@ -1,0 +1,152 @@
+//! FIFO deadline queues on a 32-bit millisecond clock.
+//!
+//! Every connection in one table of the lot has the same delay (the
+//! server's `dormant_after`, or its idle timeout), so deadlines arrive in
+//! order and a queue is a `VecDeque`: push at the back, expire from the
+//! front, no heap and no timer per connection. An entry names a slab key
+//! and may outlive its connection (woken, closed, key reused); the owner
+//! checks that the key still holds a connection with that deadline before
+//! acting on it.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Wrapping 32-bit milliseconds since a [`Clock`]'s epoch: comparisons are
+/// correct while deadlines are less than ~24 days apart, which
+/// `Builder::build` guarantees by bounding the idle timeout.
+pub(crate) type Millis = u32;
+
+/// Whether wrapping millisecond `a` is before `b`.
+pub(crate) fn before(a: Millis, b: Millis) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+/// The earlier of two optional deadlines.
+pub(crate) fn earliest(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if before(b, a) { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Turns instants into [`Millis`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Clock {
+    epoch: Instant,
+}
+
+impl Clock {
+    pub(crate) fn new(epoch: Instant) -> Self {
+        Clock { epoch }
+    }
+
+    pub(crate) fn millis(&self, at: Instant) -> Millis {
+        // Truncation is the wrapping clock.
+        at.saturating_duration_since(self.epoch).as_millis() as Millis
+    }
+}
+
+/// Deadlines in FIFO order, each naming a slab key.
+#[derive(Debug, Default)]
+pub(crate) struct Deadlines {
+    queue: VecDeque<(Millis, u32)>,
+}
+
+impl Deadlines {
+    /// Queues `deadline` for `key`; returns the deadline as queued. A
+    /// deadline earlier than the back of the queue (two connections raced
+    /// to it) is moved to the back's: the queue stays in order, and a
+    /// connection is never acted on early.
+    pub(crate) fn push(&mut self, deadline: Millis, key: u32) -> Millis {
+        let deadline = match self.queue.back() {
+            Some(&(back, _)) if before(deadline, back) => back,
+            _ => deadline,
+        };
+        self.queue.push_back((deadline, key));
+        deadline
+    }
+
+    /// Takes the front entry if its deadline is not after `now`.
+    pub(crate) fn pop_due(&mut self, now: Millis) -> Option<(Millis, u32)> {
+        let &(deadline, _) = self.queue.front()?;
+        if before(now, deadline) {
+            return None;
+        }
+        self.queue.pop_front()
+    }
+
+    /// How long from `now` until the front deadline, if any.
+    pub(crate) fn next_in(&self, now: Millis) -> Option<Duration> {
+        let &(deadline, _) = self.queue.front()?;
+        let left = deadline.wrapping_sub(now) as i32;
+        Some(Duration::from_millis(left.max(0) as u64))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Forgets every deadline and frees the queue's memory.
+    pub(crate) fn clear(&mut self) {
+        self.queue = VecDeque::new();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn due_entries_leave_in_order() {
+        let mut q = Deadlines::default();
+        q.push(10, 1);
+        q.push(20, 2);
+        q.push(20, 3);
+        assert_eq!(q.next_in(5), Some(Duration::from_millis(5)));
+        assert_eq!(q.pop_due(9), None);
+        assert_eq!(q.pop_due(10), Some((10, 1)));
+        assert_eq!(q.pop_due(15), None);
+        assert_eq!(q.next_in(15), Some(Duration::from_millis(5)));
+        assert_eq!(q.pop_due(25), Some((20, 2)));
+        assert_eq!(q.pop_due(25), Some((20, 3)));
+        assert_eq!(q.pop_due(25), None);
+        assert_eq!((q.next_in(25), q.len()), (None, 0));
+    }
+
+    #[test]
+    fn an_earlier_deadline_queues_behind_the_back() {
+        let mut q = Deadlines::default();
+        assert_eq!(q.push(30, 1), 30);
+        assert_eq!(q.push(25, 2), 30, "raced: never acted on early");
+        assert_eq!(q.pop_due(29), None);
+        assert_eq!(q.pop_due(30), Some((30, 1)));
+        assert_eq!(q.pop_due(30), Some((30, 2)));
+    }
+
+    #[test]
+    fn a_passed_front_is_due_now() {
+        let mut q = Deadlines::default();
+        q.push(10, 1);
+        assert_eq!(q.next_in(50), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn the_clock_wraps() {
+        let near_end = u32::MAX - 5;
+        let mut q = Deadlines::default();
+        q.push(near_end, 1);
+        q.push(near_end.wrapping_add(10), 2);
+        assert!(before(near_end, near_end.wrapping_add(10)));
+        assert_eq!(q.pop_due(near_end), Some((near_end, 1)));
+        assert_eq!(q.next_in(near_end), Some(Duration::from_millis(10)));
+        assert_eq!(q.pop_due(3), None);
+        assert_eq!(q.pop_due(4), Some((near_end.wrapping_add(10), 2)));
+        assert_eq!(
+            earliest(Some(near_end.wrapping_add(10)), Some(near_end)),
+            Some(near_end)
+        );
+        assert_eq!(earliest(None, Some(7)), Some(7));
+    }
+}

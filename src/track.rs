@@ -1,0 +1,209 @@
+//! [`Tracker`]: what one ACTIVE connection's driver, service wrapper,
+//! request bodies and `ConnIo` share.
+//!
+//! hyper does not say when a connection sits between messages, so the
+//! driver watches from the outside (see `conn::h1`): the service wrapper
+//! counts requests in flight ([`InFlight`], until the response body is
+//! written and dropped), request bodies count themselves open until their
+//! end, and `ConnIo` records whether the last read found the socket empty
+//! and whether every write was flushed. All of it is relaxed atomics: one
+//! task polls the connection, and bodies moved to other tasks only ever
+//! delay parking.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
+
+use crate::error::Error;
+use crate::timeout::Observed;
+use crate::upgrade::Parts;
+
+/// How a request body ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BodyEnd {
+    /// Read to its end.
+    Complete,
+    /// Dropped before its end.
+    Abandoned,
+}
+
+/// What the driver sends to the handler's `OnUpgrade`.
+pub(crate) type HandOffResult = Result<Parts, Error>;
+
+/// Where an accepted upgrade waits for the driver: between the handler's
+/// response and the end of hyper's connection future.
+#[derive(Debug, Default)]
+pub(crate) struct HandOff(Mutex<Option<oneshot::Sender<HandOffResult>>>);
+
+impl HandOff {
+    /// Keeps the sender of an upgrade the handler accepted.
+    pub(crate) fn put(&self, tx: oneshot::Sender<HandOffResult>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+    }
+
+    /// The sender of an upgrade the handler accepted, if any.
+    pub(crate) fn take(&self) -> Option<oneshot::Sender<HandOffResult>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// What the driver, the service wrapper, the request bodies and `ConnIo`
+/// share about one ACTIVE connection.
+#[derive(Debug, Default)]
+pub(crate) struct Tracker {
+    /// Requests in flight (low 32 bits) and, of those, requests whose
+    /// response is being written (high 32 bits).
+    in_flight: AtomicU64,
+    /// Request bodies handed to the service and not yet at their end.
+    open_bodies: AtomicUsize,
+    /// Request bodies dropped before their end, ever. The driver compares
+    /// it with the count hyper has seen (see [`Tracker::observe`]).
+    abandons: AtomicU64,
+    /// The latest request's body was dropped before its end: hyper may have
+    /// stopped reading (see [`Tracker::awaits_response`]).
+    abandoned: AtomicBool,
+    read_blocked: AtomicBool,
+    unflushed: AtomicBool,
+    /// Bytes arrived after the last request ended and before the next one
+    /// began: hyper holds part of a request head.
+    head_pending: AtomicBool,
+    requests: AtomicU64,
+    /// An upgrade the handler accepted, waiting for hyper to finish.
+    pub(crate) upgrade: HandOff,
+}
+
+const RESPONDING: u64 = 1 << 32;
+
+impl Tracker {
+    pub(crate) fn request_started(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Relaxed);
+        self.requests.fetch_add(1, Relaxed);
+        self.head_pending.store(false, Relaxed);
+        self.abandoned.store(false, Relaxed);
+        InFlight {
+            tracker: self.clone(),
+            responding: false,
+        }
+    }
+
+    pub(crate) fn body_opened(&self) {
+        self.open_bodies.fetch_add(1, Relaxed);
+    }
+
+    /// A body reached its end or was dropped before it.
+    pub(crate) fn body_closed(&self, end: BodyEnd) {
+        self.open_bodies.fetch_sub(1, Relaxed);
+        if end == BodyEnd::Abandoned {
+            self.abandons.fetch_add(1, Relaxed);
+            self.abandoned.store(true, Relaxed);
+        }
+    }
+
+    /// A request is in flight and hyper reads nothing until it is answered:
+    /// its body was read to the end, or it had none. Only then does
+    /// `ConnIo` look for the peer's close (see `io`). Not after a body was
+    /// dropped before its end: hyper then drains it or stops reading, and a
+    /// hyper that stops reading does not look for the close either.
+    pub(crate) fn awaits_response(&self) -> bool {
+        self.in_flight.load(Relaxed) & (RESPONDING - 1) != 0
+            && self.open_bodies.load(Relaxed) == 0
+            && !self.abandoned.load(Relaxed)
+    }
+
+    pub(crate) fn set_read_blocked(&self, blocked: bool) {
+        self.read_blocked.store(blocked, Relaxed);
+    }
+
+    pub(crate) fn set_unflushed(&self, unflushed: bool) {
+        self.unflushed.store(unflushed, Relaxed);
+    }
+
+    /// hyper read bytes from the client.
+    pub(crate) fn bytes_read(&self) {
+        if self.in_flight.load(Relaxed) == 0 && self.open_bodies.load(Relaxed) == 0 {
+            self.head_pending.store(true, Relaxed);
+        }
+    }
+
+    /// What the connection is doing (see module docs). `acked` is the
+    /// number of abandoned bodies hyper has reacted to.
+    ///
+    /// When a handler drops a body before its end, the next poll of hyper
+    /// either drains the rest of the body, if it is already readable, or
+    /// stops reading and closes the connection once the response is written
+    /// (`poll_drain_or_close_read` in hyper's `proto/h1/conn.rs`). An
+    /// abandoned body therefore counts as unread until hyper has been
+    /// polled after the drop; after that, a connection still open is
+    /// between messages.
+    pub(crate) fn observe(&self, acked: u64) -> Observed {
+        let flight = self.in_flight.load(Relaxed);
+        let in_flight = flight & (RESPONDING - 1);
+        let unflushed = self.unflushed.load(Relaxed);
+        let body = self.open_bodies.load(Relaxed) > 0 || self.abandons.load(Relaxed) != acked;
+        let between = in_flight == 0 && !unflushed && !body;
+        let head = between && self.head_pending.load(Relaxed);
+        Observed {
+            requests: self.requests.load(Relaxed),
+            quiet: between && self.read_blocked.load(Relaxed),
+            head,
+            body,
+            writing: flight >= RESPONDING || (in_flight == 0 && unflushed),
+        }
+    }
+}
+
+impl Tracker {
+    /// Request bodies dropped before their end, so far.
+    pub(crate) fn abandons(&self) -> u64 {
+        self.abandons.load(Relaxed)
+    }
+
+    /// hyper has been polled after an abandoned body: it drained the body
+    /// or stopped reading, and bytes it drained were no request head.
+    pub(crate) fn abandon_seen(&self) {
+        self.head_pending.store(false, Relaxed);
+    }
+
+    /// Requests started on the connection so far.
+    pub(crate) fn requests(&self) -> u64 {
+        self.requests.load(Relaxed)
+    }
+
+    /// What an HTTP/2 connection is doing: it is quiet when no stream is
+    /// open, whatever hyper buffers (its streams are independent).
+    pub(crate) fn observe_streams(&self) -> Observed {
+        Observed {
+            requests: self.requests.load(Relaxed),
+            quiet: self.in_flight.load(Relaxed) == 0 && self.open_bodies.load(Relaxed) == 0,
+            ..Observed::default()
+        }
+    }
+}
+
+/// Marks one request as in flight until dropped.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    tracker: Arc<Tracker>,
+    responding: bool,
+}
+
+impl InFlight {
+    /// The service answered: the response is being written from now on.
+    pub(crate) fn responded(&mut self) {
+        if !self.responding {
+            self.responding = true;
+            self.tracker.in_flight.fetch_add(RESPONDING, Relaxed);
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut done = 1;
+        if self.responding {
+            done += RESPONDING;
+        }
+        self.tracker.in_flight.fetch_sub(done, Relaxed);
+    }
+}

@@ -1,0 +1,85 @@
+//! Transports: what a connection's bytes travel on, as the driver, the lot
+//! and the upgrade hand-off see it.
+//!
+//! A connection is a *transport* (TCP, a Unix socket; TLS over either, in
+//! a later change) carrying a *protocol* (HTTP/1.1, HTTP/2, an upgraded
+//! stream). The protocol drivers need from a transport only four things,
+//! and this module's [`Transport`] trait is exactly those:
+//!
+//! | need | TCP, Unix socket | TLS (how it will fit) |
+//! |---|---|---|
+//! | hyper's reads and writes | tokio's `AsyncRead`/`AsyncWrite` | the same, over records decrypted into a pool buffer |
+//! | a wait for readiness that holds no buffer | tokio's readiness flag ([`Parkable::poll_read_ready`]) | the socket's flag, then decrypt whatever arrived |
+//! | the peer's close while a request is answered ([`Seam::poll_peer`]) | a one-byte peek (TCP); a small read kept for hyper (Unix sockets: std has no stable peek) | a read: `close_notify` or application data, never a peek |
+//! | a *parked* form: the fd plus an optional state ([`Parkable::Dormant`]) | the socket alone: 4 bytes, so a DORMANT slot stays 8 | the fd plus the boxed session (keys, sequence numbers), no record buffer |
+//!
+//! A transport is a tokio stream type; nothing wraps it, so ACTIVE
+//! connections pay nothing for the seam. The trait is sealed: the lot's
+//! slot layout and the parking rules (nothing half-read may be dropped)
+//! depend on each implementation, so the crate provides them all.
+//! [`Stream`] erases the transport for the upgrade hand-off, so that one
+//! handler serves upgrades on any listener.
+
+mod stream;
+mod tcp;
+mod unix;
+
+use std::fmt;
+use std::io;
+
+pub(crate) use sealed::{Peer, Seam};
+pub use stream::Stream;
+
+/// A connection's byte stream: [`tokio::net::TcpStream`] or
+/// [`tokio::net::UnixStream`].
+///
+/// Sealed: dormant parks, wakes and hands off each transport in its own
+/// way, so it implements this trait for the transports it supports, and a
+/// [`Listener`](crate::Listener) of your own yields one of those.
+pub trait Transport: Seam {
+    /// The peer's address: [`std::net::SocketAddr`] for TCP,
+    /// [`tokio::net::unix::SocketAddr`] (a path, or unnamed) for Unix
+    /// sockets. Its `Debug` form is what logs show.
+    type Addr: Clone + fmt::Debug + Send + Sync + 'static;
+
+    /// Returns the address of the connection's peer.
+    fn peer_addr(&self) -> io::Result<Self::Addr>;
+}
+
+mod sealed {
+    use std::io;
+    use std::task::{Context, Poll};
+
+    use bytes::Bytes;
+    use tokio::io::{AsyncRead, AsyncWrite};
+
+    use super::Stream;
+    use crate::lot::Parkable;
+
+    /// What the protocol drivers need of a transport beyond the lot's
+    /// [`Parkable`] and tokio's I/O traits.
+    pub trait Seam: Parkable + AsyncRead + AsyncWrite + Unpin + std::fmt::Debug + Sized {
+        /// Looks for the peer's close while a request is answered, without
+        /// losing a byte. `Pending` (with the waker registered) while
+        /// nothing arrived.
+        fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>>;
+
+        /// Erases the transport, for the upgrade hand-off.
+        fn into_stream(self) -> Stream;
+
+        /// Takes the transport back out of a [`Stream`] it went into.
+        fn from_stream(stream: Stream) -> Result<Self, Stream>;
+    }
+
+    /// What [`Seam::poll_peer`] found.
+    #[derive(Debug)]
+    pub enum Peer {
+        /// The peer closed (or half-closed) with nothing left to read.
+        Closed,
+        /// Bytes wait in the transport, unread (a peek saw them).
+        Unread,
+        /// Bytes the check had to read: they come before anything else
+        /// the transport reads, and whoever reads next must get them.
+        ReadAhead(Bytes),
+    }
+}

@@ -1,0 +1,142 @@
+//! [`Stream`]: a connection's stream with its transport erased.
+
+use std::fmt;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpStream, UnixStream};
+
+use crate::lot::Parkable;
+
+/// A connection's stream, whatever the listener it came from: what an
+/// upgrade hands over ([`upgrade::Parts`](crate::upgrade::Parts)).
+///
+/// It implements tokio's [`AsyncRead`] and [`AsyncWrite`] by delegating to
+/// the socket (one `match`, no box), so a handler speaks its protocol on it
+/// whether the server listens on TCP or on a Unix socket. The socket
+/// itself is one method away when a handler needs it
+/// ([`as_tcp`](Self::as_tcp), [`into_unix`](Self::into_unix), …).
+pub struct Stream(Kind);
+
+enum Kind {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    /// The TCP socket, if the stream is one.
+    pub fn as_tcp(&self) -> Option<&TcpStream> {
+        match &self.0 {
+            Kind::Tcp(stream) => Some(stream),
+            Kind::Unix(_) => None,
+        }
+    }
+
+    /// The Unix socket, if the stream is one.
+    pub fn as_unix(&self) -> Option<&UnixStream> {
+        match &self.0 {
+            Kind::Unix(stream) => Some(stream),
+            Kind::Tcp(_) => None,
+        }
+    }
+
+    /// Returns the TCP socket, or the stream back if it is not one.
+    pub fn into_tcp(self) -> Result<TcpStream, Stream> {
+        match self.0 {
+            Kind::Tcp(stream) => Ok(stream),
+            kind => Err(Stream(kind)),
+        }
+    }
+
+    /// Returns the Unix socket, or the stream back if it is not one.
+    pub fn into_unix(self) -> Result<UnixStream, Stream> {
+        match self.0 {
+            Kind::Unix(stream) => Ok(stream),
+            kind => Err(Stream(kind)),
+        }
+    }
+
+    /// tokio's readiness flag of the socket (see [`Parkable`]).
+    pub(crate) fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &self.0 {
+            Kind::Tcp(stream) => Parkable::poll_read_ready(stream, cx),
+            Kind::Unix(stream) => Parkable::poll_read_ready(stream, cx),
+        }
+    }
+}
+
+impl From<TcpStream> for Stream {
+    fn from(stream: TcpStream) -> Self {
+        Stream(Kind::Tcp(stream))
+    }
+}
+
+impl From<UnixStream> for Stream {
+    fn from(stream: UnixStream) -> Self {
+        Stream(Kind::Unix(stream))
+    }
+}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Kind::Tcp(stream) => stream.fmt(f),
+            Kind::Unix(stream) => stream.fmt(f),
+        }
+    }
+}
+
+/// Delegates one I/O call to the socket.
+macro_rules! delegate {
+    ($self:ident, $stream:ident => $call:expr) => {
+        match &mut $self.get_mut().0 {
+            Kind::Tcp($stream) => $call,
+            Kind::Unix($stream) => $call,
+        }
+    };
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        delegate!(self, s => Pin::new(s).poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        delegate!(self, s => Pin::new(s).poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        delegate!(self, s => Pin::new(s).poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match &self.0 {
+            Kind::Tcp(stream) => stream.is_write_vectored(),
+            Kind::Unix(stream) => stream.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        delegate!(self, s => Pin::new(s).poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        delegate!(self, s => Pin::new(s).poll_shutdown(cx))
+    }
+}
