@@ -2,10 +2,16 @@
 //!
 //! ```text
 //! cargo run --release --example hello [ADDR]     # default 127.0.0.1:3000
+//! cargo run --release --example hello unix:/tmp/hello.sock
+//! curl --unix-socket /tmp/hello.sock http://localhost/
 //! RUST_LOG=dormant=debug cargo run --example hello
 //! PARK_AFTER_MS=100 cargo run --release --example hello   # benches/wrk.sh
 //! PEER_ADDR=on cargo run --release --example hello         # benches/instructions.sh
 //! ```
+//!
+//! An address `unix:PATH` serves on a Unix socket at `PATH` (the server
+//! creates the socket file, and removes it when stopped with Ctrl-C; it
+//! refuses to start if a file is already there).
 //!
 //! `PARK_AFTER_MS` sets [`park_after`](dormant::Builder::park_after) in
 //! milliseconds (`none`: never park); it exists for the `park_after` sweep
@@ -20,6 +26,7 @@ use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::service::service_fn;
+use dormant::Listener;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
@@ -30,17 +37,38 @@ async fn hello(_req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, In
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
+    if let Err(error) = run().await {
+        eprintln!("hello: {error}");
+        std::process::exit(1);
+    }
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:3000".to_owned());
-    let listener = TcpListener::bind(&addr).await?;
-    println!("listening on {}", listener.local_addr()?);
+    let server = server()?;
+    match addr.strip_prefix("unix:") {
+        Some(path) => {
+            let listener = dormant::UnixListener::bind(path)?;
+            println!("listening on unix:{}", listener.path().display());
+            serve(server, listener).await
+        }
+        None => {
+            let listener = TcpListener::bind(&addr).await?;
+            println!("listening on {}", Listener::local_addr(&listener)?);
+            serve(server, listener).await
+        }
+    }
+}
 
+/// The server, with the settings the benches vary.
+fn server() -> Result<dormant::Server, Box<dyn std::error::Error>> {
     let mut builder = dormant::Server::builder();
     if let Ok(ms) = std::env::var("PARK_AFTER_MS") {
         builder.park_after(match ms.as_str() {
@@ -51,7 +79,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::var("PEER_ADDR").is_ok_and(|v| v == "on") {
         builder.peer_addr(true);
     }
-    let server = builder.build()?;
+    Ok(builder.build()?)
+}
+
+/// Serves until Ctrl-C, then shuts down gracefully.
+async fn serve(
+    server: dormant::Server,
+    listener: impl Listener,
+) -> Result<(), Box<dyn std::error::Error>> {
     server
         .serve(listener, service_fn(hello))
         .with_graceful_shutdown(async {
