@@ -1,7 +1,7 @@
 #!/bin/sh
 # User-space instructions per keep-alive request: dormant (examples/hello.rs,
 # with its defaults and with the PeerAddr extension on) against hyper-util
-# (examples/hello_hyper.rs), same run, under valgrind's
+# (benches/bin/hello_hyper.rs), same run, under valgrind's
 # callgrind. Instruction counts do not move with other tenants' load, so on
 # a shared machine they resolve differences of a few percent that
 # requests/s cannot (see benches/wrk.sh for those). They count the server

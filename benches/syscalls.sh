@@ -1,8 +1,8 @@
 #!/bin/bash
 # System calls per keep-alive request with think time between requests:
 # dormant (examples/hello.rs, defaults) against hyper-util
-# (examples/hello_hyper.rs), one after the other in the same run, counted
-# by `strace -f -c` on the server process.
+# (benches/bin/hello_hyper.rs), one after the other in the same run,
+# counted by `strace -f -c` on the server process.
 #
 #   benches/syscalls.sh [CONNS] [REQUESTS] [THINK]   # default 200 10 0.3
 #   benches/syscalls.sh 1 300 0.3     # one connection: every wake alone

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Keep-alive hello-world throughput with wrk: dormant (examples/hello.rs)
-# against hyper-util (examples/hello_hyper.rs), same machine, same run, in
-# one of two ways:
+# against hyper-util (benches/bin/hello_hyper.rs), same machine, same run,
+# in one of two ways:
 #
 #   benches/wrk.sh [ROUNDS] [DURATION]          # alternating, default 5 rounds of 8s
 #   PAIRED=1 benches/wrk.sh [ROUNDS] [DURATION] # both at once on one core

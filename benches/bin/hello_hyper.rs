@@ -1,13 +1,18 @@
-//! The baseline for `hello`: the same handler on a plain hyper-util auto
-//! server (HTTP/1.1 and h2c), one task per connection, nothing else.
+//! The benchmark baseline for `examples/hello.rs`: the same handler on a
+//! plain hyper-util auto server (HTTP/1.1 and h2c), one task per
+//! connection, nothing else.
 //!
 //! ```text
 //! cargo run --release --example hello_hyper [ADDR]     # default 127.0.0.1:3000
 //! TOKIO_WORKER_THREADS=1 cargo run --release --example hello_hyper
 //! ```
 //!
-//! Used by `benches/wrk.sh`. Both examples run on tokio's multi-thread
-//! runtime, which takes its worker count from `TOKIO_WORKER_THREADS`.
+//! Not an example of dormant: it lives with the benches that run it
+//! (`benches/wrk.sh`, `benches/syscalls.sh`, `benches/instructions.sh`) and
+//! is declared in Cargo.toml as the example `hello_hyper`, so that cargo
+//! builds it with the dev-dependencies. It and `hello` both run on tokio's
+//! multi-thread runtime, which takes its worker count from
+//! `TOKIO_WORKER_THREADS`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
