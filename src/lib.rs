@@ -16,6 +16,10 @@
 //!
 //! # Serving
 //!
+//! [`Server::serve`] takes any [`Listener`]: tokio's `TcpListener` or
+//! `UnixListener`, or dormant's [`UnixListener`], which cleans up its
+//! socket file. Every transport gets the whole idle ladder.
+//!
 //! Handlers are hyper [`Service`](hyper::service::Service)s over
 //! `Request<`[`Body`]`>`; tower services (an axum `Router`) go through
 //! [`TowerToHyperService`]. With [`Builder::peer_addr`] on, every request
@@ -23,9 +27,9 @@
 //!
 //! # Upgrades
 //!
-//! [`upgrade::on`] hands a handler the raw `TcpStream` of an HTTP/1.1
-//! upgrade (`101`) or `CONNECT`, with the bytes the client sent after its
-//! request, and keeps nothing of the connection. An idle upgraded stream
+//! [`upgrade::on`] hands a handler the raw socket of an HTTP/1.1 upgrade
+//! (`101`) or `CONNECT`, with the bytes the client sent after its request,
+//! and keeps nothing of the connection. An idle upgraded stream
 //! can sleep in the parking lot with its protocol's small state, and is
 //! called back when bytes arrive: see the [`upgrade`] module.
 //!
@@ -55,12 +59,8 @@
 
 #![forbid(unsafe_code)]
 
-// Layering (README, "Layout"): each module imports only modules listed
-// before it in this order, and none imports `server`.
-//   lot, pool, stats, error, shutdown, timeout, config, context
-//   transport (lot) · listener (transport) · upgrade (transport, lot, pool)
-//   track (upgrade) · body, io (track, transport) · service (body, track)
-//   accounting · state · conn (the driver) · server (wires them)
+// Imports go one way (README, "Layout"): lot → transport → upgrade →
+// track → body, io, service → state → conn → server; none imports `server`.
 mod accounting;
 mod body;
 mod config;

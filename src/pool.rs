@@ -1,4 +1,4 @@
-//! The slab buffer pool: where a waking connection gets its first read buffer.
+//! The buffer pool: where a waking connection gets its first read buffer.
 //!
 //! A parked connection owns no buffer (invariant I4 of the design). When its
 //! socket turns readable, the driver takes one fixed-size buffer from the

@@ -126,7 +126,7 @@ impl Tracker {
         }
     }
 
-    /// What the connection is doing (see module docs). `acked` is the
+    /// What the connection is doing (see `conn::h1`). `acked` is the
     /// number of abandoned bodies hyper has reacted to.
     ///
     /// When a handler drops a body before its end, the next poll of hyper
