@@ -22,11 +22,11 @@
 
 use std::convert::Infallible;
 
+use dormant::Listener;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::service::service_fn;
-use dormant::Listener;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
