@@ -1,9 +1,14 @@
-//! Test harness: a real dormant server on 127.0.0.1:0 and a raw client.
+//! Test harness: a real dormant server on 127.0.0.1:0 or on a Unix socket
+//! in a temporary directory, and a raw client.
 #![allow(dead_code, unreachable_pub)]
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -15,17 +20,25 @@ use hyper::service::service_fn;
 /// hanging.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A running server; shuts down (and joins its runtime) on drop.
-pub struct Serve {
-    pub addr: SocketAddr,
+/// A running server; shuts down (and joins its runtime) on drop. `A` is
+/// where it listens: a TCP address, or the path of a Unix socket
+/// ([`ServeUnix`]).
+pub struct Serve<A = SocketAddr> {
+    pub addr: A,
     pub server: dormant::Server,
     /// The server's runtime (for its task metrics).
     pub handle: tokio::runtime::Handle,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The temporary directory of a Unix socket; dropped (removed) after
+    /// the server stopped, since fields drop after `Drop::drop`.
+    dir: Option<TempDir>,
 }
 
-impl Serve {
+/// A server on a Unix socket; `addr` is the socket's path.
+pub type ServeUnix = Serve<PathBuf>;
+
+impl<A> Serve<A> {
     pub fn stats(&self) -> dormant::Stats {
         self.server.stats()
     }
@@ -66,10 +79,6 @@ impl Serve {
         }
     }
 
-    pub fn connect(&self) -> Client {
-        Client::connect(self.addr)
-    }
-
     /// Waits (polling, bounded) until `cond(stats)` holds; panics with the
     /// last stats otherwise.
     pub fn wait_for(&self, what: &str, cond: impl Fn(&dormant::Stats) -> bool) {
@@ -87,7 +96,33 @@ impl Serve {
     }
 }
 
-impl Drop for Serve {
+impl Serve {
+    pub fn connect(&self) -> Client {
+        Client::connect(self.addr)
+    }
+}
+
+impl ServeUnix {
+    pub fn connect(&self) -> UnixClient {
+        Client::connect_unix(&self.addr)
+    }
+
+    /// The socket file's path.
+    pub fn path(&self) -> &Path {
+        &self.addr
+    }
+
+    /// The temporary directory the socket is in.
+    pub fn dir(&self) -> &Path {
+        &self
+            .dir
+            .as_ref()
+            .expect("a Unix server has a directory")
+            .path
+    }
+}
+
+impl<A> Drop for Serve<A> {
     fn drop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
@@ -101,9 +136,64 @@ impl Drop for Serve {
 }
 
 /// Starts `service` on a dormant server built by `builder`, on its own
-/// runtime thread.
+/// runtime thread, listening on 127.0.0.1 (a free port).
 pub fn serve_with<S, B>(builder: &dormant::Builder, service: S) -> Serve
 where
+    S: hyper::service::Service<Request<dormant::Body>, Response = Response<B>>
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    serve_on(builder, service, None, || async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        (listener, addr)
+    })
+}
+
+/// Starts `service` as [`serve_with`] does, on a `dormant::UnixListener`
+/// at a fresh path in a fresh temporary directory (removed when the
+/// server is dropped).
+pub fn serve_unix_with<S, B>(builder: &dormant::Builder, service: S) -> ServeUnix
+where
+    S: hyper::service::Service<Request<dormant::Body>, Response = Response<B>>
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let dir = TempDir::new();
+    let path = dir.path.join("http.sock");
+    let bind_at = path.clone();
+    serve_on(builder, service, Some(dir), move || async move {
+        let listener = dormant::UnixListener::bind(&bind_at).expect("bind the Unix socket");
+        (listener, bind_at)
+    })
+}
+
+/// Starts `service` on a dormant server built by `builder`, on its own
+/// runtime thread, on the listener `bind` makes there (it runs inside the
+/// runtime).
+fn serve_on<L, A, Bind, Fut, S, B>(
+    builder: &dormant::Builder,
+    service: S,
+    dir: Option<TempDir>,
+    bind: Bind,
+) -> Serve<A>
+where
+    L: dormant::Listener,
+    A: Send + 'static,
+    Bind: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = (L, A)>,
     S: hyper::service::Service<Request<dormant::Body>, Response = Response<B>>
         + Send
         + Sync
@@ -125,13 +215,10 @@ where
             .build()
             .unwrap();
         rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let (listener, addr) = bind().await;
             addr_tx
-                .send((
-                    listener.local_addr().unwrap(),
-                    tokio::runtime::Handle::current(),
-                ))
-                .unwrap();
+                .send((addr, tokio::runtime::Handle::current()))
+                .unwrap_or_else(|_| panic!("the test went away"));
             srv.serve(listener, service)
                 .with_graceful_shutdown(async {
                     let _ = rx.await;
@@ -147,6 +234,35 @@ where
         handle,
         shutdown: Some(tx),
         thread: Some(thread),
+        dir,
+    }
+}
+
+/// A fresh directory under the system's temporary directory, removed
+/// (with what is left in it) when dropped.
+#[derive(Debug)]
+pub struct TempDir {
+    pub path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "dormant-test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        // A directory left by an earlier process with the same pid.
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir(&path).expect("create a temporary directory");
+        TempDir { path }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 
@@ -199,17 +315,53 @@ pub fn fd_count() -> usize {
         .count()
 }
 
-/// A blocking raw-bytes client with a read timeout.
-pub struct Client {
-    pub stream: TcpStream,
+/// A blocking raw-bytes client with a read timeout, over TCP or a Unix
+/// socket ([`UnixClient`]).
+pub struct Client<S = TcpStream> {
+    pub stream: S,
     buf: Vec<u8>,
 }
+
+/// A raw client over a Unix socket.
+pub type UnixClient = Client<UnixStream>;
 
 impl Client {
     pub fn connect(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect(addr).expect("connect");
-        stream.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
         stream.set_nodelay(true).unwrap();
+        Client::new(stream)
+    }
+}
+
+impl UnixClient {
+    pub fn connect_unix(path: &Path) -> UnixClient {
+        let stream = UnixStream::connect(path)
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", path.display()));
+        Client::new(stream)
+    }
+}
+
+/// What [`Client`] needs of its stream.
+pub trait RawStream: Read + Write {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()>;
+}
+
+impl RawStream for TcpStream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        TcpStream::set_read_timeout(self, timeout)
+    }
+}
+
+impl RawStream for UnixStream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        UnixStream::set_read_timeout(self, timeout)
+    }
+}
+
+impl<S: RawStream> Client<S> {
+    /// Wraps a connected stream, with the read timeout set.
+    pub fn new(stream: S) -> Client<S> {
+        stream.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
         Client {
             stream,
             buf: Vec::new(),
