@@ -52,24 +52,34 @@
 //! - `dormant`: dormant's defaults, measured once every connection has gone
 //!   DORMANT (`dormant_after`, 1 s): fds in the parking lot, no task;
 //! - `no-park`: dormant with `park_after(None)`: what a connection costs
-//!   while it keeps hyper, which shows what parking saves.
+//!   while it keeps hyper, which shows what parking saves;
+//! - `unix-parked`, `unix-dormant`: `parked` and `dormant` over a Unix
+//!   socket (a `tokio::net::UnixListener` in a fresh directory under the
+//!   system's temporary directory, removed at the end; the client connects
+//!   with `std::os::unix::net::UnixStream`): the ladder is not about TCP,
+//!   so a Unix connection should cost what a TCP one does. Their heap is
+//!   TCP's; their untrimmed RSS runs higher because the client connects
+//!   faster over a Unix socket, so more connections are ACTIVE at once in
+//!   their first `park_after` (10 ms), each with hyper's buffers, which
+//!   raises glibc's high-water mark: compare the trimmed columns.
 //!
 //! Both child processes raise their soft `RLIMIT_NOFILE` to the hard limit
 //! by being started through `sh -c 'ulimit -n "$(ulimit -Hn)"; exec …'`
 //! (no `setrlimit` through `libc`: the benches keep `unsafe` to one call),
 //! so N can go up to a little below the hard limit. Linux only (`/proc`).
 //! The processes, the readings and the table are shared with
-//! `upgrade_memory` (`benches/common/procs.rs`, `benches/common/memory.rs`);
-//! this file has the kinds, their servers and the client's request.
+//! `upgrade_memory` (`benches/common/procs.rs`, `benches/common/memory.rs`),
+//! and so is the choice of transport (a kind named `unix-…` runs over a Unix
+//! socket); this file has the kinds, their servers and the client's request.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -82,14 +92,26 @@ mod procs;
 
 use hello::{complete_response, hello_dormant, serve_hyper_util};
 use memory::wait_until;
-use procs::{Bench, UnderTest, WARMUP};
+use procs::{Bench, Conn, Endpoint, Listen, UnderTest, WARMUP};
 
-static BENCH: Bench = Bench {
+static BENCH: Bench<fn(&mut Conn)> = Bench {
     prefix: "IDLE",
     title: "idle memory per connection",
-    kinds: &["hyper-util", "parked", "dormant", "no-park"],
+    kinds: &[
+        "hyper-util",
+        "parked",
+        "dormant",
+        "no-park",
+        "unix-parked",
+        "unix-dormant",
+    ],
     kind_width: 16,
-    ratios: &[("parked", "PARKED"), ("dormant", "DORMANT")],
+    ratios: &[
+        ("parked", "PARKED"),
+        ("dormant", "DORMANT"),
+        ("unix-parked", "PARKED over Unix"),
+        ("unix-dormant", "DORMANT over Unix"),
+    ],
     connect: request,
 };
 
@@ -146,16 +168,40 @@ impl UnderTest for Running {
     }
 }
 
-/// Starts the server of `kind` (see the module docs).
+/// The listener of a kind: a Unix socket for the `unix-…` kinds.
+enum Listening {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+impl Listen for Listening {
+    fn listen(unix: Option<&Path>) -> (Self, Endpoint) {
+        match unix {
+            Some(path) => {
+                let listener = UnixListener::bind(path).expect("bind the Unix socket");
+                (Listening::Unix(listener), Endpoint::Unix(path.to_owned()))
+            }
+            None => {
+                let (listener, to) = TcpListener::listen(None);
+                (Listening::Tcp(listener), to)
+            }
+        }
+    }
+}
+
+/// Starts the server of `kind` (see the module docs) on `listener`, which
+/// is a Unix socket for the `unix-…` kinds.
 fn start_server(
     kind: &str,
-    listener: TcpListener,
+    listener: Listening,
     stop: oneshot::Receiver<()>,
 ) -> (Running, JoinHandle<()>) {
-    match kind {
+    // The server of `unix-parked` is `parked`'s, on another transport.
+    let server_kind = kind.strip_prefix("unix-").unwrap_or(kind);
+    match server_kind {
         "parked" | "dormant" | "no-park" => {
             let mut builder = dormant::Server::builder();
-            match kind {
+            match server_kind {
                 "parked" => builder.dormant_after(None),
                 "no-park" => builder.park_after(None),
                 _ => &mut builder, // defaults: dormant after 1 s
@@ -163,17 +209,31 @@ fn start_server(
             let server = builder.build().expect("build");
             let serve = server.clone();
             let task = tokio::spawn(async move {
-                serve
-                    .serve(listener, service_fn(hello_dormant))
-                    .with_graceful_shutdown(async {
-                        let _ = stop.await;
-                    })
-                    .await
-                    .expect("serve");
+                let stop = async {
+                    let _ = stop.await;
+                };
+                match listener {
+                    Listening::Tcp(listener) => {
+                        serve
+                            .serve(listener, service_fn(hello_dormant))
+                            .with_graceful_shutdown(stop)
+                            .await
+                    }
+                    Listening::Unix(listener) => {
+                        serve
+                            .serve(listener, service_fn(hello_dormant))
+                            .with_graceful_shutdown(stop)
+                            .await
+                    }
+                }
+                .expect("serve");
             });
-            (Running::Dormant(server, kind.to_owned()), task)
+            (Running::Dormant(server, server_kind.to_owned()), task)
         }
         "hyper-util" => {
+            let Listening::Tcp(listener) = listener else {
+                panic!("hyper-util is the TCP baseline")
+            };
             let accepted = Arc::new(AtomicUsize::new(0));
             let stop = async {
                 let _ = stop.await;
@@ -189,23 +249,20 @@ fn start_server(
 // Client process
 // ---------------------------------------------------------------------------
 
-/// Connects, sends one keep-alive `GET`, reads the whole response.
-fn request(addr: SocketAddr) -> TcpStream {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+/// Sends one keep-alive `GET` and reads the whole response.
+fn request(conn: &mut Conn) {
+    conn.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         .expect("write");
     let mut buf = Vec::with_capacity(256);
     let mut chunk = [0u8; 256];
     loop {
-        let n = s.read(&mut chunk).expect("read");
+        let n = conn.read(&mut chunk).expect("read");
         assert!(n > 0, "server closed the connection");
         buf.extend_from_slice(&chunk[..n]);
         if let Some(len) = complete_response(&buf) {
             assert_eq!(len, buf.len(), "unexpected extra bytes");
             assert!(buf.starts_with(b"HTTP/1.1 200"), "not a 200");
-            return s;
+            return;
         }
     }
 }

@@ -20,11 +20,22 @@
 //!
 //! Children are started through `sh -c 'ulimit -n "$(ulimit -Hn)"; exec …'`,
 //! which raises their soft `RLIMIT_NOFILE` to the hard limit.
+//!
+//! A kind is served over TCP on `127.0.0.1`, or over a Unix socket if its
+//! name starts with `unix-`: the server process then binds a socket in a
+//! fresh directory under the system's temporary directory and removes both
+//! when it ends. A bench with such kinds has a listener of either transport
+//! ([`Listen`]) and an exchange on a [`Conn`] (`fn(&mut Conn)`), which this
+//! file opens over the kind's transport; a TCP-only bench may take a
+//! `TcpListener` and connect by itself (`fn(SocketAddr) -> TcpStream`).
 
-use std::io::{BufRead, BufReader, Write};
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -41,27 +52,30 @@ const SMOKE_N: usize = 200;
 /// must not count as per-connection cost.
 pub(crate) const WARMUP: usize = 64;
 
-/// What differs between the memory benches, apart from their servers.
-pub(crate) struct Bench {
+/// What differs between the memory benches, apart from their servers. `C`
+/// is the shape of the client's exchange ([`Connect`]): the default
+/// connects over TCP by itself.
+pub(crate) struct Bench<C = fn(SocketAddr) -> TcpStream> {
     /// Prefix of the environment variables: `IDLE` for `IDLE_N`,
     /// `IDLE_REPEAT`, `IDLE_ROLE` and `IDLE_KIND`.
     pub(crate) prefix: &'static str,
     /// What is measured, the start of the first line of the output.
     pub(crate) title: &'static str,
     /// The server kinds, in the order they run within one repetition; the
-    /// first is the baseline of the ratios.
+    /// first is the baseline of the ratios. Those named `unix-…` are served
+    /// over a Unix socket.
     pub(crate) kinds: &'static [&'static str],
     /// Width of the kind column.
     pub(crate) kind_width: usize,
     /// Kinds set against the baseline after the table, each with the name it
     /// goes by there.
     pub(crate) ratios: &'static [(&'static str, &'static str)],
-    /// One connection of the client process: connects, does one exchange
-    /// with the server and returns the stream, still open.
-    pub(crate) connect: fn(SocketAddr) -> TcpStream,
+    /// One connection of the client process: one exchange with the server
+    /// on a new connection, which stays open ([`Connect`]).
+    pub(crate) connect: C,
 }
 
-impl Bench {
+impl<C> Bench<C> {
     /// `{PREFIX}_{name}`.
     fn var(&self, name: &str) -> String {
         format!("{}_{name}", self.prefix)
@@ -92,7 +106,7 @@ impl Bench {
 
 /// The bench's `main`: plays the role `{PREFIX}_ROLE` asks for, `server`
 /// through the bench's `server_main` (which calls [`serve`]).
-pub(crate) fn main(bench: &Bench, server_main: fn()) {
+pub(crate) fn main<C: Connect>(bench: &Bench<C>, server_main: fn()) {
     match std::env::var(bench.var("ROLE")).as_deref() {
         Ok("server") => server_main(),
         Ok("client") => client_main(bench),
@@ -137,7 +151,7 @@ fn bytes_or_na(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.0}"))
 }
 
-fn orchestrate(bench: &Bench) {
+fn orchestrate<C>(bench: &Bench<C>) {
     let n = bench.conn_count();
     let repeat = env_usize(
         &bench.var("REPEAT"),
@@ -244,9 +258,9 @@ pub(crate) trait UnderTest {
 /// The server process. Starts the bench's server on a 2-worker runtime with
 /// `start(kind, listener, stop)`, called in the runtime's context (so
 /// `tokio::spawn` spawns on it) with the kind to run (`{PREFIX}_KIND`), a
-/// listener on `127.0.0.1:0` and a channel that fires when the server
-/// should stop; `start` returns the server as [`UnderTest`] and the task
-/// serving it. Then measures, and prints one line, `RESULT` and per
+/// listener bound for it ([`Listen`]) and a channel that fires when the
+/// server should stop; `start` returns the server as [`UnderTest`] and the
+/// task serving it. Then measures, and prints one line, `RESULT` and per
 /// connection: live heap bytes, live allocations, RSS bytes, RSS bytes
 /// after trimming the allocator (`n/a` where it cannot be trimmed), the
 /// same trimmed growth from *mid* to *after* per connection of the second
@@ -254,9 +268,9 @@ pub(crate) trait UnderTest {
 /// readings. The *mid* reading trims too, so the untrimmed RSS growth
 /// includes what the second half faulted back in of pages the first
 /// half's trim returned.
-pub(crate) fn serve<T: UnderTest>(
-    bench: &Bench,
-    start: impl FnOnce(&str, TcpListener, oneshot::Receiver<()>) -> (T, JoinHandle<()>),
+pub(crate) fn serve<C, L: Listen, T: UnderTest>(
+    bench: &Bench<C>,
+    start: impl FnOnce(&str, L, oneshot::Receiver<()>) -> (T, JoinHandle<()>),
 ) {
     let n = env_usize(&bench.var("N"), DEFAULT_N);
     let kind = std::env::var(bench.var("KIND"))
@@ -266,19 +280,18 @@ pub(crate) fn serve<T: UnderTest>(
         .enable_all()
         .build()
         .expect("runtime");
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.set_nonblocking(true).expect("nonblocking");
-    let addr = listener.local_addr().expect("local_addr");
+    let socket_dir = kind.starts_with("unix-").then(|| SocketDir::create(bench));
     let (stop_tx, stop) = oneshot::channel::<()>();
-    let (server, task) = {
+    let (server, task, to) = {
         let _rt = rt.enter();
-        let listener = TcpListener::from_std(listener).expect("listener");
-        start(&kind, listener, stop)
+        let (listener, to) = L::listen(socket_dir.as_ref().map(SocketDir::socket).as_deref());
+        let (server, task) = start(&kind, listener, stop);
+        (server, task, to)
     };
 
     let mut client = Client::spawn(bench);
 
-    client.command(&format!("cycle {WARMUP} {addr}"));
+    client.command(&format!("cycle {WARMUP} {to}"));
     server.wait_warmed_up();
     std::thread::sleep(Duration::from_millis(200));
     wait_heap_stable();
@@ -289,11 +302,11 @@ pub(crate) fn serve<T: UnderTest>(
     // the allocator's fixed overhead is paid.
     let start = Instant::now();
     let half = n / 2;
-    client.command(&format!("open {half} {addr}"));
+    client.command(&format!("open {half} {to}"));
     server.wait_idle(half);
     wait_heap_stable();
     let mid = Reading::take();
-    client.command(&format!("open {} {addr}", n - half));
+    client.command(&format!("open {} {to}", n - half));
     server.wait_idle(n);
     wait_heap_stable();
     let secs = start.elapsed().as_secs_f64();
@@ -322,6 +335,63 @@ pub(crate) fn serve<T: UnderTest>(
     rt.shutdown_timeout(Duration::from_secs(1));
 }
 
+/// The listener the server process binds for a kind and hands the bench's
+/// `start`: a `TcpListener`, or a bench's own type for either transport.
+pub(crate) trait Listen: Sized {
+    /// Binds, in the runtime's context: on the Unix socket `unix` for a
+    /// `unix-…` kind, else on `127.0.0.1:0`. Returns the listener and
+    /// where the client connects.
+    fn listen(unix: Option<&Path>) -> (Self, Endpoint);
+}
+
+/// For a bench whose kinds all run over TCP (`upgrade_memory`).
+impl Listen for TcpListener {
+    fn listen(unix: Option<&Path>) -> (Self, Endpoint) {
+        assert!(unix.is_none(), "this bench serves over TCP only");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let addr = listener.local_addr().expect("local_addr");
+        let listener = TcpListener::from_std(listener).expect("listener");
+        (listener, Endpoint::Tcp(addr))
+    }
+}
+
+/// A fresh directory for a `unix-…` kind's socket under the system's
+/// temporary directory, removed with the socket when dropped, also when a
+/// measurement panics.
+struct SocketDir(PathBuf);
+
+impl SocketDir {
+    fn create<C>(bench: &Bench<C>) -> Self {
+        // The pid is unique among live processes; the clock's nanoseconds
+        // keep a directory a killed run left behind (same pid, later) from
+        // making `create_dir` fail.
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("clock")
+            .subsec_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "dormant-{}-{}-{nanos}",
+            bench.prefix.to_lowercase(),
+            std::process::id()
+        ));
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+        SocketDir(dir)
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.0.join("http.sock")
+    }
+}
+
+impl Drop for SocketDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            eprintln!("removing {}: {e}", self.0.display());
+        }
+    }
+}
+
 /// The server process's handle on its client process.
 struct Client {
     child: Child,
@@ -330,7 +400,7 @@ struct Client {
 }
 
 impl Client {
-    fn spawn(bench: &Bench) -> Self {
+    fn spawn<C>(bench: &Bench<C>) -> Self {
         let mut child = bench
             .reexec("client", "")
             .stdin(Stdio::piped())
@@ -367,28 +437,138 @@ impl Client {
 // Client process
 // ---------------------------------------------------------------------------
 
+/// Where the server process listens, as it tells its client process:
+/// `tcp:ADDR` or `unix:PATH`.
+#[derive(Debug)]
+pub(crate) enum Endpoint {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl Endpoint {
+    /// Parses what [`Display`](fmt::Display) wrote.
+    fn parse(s: &str) -> Self {
+        if let Some(path) = s.strip_prefix("unix:") {
+            return Endpoint::Unix(path.into());
+        }
+        let addr = s.strip_prefix("tcp:").expect("an endpoint");
+        Endpoint::Tcp(addr.parse().expect("addr"))
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Tcp(addr) => write!(f, "tcp:{addr}"),
+            Endpoint::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+/// A connection of the client process, over the kind's transport.
+#[derive(Debug)]
+pub(crate) enum Conn {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Conn {
+    /// Connects to `to`, with a read timeout, so that a server that does
+    /// not answer fails the bench instead of hanging it.
+    fn open(to: &Endpoint) -> Self {
+        let timeout = Some(Duration::from_secs(10));
+        match to {
+            Endpoint::Tcp(addr) => {
+                let s = TcpStream::connect(addr).expect("connect");
+                s.set_read_timeout(timeout).expect("timeout");
+                Conn::Tcp(s)
+            }
+            Endpoint::Unix(path) => {
+                let s = UnixStream::connect(path).expect("connect");
+                s.set_read_timeout(timeout).expect("timeout");
+                Conn::Unix(s)
+            }
+        }
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Tcp(s) => s.read(buf),
+            Conn::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Tcp(s) => s.write(buf),
+            Conn::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Tcp(s) => s.flush(),
+            Conn::Unix(s) => s.flush(),
+        }
+    }
+}
+
+/// The client's exchange ([`Bench::connect`]): opens one connection to
+/// the server process, does the bench's exchange on it and returns it,
+/// still open.
+pub(crate) trait Connect {
+    fn connect(&self, to: &Endpoint) -> Conn;
+}
+
+/// A TCP exchange that connects by itself, for a bench whose kinds all run
+/// over TCP (its server process refuses `unix-…` kinds: [`Listen`]).
+impl Connect for fn(SocketAddr) -> TcpStream {
+    fn connect(&self, to: &Endpoint) -> Conn {
+        match to {
+            Endpoint::Tcp(addr) => Conn::Tcp(self(*addr)),
+            Endpoint::Unix(_) => panic!("this bench's exchange is TCP only"),
+        }
+    }
+}
+
+/// An exchange on a connection this file opens, over either transport.
+impl Connect for fn(&mut Conn) {
+    fn connect(&self, to: &Endpoint) -> Conn {
+        let mut conn = Conn::open(to);
+        self(&mut conn);
+        conn
+    }
+}
+
 /// Commands on stdin, one per line; answers `ready` to each:
 ///
-/// - `cycle K ADDR`: K connections, one after another, each does the
+/// - `cycle K ENDPOINT`: K connections, one after another, each does the
 ///   bench's exchange ([`Bench::connect`]) and closes;
-/// - `open N ADDR`: N connections, one after another, each does the
+/// - `open N ENDPOINT`: N connections, one after another, each does the
 ///   bench's exchange and stays open;
 /// - `close` (or EOF): close everything and exit.
-fn client_main(bench: &Bench) {
+///
+/// The endpoint ([`Endpoint`]) is the rest of the line: a socket's path
+/// may hold spaces.
+fn client_main<C: Connect>(bench: &Bench<C>) {
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
-    let mut open: Vec<TcpStream> = Vec::new();
+    let mut open: Vec<Conn> = Vec::new();
     for line in stdin.lock().lines() {
         let line = line.expect("stdin");
-        let words: Vec<&str> = line.split_whitespace().collect();
+        let words: Vec<&str> = line.splitn(3, ' ').collect();
         match words.as_slice() {
-            ["cycle", k, addr] | ["open", k, addr] => {
+            ["cycle", k, to] | ["open", k, to] => {
                 let k: usize = k.parse().expect("count");
-                let addr: SocketAddr = addr.parse().expect("addr");
+                let to = Endpoint::parse(to);
                 for _ in 0..k {
-                    let s = (bench.connect)(addr);
+                    let conn = bench.connect.connect(&to);
                     if words[0] == "open" {
-                        open.push(s);
+                        open.push(conn);
                     }
                 }
             }
