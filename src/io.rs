@@ -63,15 +63,20 @@ pub(crate) struct Replay {
 }
 
 impl Replay {
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.carried.len() + self.fresh.as_ref().map_or(0, |(_, r)| r.len())
     }
 
+    /// Whether every byte was handed over (a `fresh` buffer is dropped
+    /// once it has been).
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.fresh.is_none() && self.carried.is_empty()
     }
 
     /// Copies up to `dst.remaining()` bytes into `dst`; returns how many.
+    #[inline]
     fn copy_into(&mut self, dst: &mut ReadBufCursor<'_>) -> usize {
         if !self.carried.is_empty() {
             let n = dst.remaining().min(self.carried.len());
@@ -205,7 +210,8 @@ impl<T: Seam> Read for ConnIo<T> {
         mut buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if this.replay.copy_into(&mut buf) > 0 {
+        // Most reads find no replay: checked here, without a call.
+        if !this.replay.is_empty() && this.replay.copy_into(&mut buf) > 0 {
             this.tracker.set_read_blocked(false);
             this.tracker.bytes_read();
             return Poll::Ready(Ok(()));

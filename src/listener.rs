@@ -28,6 +28,32 @@ pub type Addr<L> = <<L as Listener>::Io as Transport>::Addr;
 /// Implement it to adjust accepted sockets (options, filtering) on top of
 /// one of the listeners here; the connections must be one of dormant's
 /// [`Transport`]s.
+///
+/// ```no_run
+/// use std::io;
+/// use std::net::SocketAddr;
+/// use tokio::net::{TcpListener, TcpStream};
+///
+/// /// Serves loopback clients only.
+/// struct LoopbackOnly(TcpListener);
+///
+/// impl dormant::Listener for LoopbackOnly {
+///     type Io = TcpStream;
+///
+///     async fn accept(&mut self) -> io::Result<(TcpStream, SocketAddr)> {
+///         loop {
+///             let (stream, peer) = dormant::Listener::accept(&mut self.0).await?;
+///             if peer.ip().is_loopback() {
+///                 return Ok((stream, peer));
+///             }
+///         }
+///     }
+///
+///     fn local_addr(&self) -> io::Result<SocketAddr> {
+///         self.0.local_addr()
+///     }
+/// }
+/// ```
 pub trait Listener: Send + 'static {
     /// The connections it yields.
     type Io: Transport;

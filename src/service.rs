@@ -199,6 +199,7 @@ impl Pending {
     /// without shutting the socket down when the response switches
     /// protocols. Costs ordinary requests one look at an empty extension
     /// map.
+    #[inline]
     fn check<B>(req: &mut Request<B>, tracker: &Arc<Tracker>) -> Option<Pending> {
         if req.version() != Version::HTTP_11 {
             return None;

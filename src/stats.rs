@@ -31,7 +31,9 @@ pub struct Stats {
     pub dormancies: u64,
     /// DORMANT connections handed back to tokio because bytes arrived.
     pub lot_wakes: u64,
-    /// DORMANT connections closed because the peer closed them.
+    /// DORMANT connections closed because the peer closed them. TCP only: a
+    /// Unix socket cannot be peeked, so a closed one is handed back like a
+    /// readable one (counted in `lot_wakes`) and closed by its first read.
     pub lot_closes: u64,
     /// Connections closed by the idle timeout (ACTIVE, PARKED or DORMANT;
     /// HTTP/2 connections are shut down gracefully).

@@ -76,6 +76,7 @@ pub(crate) struct Tracker {
 const RESPONDING: u64 = 1 << 32;
 
 impl Tracker {
+    #[inline]
     pub(crate) fn request_started(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Relaxed);
         self.requests.fetch_add(1, Relaxed);
@@ -87,11 +88,13 @@ impl Tracker {
         }
     }
 
+    #[inline]
     pub(crate) fn body_opened(&self) {
         self.open_bodies.fetch_add(1, Relaxed);
     }
 
     /// A body reached its end or was dropped before it.
+    #[inline]
     pub(crate) fn body_closed(&self, end: BodyEnd) {
         self.open_bodies.fetch_sub(1, Relaxed);
         if end == BodyEnd::Abandoned {
@@ -105,21 +108,25 @@ impl Tracker {
     /// `ConnIo` look for the peer's close (see `io`). Not after a body was
     /// dropped before its end: hyper then drains it or stops reading, and a
     /// hyper that stops reading does not look for the close either.
+    #[inline]
     pub(crate) fn awaits_response(&self) -> bool {
         self.in_flight.load(Relaxed) & (RESPONDING - 1) != 0
             && self.open_bodies.load(Relaxed) == 0
             && !self.abandoned.load(Relaxed)
     }
 
+    #[inline]
     pub(crate) fn set_read_blocked(&self, blocked: bool) {
         self.read_blocked.store(blocked, Relaxed);
     }
 
+    #[inline]
     pub(crate) fn set_unflushed(&self, unflushed: bool) {
         self.unflushed.store(unflushed, Relaxed);
     }
 
     /// hyper read bytes from the client.
+    #[inline]
     pub(crate) fn bytes_read(&self) {
         if self.in_flight.load(Relaxed) == 0 && self.open_bodies.load(Relaxed) == 0 {
             self.head_pending.store(true, Relaxed);
@@ -136,6 +143,7 @@ impl Tracker {
     /// abandoned body therefore counts as unread until hyper has been
     /// polled after the drop; after that, a connection still open is
     /// between messages.
+    #[inline]
     pub(crate) fn observe(&self, acked: u64) -> Observed {
         let flight = self.in_flight.load(Relaxed);
         let in_flight = flight & (RESPONDING - 1);
@@ -155,17 +163,20 @@ impl Tracker {
 
 impl Tracker {
     /// Request bodies dropped before their end, so far.
+    #[inline]
     pub(crate) fn abandons(&self) -> u64 {
         self.abandons.load(Relaxed)
     }
 
     /// hyper has been polled after an abandoned body: it drained the body
     /// or stopped reading, and bytes it drained were no request head.
+    #[inline]
     pub(crate) fn abandon_seen(&self) {
         self.head_pending.store(false, Relaxed);
     }
 
     /// Requests started on the connection so far.
+    #[inline]
     pub(crate) fn requests(&self) -> u64 {
         self.requests.load(Relaxed)
     }
@@ -190,6 +201,7 @@ pub(crate) struct InFlight {
 
 impl InFlight {
     /// The service answered: the response is being written from now on.
+    #[inline]
     pub(crate) fn responded(&mut self) {
         if !self.responding {
             self.responding = true;
@@ -199,6 +211,7 @@ impl InFlight {
 }
 
 impl Drop for InFlight {
+    #[inline]
     fn drop(&mut self) {
         let mut done = 1;
         if self.responding {

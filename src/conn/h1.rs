@@ -64,22 +64,23 @@
 //! `timeout`).
 
 use std::future::{Future, poll_fn};
+use std::marker::PhantomData;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::task::Poll;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use hyper::server::conn::http1;
 use tokio::sync::oneshot;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 use tracing::debug;
 
 use super::Active;
 use super::parked::Clocks;
 use crate::io::{CloseWatch, ConnIo, Replay};
 use crate::service::{ConnService, HttpService, ResBody};
-use crate::shutdown::{Level, Shutdown};
+use crate::shutdown::{Level, Shutdown, Watch};
 use crate::state::ServeState;
 use crate::timeout::{Expiry, Watchdog};
 use crate::track::{HandOffResult, Tracker};
@@ -89,12 +90,12 @@ use crate::upgrade;
 /// hyper's HTTP/1 connection over dormant's transport.
 type Connection<T, S> = http1::Connection<ConnIo<T>, ConnService<S, <T as Transport>::Addr>>;
 
-/// How hyper's connection ended, as the driver saw it.
-enum Ending {
-    /// Quiet for `park_after`: take hyper apart.
-    Quiet(Watchdog),
-    /// A timeout passed.
-    Timeout(Expiry),
+/// Why the driver stopped polling hyper.
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    /// The watchdog's timer: quiet for `park_after` (take hyper apart), or
+    /// a timeout passed.
+    Expired(Expiry),
     /// hyper's future completed without error: the connection closed, or
     /// an accepted upgrade's response was flushed and the socket left open.
     Finished,
@@ -126,83 +127,105 @@ where
         peer,
         tracker: tracker.clone(),
     };
-    let mut conn = shared.http1.serve_connection(io, svc);
-    let ending = run(&mut conn, &tracker, state, head_since).await;
-    shared.stats.requests.fetch_add(tracker.requests(), Relaxed);
-    match ending {
-        Ending::Quiet(watchdog) => take_apart(conn, &watchdog),
-        Ending::Timeout(why) => {
-            debug!(?why, "timeout");
-            why.count(&shared.stats);
-            Active::Closed
-        }
-        Ending::Finished => {
-            if let Some(tx) = tracker.upgrade.take() {
-                hand_off(conn, tx, state);
-            }
-            Active::Closed
-        }
-        Ending::Failed => Active::Closed,
-    }
+    let config = &shared.config;
+    let mut driver = Driver {
+        conn: shared.http1.serve_connection(io, svc),
+        watchdog: Watchdog::new(config.timeouts, config.park_after, Some(head_since)),
+        tracker,
+        acked: 0,
+        draining: false,
+        body: PhantomData,
+    };
+    // One timer for parking and every timeout (see `timeout`).
+    let mut timer = pin!(tokio::time::sleep_until(head_since));
+    let mut watch = pin!(state.signal.watch());
+    let stop = poll_fn(|cx| driver.poll(cx, timer.as_mut(), watch.as_mut())).await;
+    driver.finish(stop, state)
 }
 
-/// Polls hyper, the shutdown signal and the watchdog until the connection
-/// ends one way or another.
-fn run<'a, T, S, B>(
-    conn: &'a mut Connection<T, S>,
-    tracker: &'a Tracker,
-    state: &'a ServeState<T>,
-    head_since: Instant,
-) -> impl Future<Output = Ending> + Send + 'a
+/// One ACTIVE HTTP/1 connection: hyper, and what the driver watches it
+/// with.
+struct Driver<T, S, B>
 where
     T: Transport,
     S: HttpService<B>,
     B: ResBody,
 {
-    let config = &state.shared.config;
-    let mut watchdog = Watchdog::new(config.timeouts, config.park_after, Some(head_since));
-    async move {
-        // One timer for parking and every timeout (see `timeout`).
-        let mut timer = pin!(tokio::time::sleep_until(head_since));
-        // Abandoned request bodies hyper has been polled after.
-        let mut acked = 0;
-        let mut watch = pin!(state.signal.watch());
-        let mut draining = false;
-        let expiry = poll_fn(|cx| {
-            match watch.as_mut().poll_level(cx) {
-                Level::Running => {}
-                Level::Draining if draining => {}
-                Level::Draining => {
-                    draining = true;
-                    watchdog.stop_parking();
-                    Pin::new(&mut *conn).graceful_shutdown();
+    conn: Connection<T, S>,
+    watchdog: Watchdog,
+    tracker: Arc<Tracker>,
+    /// Abandoned request bodies hyper has been polled after.
+    acked: u64,
+    /// Graceful shutdown has begun: hyper was told to close after the
+    /// request in flight.
+    draining: bool,
+    body: PhantomData<fn() -> B>,
+}
+
+impl<T, S, B> Driver<T, S, B>
+where
+    T: Transport,
+    S: HttpService<B>,
+    B: ResBody,
+{
+    /// Polls the shutdown signal, hyper, and the watchdog.
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        timer: Pin<&mut Sleep>,
+        watch: Pin<&mut Watch<'_>>,
+    ) -> Poll<Stop> {
+        match watch.poll_level(cx) {
+            Level::Running => {}
+            Level::Draining if self.draining => {}
+            Level::Draining => {
+                self.draining = true;
+                self.watchdog.stop_parking();
+                Pin::new(&mut self.conn).graceful_shutdown();
+            }
+            Level::Forced => return Poll::Ready(Stop::Failed),
+        }
+        let abandons = self.tracker.abandons();
+        match Pin::new(&mut self.conn).poll(cx) {
+            Poll::Ready(Ok(())) => return Poll::Ready(Stop::Finished),
+            Poll::Ready(Err(error)) => {
+                debug!(%error, "connection error");
+                return Poll::Ready(Stop::Failed);
+            }
+            Poll::Pending => {}
+        }
+        if abandons != self.acked {
+            // hyper has drained or given up on the abandoned body (see
+            // `Tracker::observe`).
+            self.acked = abandons;
+            self.tracker.abandon_seen();
+        }
+        self.watchdog
+            .poll(cx, timer, self.tracker.observe(self.acked))
+            .map(Stop::Expired)
+    }
+
+    /// What the connection becomes once the driver stopped.
+    fn finish(self, stop: Stop, state: &ServeState<T>) -> Active<T> {
+        let shared = &state.shared;
+        shared
+            .stats
+            .requests
+            .fetch_add(self.tracker.requests(), Relaxed);
+        match stop {
+            Stop::Expired(Expiry::Park) => take_apart(self.conn, &self.watchdog),
+            Stop::Expired(why) => {
+                debug!(?why, "timeout");
+                why.count(&shared.stats);
+                Active::Closed
+            }
+            Stop::Finished => {
+                if let Some(tx) = self.tracker.upgrade.take() {
+                    hand_off(self.conn, tx, state);
                 }
-                Level::Forced => return Poll::Ready(Err(Ending::Failed)),
+                Active::Closed
             }
-            let abandons = tracker.abandons();
-            match Pin::new(&mut *conn).poll(cx) {
-                Poll::Ready(Ok(())) => return Poll::Ready(Err(Ending::Finished)),
-                Poll::Ready(Err(error)) => {
-                    debug!(%error, "connection error");
-                    return Poll::Ready(Err(Ending::Failed));
-                }
-                Poll::Pending => {}
-            }
-            if abandons != acked {
-                // hyper has drained or given up on the abandoned body (see
-                // `Tracker::observe`).
-                acked = abandons;
-                tracker.abandon_seen();
-            }
-            watchdog
-                .poll(cx, timer.as_mut(), tracker.observe(acked))
-                .map(Ok)
-        })
-        .await;
-        match expiry {
-            Ok(Expiry::Park) => Ending::Quiet(watchdog),
-            Ok(why) => Ending::Timeout(why),
-            Err(ending) => ending,
+            Stop::Failed => Active::Closed,
         }
     }
 }
