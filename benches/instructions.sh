@@ -10,6 +10,14 @@
 #
 #   benches/instructions.sh [ROUNDS] [DURATION]   # default 2 rounds of 5s
 #   CALLGRIND_KEEP=1 benches/instructions.sh      # keep the profiles in target/
+#   BASELINE=/path/to/hello benches/instructions.sh   # and another build of hello
+#
+# BASELINE compares a change with the build before it in the same run: build
+# the earlier commit's example elsewhere (git worktree add /tmp/before REV;
+# cd /tmp/before; cargo build --release --example hello) and pass its binary;
+# each round then runs it too and prints dormant / baseline. hyper-util's
+# own count moves by about 1% from one run to the next, so comparing two
+# runs' ratios cannot resolve a 1% change; interleaving the builds can.
 #
 # Each round starts a server under callgrind with one tokio worker thread,
 # warms it up with `wrk -t1 -c64` for 2 s, zeroes the counters, runs wrk for
@@ -35,10 +43,15 @@ TARGET=${CARGO_TARGET_DIR:-target}
 BIN=$TARGET/release/examples
 OUT=$(mktemp -d)
 
-# run BIN [PEER_ADDR]: prints the server's instructions per request.
+# bin NAME: the example NAME, or BASELINE for the name "baseline".
+bin() {
+    if [ "$1" = baseline ]; then echo "$BASELINE"; else echo "$BIN/$1"; fi
+}
+
+# run NAME [PEER_ADDR]: prints the server's instructions per request.
 run() {
     PEER_ADDR=${2:-off} PARK_AFTER_MS=100 TOKIO_WORKER_THREADS=1 valgrind --tool=callgrind \
-        --callgrind-out-file="$OUT/$1.%p" "$BIN/$1" "$ADDR" >"$OUT/$1.log" 2>&1 &
+        --callgrind-out-file="$OUT/$1.%p" "$(bin "$1")" "$ADDR" >"$OUT/$1.log" 2>&1 &
     pid=$!
     i=0
     until grep -qs "^listening on" "$OUT/$1.log"; do
@@ -68,6 +81,7 @@ echo "user-space instructions per request (callgrind, wrk -t1 -c64 -d$DURATION, 
 printf '%-6s %10s %14s %12s %8s %8s\n' round dormant "with PeerAddr" hyper-util ratio "ratio'"
 ratios=""
 ratios_on=""
+baselines=""
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
     d=$(run hello)
@@ -78,6 +92,12 @@ while [ "$r" -le "$ROUNDS" ]; do
     ratios="$ratios $ratio"
     ratios_on="$ratios_on $ratio_on"
     printf '%-6s %10s %14s %12s %8s %8s\n' "$r" "$d" "$o" "$h" "$ratio" "$ratio_on"
+    if [ -n "${BASELINE:-}" ]; then
+        b=$(run baseline)
+        vs=$(echo "$d $b" | awk '{ printf "%.4f", $1 / $2 }')
+        baselines="$baselines $vs"
+        echo "       baseline $b, dormant / baseline $vs"
+    fi
     r=$((r + 1))
 done
 rmdir "$OUT" 2>/dev/null || true
@@ -88,3 +108,6 @@ median() {
 }
 echo "median ratio dormant / hyper-util, instructions per request: $(median "$ratios")"
 echo "the same with PEER_ADDR=on (ratio'): $(median "$ratios_on")"
+if [ -n "${BASELINE:-}" ]; then
+    echo "median ratio dormant / baseline: $(median "$baselines")"
+fi
