@@ -77,6 +77,8 @@ mod shutdown;
 mod state;
 mod stats;
 mod timeout;
+#[cfg(feature = "tls-no-provider")]
+pub mod tls;
 mod track;
 mod transport;
 pub mod upgrade;

@@ -589,6 +589,7 @@ async fn accept_until<L, S, B, F>(
     B: ResBody,
     F: Future<Output = ()> + Send + 'static,
 {
+    listener.set_http2(state.shared.config.http2);
     let mut signal = std::pin::pin!(signal);
     let mut backoff = MIN_BACKOFF;
     loop {

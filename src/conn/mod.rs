@@ -79,9 +79,15 @@ enum Protocol {
     Undecided,
 }
 
-/// Tells a connection's protocol from its first bytes (with `http2` on,
-/// the HTTP/2 preface means h2c with prior knowledge).
-fn detect(replay: &Replay, http2: bool) -> Protocol {
+/// Tells a connection's protocol: from ALPN when the transport has it
+/// (TLS), else from its first bytes (with `http2` on, the HTTP/2 preface
+/// means h2c with prior knowledge).
+fn detect(replay: &Replay, http2: bool, alpn_h2: Option<bool>) -> Protocol {
+    match alpn_h2 {
+        Some(true) if http2 => return Protocol::Http2,
+        Some(_) => return Protocol::Http1,
+        None => {}
+    }
     if replay.len() < H2_PREFACE.len() && replay.starts_with(&H2_PREFACE[..replay.len()]) {
         Protocol::Undecided
     } else if http2 && replay.starts_with(H2_PREFACE) {
@@ -174,7 +180,7 @@ where
                 };
                 let shared = &state.shared;
                 let protocol = if first {
-                    detect(&replay, shared.config.http2)
+                    detect(&replay, shared.config.http2, stream.alpn_h2())
                 } else {
                     shared.stats.wakes.fetch_add(1, Relaxed);
                     Protocol::Http1

@@ -22,6 +22,8 @@
 
 mod stream;
 mod tcp;
+#[cfg(feature = "tls-no-provider")]
+mod tls;
 mod unix;
 
 use std::fmt;
@@ -29,9 +31,12 @@ use std::io;
 
 pub(crate) use sealed::{Peer, Seam};
 pub use stream::Stream;
+#[cfg(feature = "tls-no-provider")]
+pub use tls::TlsStream;
 
-/// A connection's byte stream: [`tokio::net::TcpStream`] or
-/// [`tokio::net::UnixStream`].
+/// A connection's byte stream: [`tokio::net::TcpStream`],
+/// [`tokio::net::UnixStream`], or (feature `tls`) a `TlsStream` over
+/// either.
 ///
 /// Sealed: dormant parks, wakes and hands off each transport in its own
 /// way, so it implements this trait for the transports it supports, and a
@@ -63,6 +68,13 @@ mod sealed {
         /// losing a byte. `Pending` (with the waker registered) while
         /// nothing arrived.
         fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>>;
+
+        /// Whether the client chose HTTP/2 (`Some(true)`) or HTTP/1.1
+        /// with ALPN; `None` when the transport has no ALPN (the driver
+        /// then recognises HTTP/2 by its preface).
+        fn alpn_h2(&self) -> Option<bool> {
+            None
+        }
 
         /// Erases the transport, for the upgrade hand-off.
         fn into_stream(self) -> Stream;

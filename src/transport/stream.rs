@@ -23,6 +23,9 @@ pub struct Stream(Kind);
 enum Kind {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// A TLS session over a TCP or Unix socket (a `Stream` itself).
+    #[cfg(feature = "tls-no-provider")]
+    Tls(Box<super::TlsStream<Stream>>),
 }
 
 impl Stream {
@@ -30,7 +33,7 @@ impl Stream {
     pub fn as_tcp(&self) -> Option<&TcpStream> {
         match &self.0 {
             Kind::Tcp(stream) => Some(stream),
-            Kind::Unix(_) => None,
+            _ => None,
         }
     }
 
@@ -38,7 +41,17 @@ impl Stream {
     pub fn as_unix(&self) -> Option<&UnixStream> {
         match &self.0 {
             Kind::Unix(stream) => Some(stream),
-            Kind::Tcp(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The TLS session, if the stream is one; its transport is a `Stream`
+    /// again.
+    #[cfg(feature = "tls-no-provider")]
+    pub fn as_tls(&self) -> Option<&super::TlsStream<Stream>> {
+        match &self.0 {
+            Kind::Tls(stream) => Some(stream),
+            _ => None,
         }
     }
 
@@ -63,6 +76,10 @@ impl Stream {
         match &self.0 {
             Kind::Tcp(stream) => Parkable::poll_read_ready(stream, cx),
             Kind::Unix(stream) => Parkable::poll_read_ready(stream, cx),
+            #[cfg(feature = "tls-no-provider")]
+            Kind::Tls(stream) if stream.has_plain() => Poll::Ready(Ok(())),
+            #[cfg(feature = "tls-no-provider")]
+            Kind::Tls(stream) => stream.get_ref().poll_read_ready(cx),
         }
     }
 }
@@ -79,11 +96,55 @@ impl From<UnixStream> for Stream {
     }
 }
 
+#[cfg(feature = "tls-no-provider")]
+impl From<super::TlsStream<TcpStream>> for Stream {
+    fn from(stream: super::TlsStream<TcpStream>) -> Self {
+        Stream(Kind::Tls(Box::new(stream.map_io(Stream::from))))
+    }
+}
+
+#[cfg(feature = "tls-no-provider")]
+impl From<super::TlsStream<UnixStream>> for Stream {
+    fn from(stream: super::TlsStream<UnixStream>) -> Self {
+        Stream(Kind::Tls(Box::new(stream.map_io(Stream::from))))
+    }
+}
+
+#[cfg(feature = "tls-no-provider")]
+impl TryFrom<Stream> for super::TlsStream<TcpStream> {
+    type Error = Stream;
+
+    fn try_from(stream: Stream) -> Result<Self, Stream> {
+        match stream.0 {
+            Kind::Tls(tls) => tls
+                .try_map_io(Stream::into_tcp)
+                .map_err(|tls| Stream(Kind::Tls(Box::new(tls)))),
+            kind => Err(Stream(kind)),
+        }
+    }
+}
+
+#[cfg(feature = "tls-no-provider")]
+impl TryFrom<Stream> for super::TlsStream<UnixStream> {
+    type Error = Stream;
+
+    fn try_from(stream: Stream) -> Result<Self, Stream> {
+        match stream.0 {
+            Kind::Tls(tls) => tls
+                .try_map_io(Stream::into_unix)
+                .map_err(|tls| Stream(Kind::Tls(Box::new(tls)))),
+            kind => Err(Stream(kind)),
+        }
+    }
+}
+
 impl fmt::Debug for Stream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             Kind::Tcp(stream) => stream.fmt(f),
             Kind::Unix(stream) => stream.fmt(f),
+            #[cfg(feature = "tls-no-provider")]
+            Kind::Tls(stream) => stream.fmt(f),
         }
     }
 }
@@ -94,6 +155,11 @@ macro_rules! delegate {
         match &mut $self.get_mut().0 {
             Kind::Tcp($stream) => $call,
             Kind::Unix($stream) => $call,
+            #[cfg(feature = "tls-no-provider")]
+            Kind::Tls($stream) => {
+                let $stream = &mut **$stream;
+                $call
+            }
         }
     };
 }
@@ -129,6 +195,8 @@ impl AsyncWrite for Stream {
         match &self.0 {
             Kind::Tcp(stream) => stream.is_write_vectored(),
             Kind::Unix(stream) => stream.is_write_vectored(),
+            #[cfg(feature = "tls-no-provider")]
+            Kind::Tls(stream) => stream.is_write_vectored(),
         }
     }
 

@@ -1,0 +1,236 @@
+//! TLS (features `tls`, `tls-ring`, `tls-no-provider`): serving a
+//! listener's connections over rustls, with the whole idle ladder.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use dormant::tls::{TlsConfig, TlsListener};
+//!
+//! let config = TlsConfig::from_pem_files("cert.pem", "key.pem")?;
+//! let tcp = tokio::net::TcpListener::bind("0.0.0.0:443").await?;
+//! let listener = TlsListener::new(tcp, config.clone());
+//! // … dormant::Server::serve(listener, service) …
+//! // Later, a renewed certificate: new connections use it.
+//! config.reload_from_pem_files("cert.pem", "key.pem")?;
+//! # Ok(()) }
+//! ```
+//!
+//! Sessions run on rustls's unbuffered API, so an idle TLS connection keeps
+//! its session state and no record buffer (see [`TlsStream`]). The
+//! handshake happens in the connection's task, never in the accept loop,
+//! and is bounded by the server's
+//! [`header_read_timeout`](crate::Builder::header_read_timeout), which
+//! counts from accept. ALPN decides between HTTP/2 and HTTP/1.1: unless
+//! your configuration names protocols itself, dormant offers `h2` and
+//! `http/1.1` (only `http/1.1` when the server's HTTP/2 is off).
+
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use rustls::ServerConfig;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::listener::{Addr, Listener};
+pub use crate::transport::TlsStream;
+use crate::transport::Transport;
+
+/// A rustls server configuration that can be replaced while serving: new
+/// connections use the newest one, established connections keep theirs.
+///
+/// Cloning is cheap; clones share the configuration (keep one to
+/// [`reload`](Self::reload) while a [`TlsListener`] serves with another).
+#[derive(Clone, Debug)]
+pub struct TlsConfig {
+    current: Arc<RwLock<Configs>>,
+}
+
+/// The configuration as given, and the one for servers whose HTTP/2 is
+/// off (the same one when the user chose the ALPN protocols).
+#[derive(Debug)]
+struct Configs {
+    both: Arc<ServerConfig>,
+    http1: Arc<ServerConfig>,
+}
+
+impl Configs {
+    fn new(config: impl Into<Arc<ServerConfig>>) -> Self {
+        let config = config.into();
+        if !config.alpn_protocols.is_empty() {
+            return Configs {
+                both: config.clone(),
+                http1: config,
+            };
+        }
+        let mut both = Arc::unwrap_or_clone(config);
+        let mut http1 = both.clone();
+        both.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        http1.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Configs {
+            both: Arc::new(both),
+            http1: Arc::new(http1),
+        }
+    }
+}
+
+impl TlsConfig {
+    /// Serves with `config`. Its ALPN protocols are used as they are; if it
+    /// has none, dormant offers `h2` and `http/1.1`.
+    pub fn new(config: impl Into<Arc<ServerConfig>>) -> Self {
+        TlsConfig {
+            current: Arc::new(RwLock::new(Configs::new(config))),
+        }
+    }
+
+    /// A configuration with the certificate chain and private key in two
+    /// PEM files (no client authentication), on the process's default
+    /// crypto provider, or the one the crate's features chose.
+    ///
+    /// # Errors
+    ///
+    /// When a file cannot be read, holds no certificate or no key, or the
+    /// key does not fit the certificate; the error names the file.
+    pub fn from_pem_files(cert: impl AsRef<Path>, key: impl AsRef<Path>) -> io::Result<Self> {
+        Ok(TlsConfig::new(config_from_pem_files(
+            cert.as_ref(),
+            key.as_ref(),
+        )?))
+    }
+
+    /// Replaces the configuration: connections accepted from now on use
+    /// `config`.
+    pub fn reload(&self, config: impl Into<Arc<ServerConfig>>) {
+        let configs = Configs::new(config);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = configs;
+    }
+
+    /// Replaces the configuration with one made from PEM files, as
+    /// [`from_pem_files`](Self::from_pem_files) makes it. On error the
+    /// current configuration stays.
+    ///
+    /// # Errors
+    ///
+    /// As [`from_pem_files`](Self::from_pem_files).
+    pub fn reload_from_pem_files(
+        &self,
+        cert: impl AsRef<Path>,
+        key: impl AsRef<Path>,
+    ) -> io::Result<()> {
+        self.reload(config_from_pem_files(cert.as_ref(), key.as_ref())?);
+        Ok(())
+    }
+
+    /// The configuration new connections get.
+    pub fn get(&self) -> Arc<ServerConfig> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .both
+            .clone()
+    }
+
+    fn for_accept(&self, http2: bool) -> Arc<ServerConfig> {
+        let configs = self.current.read().unwrap_or_else(|e| e.into_inner());
+        if http2 {
+            configs.both.clone()
+        } else {
+            configs.http1.clone()
+        }
+    }
+}
+
+/// The crypto provider for configurations dormant makes: the process's
+/// default if one is installed, else the one the crate's features chose.
+fn provider() -> io::Result<Arc<CryptoProvider>> {
+    if let Some(provider) = CryptoProvider::get_default() {
+        return Ok(provider.clone());
+    }
+    #[cfg(feature = "tls")]
+    return Ok(Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
+    #[cfg(all(feature = "tls-ring", not(feature = "tls")))]
+    return Ok(Arc::new(rustls::crypto::ring::default_provider()));
+    #[cfg(not(any(feature = "tls", feature = "tls-ring")))]
+    Err(io::Error::other(
+        "no rustls crypto provider: install one with CryptoProvider::install_default, \
+         or enable dormant's `tls` or `tls-ring` feature",
+    ))
+}
+
+fn config_from_pem_files(cert: &Path, key: &Path) -> io::Result<ServerConfig> {
+    let about = |path: &Path, what: &str, error: &dyn std::fmt::Display| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {what}: {error}", path.display()),
+        )
+    };
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| about(cert, "cannot read a PEM certificate chain", &e))?;
+    if chain.is_empty() {
+        return Err(about(
+            cert,
+            "no certificate",
+            &"the file has no CERTIFICATE block",
+        ));
+    }
+    let key_der = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| about(key, "cannot read a PEM private key", &e))?;
+    ServerConfig::builder_with_provider(provider()?)
+        .with_safe_default_protocol_versions()
+        .and_then(|builder| {
+            builder
+                .with_no_client_auth()
+                .with_single_cert(chain, key_der)
+        })
+        .map_err(|e| about(key, "the key does not fit the certificate", &e))
+}
+
+/// Serves the connections of a plain listener over TLS.
+///
+/// Accepting does not wait for the handshake: each connection's handshake
+/// runs in its own task (see the [module docs](self)).
+#[derive(Debug)]
+pub struct TlsListener<L> {
+    inner: L,
+    config: TlsConfig,
+    http2: bool,
+}
+
+impl<L> TlsListener<L> {
+    /// TLS over `listener`'s connections, with `config`.
+    pub fn new(listener: L, config: TlsConfig) -> Self {
+        TlsListener {
+            inner: listener,
+            config,
+            http2: true,
+        }
+    }
+
+    /// The listener underneath.
+    pub fn get_ref(&self) -> &L {
+        &self.inner
+    }
+}
+
+impl<L> Listener for TlsListener<L>
+where
+    L: Listener,
+    TlsStream<L::Io>: Transport<Addr = Addr<L>>,
+{
+    type Io = TlsStream<L::Io>;
+
+    async fn accept(&mut self) -> io::Result<(TlsStream<L::Io>, Addr<L>)> {
+        let (io, peer) = self.inner.accept().await?;
+        let stream = TlsStream::new(io, self.config.for_accept(self.http2))?;
+        Ok((stream, peer))
+    }
+
+    fn local_addr(&self) -> io::Result<Addr<L>> {
+        self.inner.local_addr()
+    }
+
+    fn set_http2(&mut self, enabled: bool) {
+        self.http2 = enabled;
+    }
+}

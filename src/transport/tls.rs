@@ -1,0 +1,681 @@
+//! TLS over a plain transport, on rustls's unbuffered API.
+//!
+//! rustls's buffered `ServerConnection` keeps its incoming-record buffer
+//! (4 KiB, resized before every read and never freed) and its outgoing
+//! queue for the life of the session: ~7 KB an idle connection, before the
+//! socket and the task. Its unbuffered API (`UnbufferedServerConnection`)
+//! leaves both buffers to the caller, so here they exist only while bytes
+//! are on their way:
+//!
+//! ```text
+//! TlsStream { io, tls: Box<Tls>, incoming, outgoing, plain }
+//!   incoming  ciphertext read and not yet processed: a record buffer
+//!             (18.5 KiB, from a per-thread cache) while reading; between
+//!             reads only a partial record is kept, copied to its own size
+//!   outgoing  records encrypted and not yet written: freed once written
+//!   plain     plaintext decrypted and not yet read: freed once read
+//!   tls       the session (keys, sequence numbers, state): what a parked
+//!             or dormant connection keeps beside its fd
+//! ```
+//!
+//! The handshake runs inside the reads (the server waits for the
+//! ClientHello like for a request), so a connection still handshaking is
+//! a PARKED connection like any other, under the header read timeout that
+//! counts from accept. Records that arrive with the handshake's last flight
+//! (a request sent with the client's Finished) are decrypted in the same
+//! read: a wait for socket readiness never hides bytes rustls already has.
+//!
+//! Parking (see [`Parkable`]): a stream is quiet when its last read found
+//! nothing (so no plaintext is held) and its writes are flushed (so no
+//! record is unsent); what remains is the session and, at most, the start
+//! of a record, which travels with the session (I2). The peer's close
+//! while a request is answered is a read, never a peek: a `close_notify`
+//! ends the stream, application data is read ahead and replayed.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use rustls::ServerConfig;
+use rustls::server::UnbufferedServerConnection;
+use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::{Peer, Seam, Stream, Transport};
+use crate::lot::Parkable;
+
+/// The largest TLS record on the wire: 16 KiB of plaintext plus TLS 1.2's
+/// largest expansion and the header.
+const RECORD: usize = 16 * 1024 + 2048 + 5;
+
+/// The most plaintext encrypted per record.
+const MAX_PLAINTEXT: usize = 16 * 1024;
+
+/// How many record buffers one thread keeps for reuse.
+const CACHED_RECORDS: usize = 16;
+
+/// The most bytes the peer-close check reads at once.
+const READ_AHEAD: usize = 512;
+
+thread_local! {
+    static RECORDS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A zeroed record buffer of [`RECORD`] bytes, from this thread's cache.
+fn take_record() -> Vec<u8> {
+    RECORDS
+        .with(|cache| cache.borrow_mut().pop())
+        .unwrap_or_else(|| vec![0; RECORD])
+}
+
+/// Gives a record buffer back to this thread's cache (or frees it).
+fn give_record(buf: Vec<u8>) {
+    if buf.len() != RECORD {
+        return;
+    }
+    let _ = RECORDS.try_with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.len() < CACHED_RECORDS {
+            cache.push(buf);
+        }
+    });
+}
+
+/// The session: what a TLS connection keeps while it waits.
+pub(crate) struct Tls {
+    conn: UnbufferedServerConnection,
+    /// The start of a record that arrived before the connection parked.
+    partial: Vec<u8>,
+    /// The peer sent `close_notify`, or closed the socket: reads return
+    /// the end of the stream.
+    eof: bool,
+    /// `close_notify` was queued.
+    closing: bool,
+}
+
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tls")
+            .field("partial", &self.partial.len())
+            .field("eof", &self.eof)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A TLS server connection over a plain transport `IO`.
+pub struct TlsStream<IO> {
+    io: IO,
+    tls: Box<Tls>,
+    incoming: Vec<u8>,
+    /// Bytes of `incoming` filled.
+    in_len: usize,
+    outgoing: Vec<u8>,
+    /// Bytes of `outgoing` already written.
+    sent: usize,
+    plain: Vec<u8>,
+    /// Bytes of `plain` already read.
+    plain_read: usize,
+}
+
+/// What processing the records at hand led to.
+enum Step {
+    /// Plaintext is waiting in `plain`.
+    Plain,
+    /// More records from the peer are needed.
+    NeedRead,
+    /// `n` bytes of the caller's data were encrypted into `outgoing`.
+    Written(usize),
+    /// The peer closed (`close_notify`).
+    Eof,
+    /// Both sides closed: nothing can be written any more.
+    Closed,
+}
+
+fn tls_error(error: rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, error)
+}
+
+/// Appends `n` zeroed bytes to `buf` and returns them, to be written into.
+fn room(buf: &mut Vec<u8>, n: usize) -> &mut [u8] {
+    let start = buf.len();
+    buf.resize(start + n, 0);
+    &mut buf[start..]
+}
+
+impl<IO> TlsStream<IO> {
+    /// A connection whose handshake has not begun.
+    pub(crate) fn new(io: IO, config: Arc<ServerConfig>) -> io::Result<Self> {
+        let conn = UnbufferedServerConnection::new(config).map_err(tls_error)?;
+        Ok(TlsStream::from_parts(
+            io,
+            Box::new(Tls {
+                conn,
+                partial: Vec::new(),
+                eof: false,
+                closing: false,
+            }),
+        ))
+    }
+
+    fn from_parts(io: IO, mut tls: Box<Tls>) -> Self {
+        let incoming = std::mem::take(&mut tls.partial);
+        TlsStream {
+            io,
+            tls,
+            in_len: incoming.len(),
+            incoming,
+            outgoing: Vec::new(),
+            sent: 0,
+            plain: Vec::new(),
+            plain_read: 0,
+        }
+    }
+
+    /// The same session over another kind of transport.
+    pub(crate) fn map_io<J>(self, f: impl FnOnce(IO) -> J) -> TlsStream<J> {
+        TlsStream {
+            io: f(self.io),
+            tls: self.tls,
+            incoming: self.incoming,
+            in_len: self.in_len,
+            outgoing: self.outgoing,
+            sent: self.sent,
+            plain: self.plain,
+            plain_read: self.plain_read,
+        }
+    }
+
+    /// The same session over another kind of transport, if `f` can make
+    /// it; gives the stream back otherwise.
+    pub(crate) fn try_map_io<J>(
+        self,
+        f: impl FnOnce(IO) -> Result<J, IO>,
+    ) -> Result<TlsStream<J>, Self> {
+        let TlsStream {
+            io,
+            tls,
+            incoming,
+            in_len,
+            outgoing,
+            sent,
+            plain,
+            plain_read,
+        } = self;
+        match f(io) {
+            Ok(io) => Ok(TlsStream {
+                io,
+                tls,
+                incoming,
+                in_len,
+                outgoing,
+                sent,
+                plain,
+                plain_read,
+            }),
+            Err(io) => Err(TlsStream {
+                io,
+                tls,
+                incoming,
+                in_len,
+                outgoing,
+                sent,
+                plain,
+                plain_read,
+            }),
+        }
+    }
+
+    /// Whether decrypted bytes wait to be read.
+    pub(crate) fn has_plain(&self) -> bool {
+        self.plain_read < self.plain.len()
+    }
+
+    /// The protocol the client and the server agreed on with ALPN.
+    pub fn alpn_protocol(&self) -> Option<&[u8]> {
+        self.tls.conn.alpn_protocol()
+    }
+
+    /// The underlying transport.
+    pub fn get_ref(&self) -> &IO {
+        &self.io
+    }
+
+    /// Whether no plaintext waits to be read and no record to be written:
+    /// the session alone is left.
+    fn is_quiet(&self) -> bool {
+        self.plain_read == self.plain.len() && self.sent == self.outgoing.len()
+    }
+
+    /// Processes the records at hand; with `write` non-empty, encrypts as
+    /// much of it as one record holds once the session can send data.
+    fn process(&mut self, write: &[u8]) -> io::Result<Step> {
+        let mut failed: Option<rustls::Error> = None;
+        loop {
+            let UnbufferedStatus { discard, state } = self
+                .tls
+                .conn
+                .process_tls_records(&mut self.incoming[..self.in_len]);
+            let step = match state {
+                Err(error) => {
+                    if failed.is_some() {
+                        Some(Err(failed.take().unwrap_or(error)))
+                    } else {
+                        // rustls may have queued an alert: the next round
+                        // encodes it, and then fails again.
+                        failed = Some(error);
+                        None
+                    }
+                }
+                Ok(ConnectionState::ReadTraffic(mut traffic)) => {
+                    let mut extra = 0;
+                    let mut failure = None;
+                    while let Some(record) = traffic.next_record() {
+                        match record {
+                            Ok(record) => {
+                                extra += record.discard;
+                                self.plain.extend_from_slice(record.payload);
+                            }
+                            Err(error) => {
+                                failure = Some(error);
+                                break;
+                            }
+                        }
+                    }
+                    self.consume(discard + extra);
+                    return match failure {
+                        Some(error) => Err(tls_error(error)),
+                        None => Ok(Step::Plain),
+                    };
+                }
+                Ok(ConnectionState::EncodeTlsData(mut data)) => {
+                    let mut need = 256;
+                    loop {
+                        let start = self.outgoing.len();
+                        match data.encode(room(&mut self.outgoing, need)) {
+                            Ok(n) => {
+                                self.outgoing.truncate(start + n);
+                                break;
+                            }
+                            Err(EncodeError::InsufficientSize(e)) => {
+                                self.outgoing.truncate(start);
+                                need = e.required_size;
+                            }
+                            Err(error) => {
+                                self.outgoing.truncate(start);
+                                return Err(io::Error::other(error));
+                            }
+                        }
+                    }
+                    None
+                }
+                // `outgoing` keeps what was encoded, in order, until it is
+                // written: for rustls it is sent.
+                Ok(ConnectionState::TransmitTlsData(data)) => {
+                    data.done();
+                    None
+                }
+                Ok(ConnectionState::BlockedHandshake) => Some(Ok(Step::NeedRead)),
+                Ok(ConnectionState::WriteTraffic(mut traffic)) => {
+                    if write.is_empty() {
+                        Some(Ok(Step::NeedRead))
+                    } else if self.tls.closing {
+                        Some(Ok(Step::Closed))
+                    } else {
+                        let chunk = &write[..write.len().min(MAX_PLAINTEXT)];
+                        let mut need = chunk.len() + 64;
+                        loop {
+                            let start = self.outgoing.len();
+                            match traffic.encrypt(chunk, room(&mut self.outgoing, need)) {
+                                Ok(n) => {
+                                    self.outgoing.truncate(start + n);
+                                    break;
+                                }
+                                Err(EncryptError::InsufficientSize(e)) => {
+                                    self.outgoing.truncate(start);
+                                    need = e.required_size;
+                                }
+                                Err(error) => {
+                                    self.outgoing.truncate(start);
+                                    return Err(io::Error::other(error));
+                                }
+                            }
+                        }
+                        Some(Ok(Step::Written(chunk.len())))
+                    }
+                }
+                Ok(ConnectionState::PeerClosed) => {
+                    self.tls.eof = true;
+                    Some(Ok(Step::Eof))
+                }
+                Ok(ConnectionState::Closed) => {
+                    self.tls.eof = true;
+                    Some(Ok(Step::Closed))
+                }
+                // Early data is never enabled here, and later states are
+                // unknown: refuse rather than guess.
+                Ok(_) => Some(Err(rustls::Error::General(
+                    "unexpected TLS connection state".into(),
+                ))),
+            };
+            self.consume(discard);
+            match step {
+                Some(Ok(step)) => return Ok(step),
+                Some(Err(error)) => return Err(tls_error(error)),
+                None => {}
+            }
+        }
+    }
+
+    /// Drops the first `n` processed bytes of `incoming`.
+    fn consume(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.incoming.copy_within(n..self.in_len, 0);
+        self.in_len -= n;
+    }
+
+    /// Gives back what the stream holds while it waits: a record buffer
+    /// with no byte in it, or with the start of a record (kept, copied to
+    /// its size), and written or read buffers.
+    fn shed(&mut self) {
+        if self.incoming.len() == RECORD {
+            let buf = std::mem::take(&mut self.incoming);
+            if self.in_len > 0 {
+                self.incoming = buf[..self.in_len].to_vec();
+            }
+            give_record(buf);
+        }
+        if self.plain_read == self.plain.len() && self.plain.capacity() > 0 {
+            self.plain = Vec::new();
+            self.plain_read = 0;
+        }
+        if self.sent == self.outgoing.len() && self.outgoing.capacity() > 0 {
+            self.outgoing = Vec::new();
+            self.sent = 0;
+        }
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
+    /// Writes `outgoing` to the transport until it is empty.
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.sent < self.outgoing.len() {
+            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.outgoing[self.sent..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.sent += n;
+        }
+        if self.outgoing.capacity() > 0 {
+            self.outgoing = Vec::new();
+            self.sent = 0;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Reads more records from the transport: `Ready(Ok(false))` at its
+    /// end.
+    fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
+        if self.incoming.len() != RECORD {
+            let mut buf = take_record();
+            buf[..self.in_len].copy_from_slice(&self.incoming[..self.in_len]);
+            self.incoming = buf;
+        }
+        if self.in_len == RECORD {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "TLS record larger than the protocol allows",
+            )));
+        }
+        let mut read = ReadBuf::new(&mut self.incoming[self.in_len..]);
+        match Pin::new(&mut self.io).poll_read(cx, &mut read) {
+            Poll::Pending => {
+                self.shed();
+                Poll::Pending
+            }
+            Poll::Ready(Ok(())) => {
+                let n = read.filled().len();
+                self.in_len += n;
+                Poll::Ready(Ok(n > 0))
+            }
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+        }
+    }
+
+    /// Copies waiting plaintext into `buf`.
+    fn read_plain(&mut self, buf: &mut ReadBuf<'_>) {
+        let n = buf.remaining().min(self.plain.len() - self.plain_read);
+        buf.put_slice(&self.plain[self.plain_read..self.plain_read + n]);
+        self.plain_read += n;
+        if self.plain_read == self.plain.len() {
+            self.plain.clear();
+            self.plain_read = 0;
+        }
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            if this.plain_read < this.plain.len() {
+                this.read_plain(buf);
+                return Poll::Ready(Ok(()));
+            }
+            if this.tls.eof {
+                return Poll::Ready(Ok(()));
+            }
+            let step = match this.process(&[]) {
+                Ok(step) => step,
+                Err(error) => {
+                    // Best effort: an alert rustls queued goes out first.
+                    let _ = this.poll_send(cx);
+                    return Poll::Ready(Err(error));
+                }
+            };
+            match step {
+                Step::Plain | Step::Eof | Step::Closed => continue,
+                Step::NeedRead | Step::Written(_) => {}
+            }
+            // Handshake messages go out before the peer is waited for.
+            ready!(this.poll_send(cx))?;
+            if !ready!(this.poll_receive(cx))? {
+                // The transport's end without `close_notify`: the end of
+                // the stream, as clients that just close expect; a record
+                // cut short is an error.
+                this.tls.eof = true;
+                if this.in_len > 0 {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the peer closed the connection in the middle of a TLS record",
+                    )));
+                }
+            }
+        }
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        // Encrypt only once the last records are written: the stream
+        // buffers one write at most.
+        ready!(this.poll_send(cx))?;
+        loop {
+            match this.process(buf)? {
+                Step::Written(n) => {
+                    // Started now; whatever the socket does not take yet
+                    // goes on the next write or flush.
+                    if let Poll::Ready(Err(error)) = this.poll_send(cx) {
+                        return Poll::Ready(Err(error));
+                    }
+                    return Poll::Ready(Ok(n));
+                }
+                Step::Closed => return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+                // Plaintext waits for the reader; the peer's close does not
+                // stop this side from writing.
+                Step::Plain | Step::Eof => continue,
+                // Still handshaking: the peer has to speak first.
+                Step::NeedRead => {
+                    ready!(this.poll_send(cx))?;
+                    if !ready!(this.poll_receive(cx))? {
+                        return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_send(cx))?;
+        Pin::new(&mut this.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.tls.closing {
+            this.tls.closing = true;
+            // `close_notify`, if the session got that far; a handshake cut
+            // short just closes.
+            let status = this
+                .tls
+                .conn
+                .process_tls_records(&mut this.incoming[..this.in_len]);
+            if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
+                let start = this.outgoing.len();
+                match traffic.queue_close_notify(room(&mut this.outgoing, 64)) {
+                    Ok(n) => this.outgoing.truncate(start + n),
+                    Err(_) => this.outgoing.truncate(start),
+                }
+            }
+        }
+        ready!(this.poll_send(cx))?;
+        Pin::new(&mut this.io).poll_shutdown(cx)
+    }
+}
+
+impl<IO: fmt::Debug> fmt::Debug for TlsStream<IO> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsStream")
+            .field("io", &self.io)
+            .field("alpn", &self.alpn_protocol().map(String::from_utf8_lossy))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A TLS connection outside tokio: the transport's parked form and the
+/// session.
+#[derive(Debug)]
+pub struct DormantTls<D> {
+    fd: D,
+    tls: Box<Tls>,
+}
+
+impl<D: AsFd> AsFd for DormantTls<D> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl<IO> Parkable for TlsStream<IO>
+where
+    IO: Parkable + AsyncRead + AsyncWrite + Unpin,
+{
+    type Dormant = DormantTls<IO::Dormant>;
+
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.has_plain() {
+            return Poll::Ready(Ok(()));
+        }
+        self.io.poll_read_ready(cx)
+    }
+
+    fn into_dormant(mut self) -> io::Result<DormantTls<IO::Dormant>> {
+        if !self.is_quiet() {
+            // The driver parks only quiet connections: a read found
+            // nothing, and every write was flushed.
+            return Err(io::Error::other(
+                "a TLS connection with data on its way cannot park",
+            ));
+        }
+        self.shed();
+        self.tls.partial = std::mem::take(&mut self.incoming);
+        Ok(DormantTls {
+            fd: self.io.into_dormant()?,
+            tls: self.tls,
+        })
+    }
+
+    fn from_dormant(dormant: DormantTls<IO::Dormant>) -> io::Result<Self> {
+        Ok(TlsStream::from_parts(
+            IO::from_dormant(dormant.fd)?,
+            dormant.tls,
+        ))
+    }
+
+    fn peer_closed(_: &DormantTls<IO::Dormant>) -> Option<io::Result<bool>> {
+        // A `close_notify` is a record to decrypt: the connection's first
+        // read finds it.
+        None
+    }
+}
+
+impl<IO> Seam for TlsStream<IO>
+where
+    IO: Transport,
+    TlsStream<IO>: Into<Stream>,
+    Stream: TryInto<TlsStream<IO>, Error = Stream>,
+{
+    fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>> {
+        let mut buf = [0; READ_AHEAD];
+        let mut read = ReadBuf::new(&mut buf);
+        ready!(Pin::new(self).poll_read(cx, &mut read))?;
+        Poll::Ready(Ok(match read.filled() {
+            [] => Peer::Closed,
+            bytes => Peer::ReadAhead(Bytes::copy_from_slice(bytes)),
+        }))
+    }
+
+    fn alpn_h2(&self) -> Option<bool> {
+        self.alpn_protocol().map(|p| p == b"h2")
+    }
+
+    fn into_stream(self) -> Stream {
+        self.into()
+    }
+
+    fn from_stream(stream: Stream) -> Result<Self, Stream> {
+        stream.try_into()
+    }
+}
+
+impl<IO> Transport for TlsStream<IO>
+where
+    IO: Transport,
+    TlsStream<IO>: Into<Stream>,
+    Stream: TryInto<TlsStream<IO>, Error = Stream>,
+{
+    type Addr = IO::Addr;
+
+    fn peer_addr(&self) -> io::Result<IO::Addr> {
+        self.io.peer_addr()
+    }
+}
