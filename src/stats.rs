@@ -47,6 +47,14 @@ pub struct Stats {
     /// Connections closed because a response took longer than the write
     /// timeout to be written.
     pub write_timeouts: u64,
+    /// TLS handshakes completed.
+    pub tls_handshakes: u64,
+    /// TLS connections that closed before their handshake completed: the
+    /// client sent something that is not TLS, failed the handshake, left,
+    /// or took too long (those are also in `tls_handshake_timeouts`).
+    pub tls_handshake_failures: u64,
+    /// TLS handshakes cut short by the listener's handshake timeout.
+    pub tls_handshake_timeouts: u64,
     /// Accept errors that were not about one connection (running out of
     /// file descriptors and the like); each one pauses accepting.
     pub accept_errors: u64,
@@ -76,6 +84,9 @@ pub(crate) struct Counters {
     pub(crate) header_read_timeouts: AtomicU64,
     pub(crate) read_timeouts: AtomicU64,
     pub(crate) write_timeouts: AtomicU64,
+    pub(crate) tls_handshakes: AtomicU64,
+    pub(crate) tls_handshake_failures: AtomicU64,
+    pub(crate) tls_handshake_timeouts: AtomicU64,
     pub(crate) accept_errors: AtomicU64,
     pub(crate) requests: AtomicU64,
     pub(crate) upgrades: AtomicU64,
@@ -97,6 +108,9 @@ impl Counters {
             header_read_timeouts: self.header_read_timeouts.load(Relaxed),
             read_timeouts: self.read_timeouts.load(Relaxed),
             write_timeouts: self.write_timeouts.load(Relaxed),
+            tls_handshakes: self.tls_handshakes.load(Relaxed),
+            tls_handshake_failures: self.tls_handshake_failures.load(Relaxed),
+            tls_handshake_timeouts: self.tls_handshake_timeouts.load(Relaxed),
             accept_errors: self.accept_errors.load(Relaxed),
             requests: self.requests.load(Relaxed),
             upgrades: self.upgrades.load(Relaxed),

@@ -26,6 +26,7 @@
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
@@ -195,7 +196,12 @@ pub struct TlsListener<L> {
     inner: L,
     config: TlsConfig,
     http2: bool,
+    handshake_timeout: Option<Duration>,
 }
+
+/// axum-server's default: long enough for a slow mobile client, short
+/// enough that stalled handshakes do not pile up.
+const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl<L> TlsListener<L> {
     /// TLS over `listener`'s connections, with `config`.
@@ -204,7 +210,21 @@ impl<L> TlsListener<L> {
             inner: listener,
             config,
             http2: true,
+            handshake_timeout: Some(DEFAULT_HANDSHAKE_TIMEOUT),
         }
+    }
+
+    /// How long a client may take to complete the TLS handshake, from
+    /// accept; a connection still handshaking then is closed and counted in
+    /// [`Stats::tls_handshake_timeouts`](crate::Stats::tls_handshake_timeouts).
+    /// The server's `header_read_timeout` also counts from accept and
+    /// covers the handshake and the first request head together. `None`
+    /// leaves only that one.
+    ///
+    /// Default is 10 s (as axum-server's).
+    pub fn handshake_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.handshake_timeout = timeout.into();
+        self
     }
 
     /// The listener underneath.
@@ -222,7 +242,8 @@ where
 
     async fn accept(&mut self) -> io::Result<(TlsStream<L::Io>, Addr<L>)> {
         let (io, peer) = self.inner.accept().await?;
-        let stream = TlsStream::new(io, self.config.for_accept(self.http2))?;
+        let config = self.config.for_accept(self.http2);
+        let stream = TlsStream::new(io, config, self.handshake_timeout)?;
         Ok((stream, peer))
     }
 

@@ -176,7 +176,13 @@ where
                 let wait = ParkedWait::new(&mut stream, &state, carried, &clocks);
                 let replay = match wait.await {
                     Wake::Read(replay) => replay,
-                    Wake::Closed => return,
+                    Wake::Closed => {
+                        if stream.handshaking() {
+                            let stats = &state.shared.stats;
+                            stats.tls_handshake_failures.fetch_add(1, Relaxed);
+                        }
+                        return;
+                    }
                 };
                 let shared = &state.shared;
                 let protocol = if first {
@@ -188,6 +194,10 @@ where
                 if let Protocol::Undecided = protocol {
                     carried = replay.into_carried();
                     continue;
+                }
+                if first && T::HANDSHAKES {
+                    // Bytes came through: the handshake is complete.
+                    shared.stats.tls_handshakes.fetch_add(1, Relaxed);
                 }
                 first = false;
                 gauge.set_active();

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -135,7 +136,15 @@ impl<T: Transport> Future for ParkedWait<'_, T> {
                     }));
                 }
                 Poll::Ready(Err(error)) => {
-                    closed_while_idle("parked", Some(&error));
+                    if error.kind() == std::io::ErrorKind::TimedOut {
+                        // Only a transport's own deadline says this: the
+                        // TLS handshake timeout.
+                        debug!(%error, "handshake timeout");
+                        let stats = &this.state.shared.stats;
+                        stats.tls_handshake_timeouts.fetch_add(1, Relaxed);
+                    } else {
+                        closed_while_idle("parked", Some(&error));
+                    }
                     return Poll::Ready(Wake::Closed);
                 }
                 // Spurious readiness: cleared, and the waker registered;

@@ -76,6 +76,15 @@ mod sealed {
             None
         }
 
+        /// Whether the transport begins with a handshake (TLS).
+        const HANDSHAKES: bool = false;
+
+        /// Whether a handshake is still under way: a connection that
+        /// closes now counts as a failed handshake.
+        fn handshaking(&self) -> bool {
+            false
+        }
+
         /// Erases the transport, for the upgrade hand-off.
         fn into_stream(self) -> Stream;
 

@@ -34,17 +34,20 @@
 
 use std::cell::RefCell;
 use std::fmt;
+use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use bytes::Bytes;
 use rustls::ServerConfig;
 use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Sleep;
 
 use super::{Peer, Seam, Stream, Transport};
 use crate::lot::Parkable;
@@ -120,6 +123,8 @@ pub struct TlsStream<IO> {
     plain: Vec<u8>,
     /// Bytes of `plain` already read.
     plain_read: usize,
+    /// Until the handshake completes: when it must have.
+    deadline: Option<Pin<Box<Sleep>>>,
 }
 
 /// What processing the records at hand led to.
@@ -148,10 +153,15 @@ fn room(buf: &mut Vec<u8>, n: usize) -> &mut [u8] {
 }
 
 impl<IO> TlsStream<IO> {
-    /// A connection whose handshake has not begun.
-    pub(crate) fn new(io: IO, config: Arc<ServerConfig>) -> io::Result<Self> {
+    /// A connection whose handshake has not begun; it fails with
+    /// `TimedOut` if the handshake is not complete within `timeout`.
+    pub(crate) fn new(
+        io: IO,
+        config: Arc<ServerConfig>,
+        timeout: Option<Duration>,
+    ) -> io::Result<Self> {
         let conn = UnbufferedServerConnection::new(config).map_err(tls_error)?;
-        Ok(TlsStream::from_parts(
+        let mut stream = TlsStream::from_parts(
             io,
             Box::new(Tls {
                 conn,
@@ -159,7 +169,9 @@ impl<IO> TlsStream<IO> {
                 eof: false,
                 closing: false,
             }),
-        ))
+        );
+        stream.deadline = timeout.map(|t| Box::pin(tokio::time::sleep(t)));
+        Ok(stream)
     }
 
     fn from_parts(io: IO, mut tls: Box<Tls>) -> Self {
@@ -173,6 +185,7 @@ impl<IO> TlsStream<IO> {
             sent: 0,
             plain: Vec::new(),
             plain_read: 0,
+            deadline: None,
         }
     }
 
@@ -187,6 +200,7 @@ impl<IO> TlsStream<IO> {
             sent: self.sent,
             plain: self.plain,
             plain_read: self.plain_read,
+            deadline: self.deadline,
         }
     }
 
@@ -205,6 +219,7 @@ impl<IO> TlsStream<IO> {
             sent,
             plain,
             plain_read,
+            deadline,
         } = self;
         match f(io) {
             Ok(io) => Ok(TlsStream {
@@ -216,6 +231,7 @@ impl<IO> TlsStream<IO> {
                 sent,
                 plain,
                 plain_read,
+                deadline,
             }),
             Err(io) => Err(TlsStream {
                 io,
@@ -226,6 +242,7 @@ impl<IO> TlsStream<IO> {
                 sent,
                 plain,
                 plain_read,
+                deadline,
             }),
         }
     }
@@ -420,8 +437,19 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
     }
 
     /// Reads more records from the transport: `Ready(Ok(false))` at its
-    /// end.
+    /// end. While the handshake runs, fails with `TimedOut` once its
+    /// deadline passed.
     fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
+        if let Some(deadline) = &mut self.deadline {
+            if !self.tls.conn.is_handshaking() {
+                self.deadline = None;
+            } else if deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the TLS handshake took longer than its timeout",
+                )));
+            }
+        }
         if self.incoming.len() != RECORD {
             let mut buf = take_record();
             buf[..self.in_len].copy_from_slice(&self.incoming[..self.in_len]);
@@ -656,6 +684,12 @@ where
 
     fn alpn_h2(&self) -> Option<bool> {
         self.alpn_protocol().map(|p| p == b"h2")
+    }
+
+    const HANDSHAKES: bool = true;
+
+    fn handshaking(&self) -> bool {
+        self.tls.conn.is_handshaking()
     }
 
     fn into_stream(self) -> Stream {
