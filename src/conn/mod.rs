@@ -176,6 +176,10 @@ where
                 let wait = ParkedWait::new(&mut stream, &state, carried, &clocks);
                 let replay = match wait.await {
                     Wake::Read(replay) => replay,
+                    Wake::Shutdown => {
+                        stream.close();
+                        return;
+                    }
                     Wake::Closed => {
                         if stream.handshaking() {
                             let stats = &state.shared.stats;

@@ -36,9 +36,12 @@ pub(super) struct Clocks {
 pub(super) enum Wake {
     /// Bytes arrived: serve them.
     Read(Replay),
-    /// The connection is finished: the peer closed it, it failed, a timeout
-    /// passed, or the server is shutting down.
+    /// The connection is finished: the peer closed it, it failed, or a
+    /// timeout passed.
     Closed,
+    /// The server is shutting down: close, with a goodbye if the transport
+    /// has one.
+    Shutdown,
 }
 
 pin_project! {
@@ -106,7 +109,7 @@ impl<T: Transport> Future for ParkedWait<'_, T> {
             return Poll::Ready(timed_out(*this.why, this.state));
         }
         if this.watch.as_mut().poll_level(cx) >= Level::Draining {
-            return Poll::Ready(Wake::Closed);
+            return Poll::Ready(Wake::Shutdown);
         }
         // `poll_read_ready` keeps its waker in tokio's per-socket state; a
         // `readable()` future would add a waiter node to this task.

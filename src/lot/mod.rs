@@ -132,6 +132,18 @@ pub trait Parkable: Send + Sync + Sized + 'static {
     /// `Err(WouldBlock)` if nothing happened after all. `None` if the
     /// transport cannot tell without reading.
     fn peer_closed(dormant: &Self::Dormant) -> Option<io::Result<bool>>;
+
+    /// Closes a connection at shutdown, saying goodbye if the transport
+    /// has a way to (TLS: `close_notify`). Best effort, never waits.
+    fn close_dormant(dormant: Self::Dormant) {
+        drop(dormant);
+    }
+
+    /// [`close_dormant`](Self::close_dormant) for a connection still in
+    /// tokio.
+    fn close(self) {
+        drop(self);
+    }
 }
 
 /// Where a connection waited in the lot.
@@ -479,8 +491,12 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
         let sleepers: Vec<_> = inner.sleepers.take_all().collect();
         drop(inner);
         let (n_dormant, n_parked) = (dormant.len(), parked.len());
-        // Dropping them closes them.
-        drop((dormant, parked));
+        for Dormant { fd, .. } in dormant {
+            T::close_dormant(fd);
+        }
+        for Parked { stream, .. } in parked {
+            stream.close();
+        }
         shared
             .owner
             .closed(Rung::Dormant, Closed::Shutdown, n_dormant);

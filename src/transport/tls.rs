@@ -626,6 +626,7 @@ impl<D: AsFd> AsFd for DormantTls<D> {
 impl<IO> Parkable for TlsStream<IO>
 where
     IO: Parkable + AsyncRead + AsyncWrite + Unpin,
+    IO::Dormant: io::Write,
 {
     type Dormant = DormantTls<IO::Dormant>;
 
@@ -664,11 +665,30 @@ where
         // read finds it.
         None
     }
+
+    fn close_dormant(mut dormant: DormantTls<IO::Dormant>) {
+        // `close_notify`, if the handshake is done and the socket takes
+        // the few bytes at once; a close without it otherwise.
+        let status = dormant.tls.conn.process_tls_records(&mut []);
+        if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
+            let mut alert = [0; 64];
+            if let Ok(n) = traffic.queue_close_notify(&mut alert) {
+                let _ = io::Write::write(&mut dormant.fd, &alert[..n]);
+            }
+        }
+    }
+
+    fn close(self) {
+        if let Ok(dormant) = self.into_dormant() {
+            Self::close_dormant(dormant);
+        }
+    }
 }
 
 impl<IO> Seam for TlsStream<IO>
 where
     IO: Transport,
+    IO::Dormant: io::Write,
     TlsStream<IO>: Into<Stream>,
     Stream: TryInto<TlsStream<IO>, Error = Stream>,
 {
@@ -704,6 +724,7 @@ where
 impl<IO> Transport for TlsStream<IO>
 where
     IO: Transport,
+    IO::Dormant: io::Write,
     TlsStream<IO>: Into<Stream>,
     Stream: TryInto<TlsStream<IO>, Error = Stream>,
 {
