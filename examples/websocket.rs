@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --example websocket [ADDR]     # default 127.0.0.1:3000
+//! cargo run --release --features tls --example websocket ADDR CERT_PEM KEY_PEM   # wss://
 //! ```
 //!
 //! Any path accepts a WebSocket handshake (`GET` with `Connection: Upgrade`,
@@ -168,13 +169,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_env_filter(EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:3000".to_owned());
+    let mut args = std::env::args().skip(1);
+    let addr = args.next().unwrap_or_else(|| "127.0.0.1:3000".to_owned());
     let listener = TcpListener::bind(&addr).await?;
     println!("listening on {}", listener.local_addr()?);
-
     let server = dormant::Server::builder().build()?;
+    match (args.next(), args.next()) {
+        (None, _) => serve(server, listener).await,
+        (Some(cert), Some(key)) => serve_tls(server, listener, cert, key).await,
+        (Some(_), None) => Err("usage: websocket [ADDR [CERT_PEM KEY_PEM]]".into()),
+    }
+}
+
+/// Serves until Ctrl-C, then shuts down gracefully.
+async fn serve(
+    server: dormant::Server,
+    listener: impl dormant::Listener,
+) -> Result<(), Box<dyn std::error::Error>> {
     server
         .serve(listener, service_fn(handle))
         .with_graceful_shutdown(async {
@@ -182,4 +193,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .await?;
     Ok(())
+}
+
+/// wss://: the same handler over TLS (the upgraded stream is the TLS one).
+#[cfg(feature = "tls-no-provider")]
+async fn serve_tls(
+    server: dormant::Server,
+    listener: TcpListener,
+    cert: String,
+    key: String,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use dormant::tls::{TlsConfig, TlsListener};
+    let config = TlsConfig::from_pem_files(cert, key)?;
+    serve(server, TlsListener::new(listener, config)).await
+}
+
+#[cfg(not(feature = "tls-no-provider"))]
+async fn serve_tls(
+    _: dormant::Server,
+    _: TcpListener,
+    _: String,
+    _: String,
+) -> Result<(), Box<dyn std::error::Error>> {
+    Err("wss:// needs the `tls` feature: cargo run --features tls --example websocket …".into())
 }

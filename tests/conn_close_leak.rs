@@ -4,23 +4,6 @@
 
 mod common;
 use common::*;
-use std::time::{Duration, Instant};
-
-/// Waits (bounded) until the process has `want` open descriptors.
-fn wait_for_fds(want: usize, what: &str) {
-    let deadline = Instant::now() + CLIENT_TIMEOUT;
-    loop {
-        let now = fd_count();
-        if now == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: {now} descriptors open, want {want}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
 
 #[test]
 fn clients_closing_leave_no_connection_and_no_fd() {

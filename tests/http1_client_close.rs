@@ -13,8 +13,8 @@ use common::*;
 use std::convert::Infallible;
 use std::net::Shutdown;
 use std::pin::Pin;
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
@@ -22,24 +22,6 @@ use http_body::Frame;
 use http_body_util::{Either, Full};
 use hyper::body::Bytes;
 use hyper::service::service_fn;
-use tokio::sync::Notify;
-
-/// Reports on its channel when dropped, unless defused.
-struct DropProbe(&'static str, Option<Sender<&'static str>>);
-
-impl DropProbe {
-    fn defuse(mut self) {
-        self.1 = None;
-    }
-}
-
-impl Drop for DropProbe {
-    fn drop(&mut self) {
-        if let Some(tx) = &self.1 {
-            let _ = tx.send(self.0);
-        }
-    }
-}
 
 /// A response body: one chunk, then nothing, ever; reports its drop.
 struct Trickle {
@@ -62,44 +44,27 @@ impl http_body::Body for Trickle {
     }
 }
 
-/// What the handlers report to the test.
-struct Probes {
-    started: Mutex<Sender<()>>,
-    dropped: Mutex<Sender<&'static str>>,
-    release: Notify,
-}
-
 /// `/wait` answers `released` once the test releases it and reports the
 /// drop of its future; `/stream` answers with a [`Trickle`]; anything else
 /// answers `hello` at once.
 fn serve_probed(
     builder: &dormant::Builder,
 ) -> (Serve, Receiver<()>, Receiver<&'static str>, Arc<Probes>) {
-    let (started_tx, started) = channel();
-    let (dropped_tx, dropped) = channel();
-    let probes = Arc::new(Probes {
-        started: Mutex::new(started_tx),
-        dropped: Mutex::new(dropped_tx),
-        release: Notify::new(),
-    });
+    let (probes, started, dropped) = Probes::new();
     let p = probes.clone();
     let srv = serve_with(
         builder,
         service_fn(move |req: Request<dormant::Body>| {
             let p = p.clone();
             async move {
-                let probe = |what| DropProbe(what, Some(p.dropped.lock().unwrap().clone()));
                 let body = match req.uri().path() {
                     "/wait" => {
-                        let probe = probe("handler");
-                        p.started.lock().unwrap().send(()).unwrap();
-                        p.release.notified().await;
-                        probe.defuse();
+                        p.gate().await;
                         full("released")
                     }
                     "/stream" => Either::Right(Trickle {
                         first: Some(Bytes::from_static(b"first")),
-                        _probe: probe("body"),
+                        _probe: p.probe("body"),
                     }),
                     _ => full("hello"),
                 };
@@ -115,8 +80,6 @@ fn full(body: &'static str) -> Either<Full<Bytes>, Trickle> {
     Either::Left(Full::new(Bytes::from_static(body.as_bytes())))
 }
 
-const WAIT: &[u8] = b"GET /wait HTTP/1.1\r\nHost: x\r\n\r\n";
-
 fn ok(body: &str) -> String {
     format!(
         "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
@@ -124,21 +87,12 @@ fn ok(body: &str) -> String {
     )
 }
 
-/// Waits (bounded) for the next drop report.
-fn next_drop(dropped: &Receiver<&'static str>) -> &'static str {
-    dropped
-        .recv_timeout(CLIENT_TIMEOUT)
-        .expect("nothing was dropped after the client closed")
-}
-
 #[test]
 fn closing_drops_a_waiting_handler() {
     let (srv, started, dropped, _probes) = serve_probed(&dormant::Server::builder());
     let mut c = srv.connect();
     c.send(WAIT);
-    started
-        .recv_timeout(CLIENT_TIMEOUT)
-        .expect("handler started");
+    handler_started(&started);
     drop(c);
     assert_eq!(next_drop(&dropped), "handler");
     srv.wait_for("connection released", |s| s.active == 0 && s.parked == 0);
@@ -152,9 +106,7 @@ fn half_closing_a_woken_connection_drops_its_waiting_handler() {
     assert_eq!(c.response(), ok("hello"));
     srv.wait_for("park", |s| s.parks >= 1);
     c.send(WAIT);
-    started
-        .recv_timeout(CLIENT_TIMEOUT)
-        .expect("handler started");
+    handler_started(&started);
     c.stream.shutdown(Shutdown::Write).unwrap();
     assert_eq!(next_drop(&dropped), "handler");
     assert_eq!(c.read_to_close(), "");
@@ -179,9 +131,7 @@ fn a_request_pipelined_behind_a_waiting_one_is_served() {
     let (srv, started, dropped, probes) = serve_probed(&dormant::Server::builder());
     let mut c = srv.connect();
     c.send(WAIT);
-    started
-        .recv_timeout(CLIENT_TIMEOUT)
-        .expect("handler started");
+    handler_started(&started);
     // Arrives while the first request waits: found by the look for a
     // close, and left for hyper.
     c.send(b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n");

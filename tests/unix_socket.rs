@@ -13,25 +13,22 @@ mod common;
 use common::*;
 
 use std::convert::Infallible;
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::net::Shutdown;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::{Duration, Instant};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
 
 use dormant::PeerAddr;
-use dormant::upgrade::{self, Lot, Upgraded, Woken};
+use dormant::upgrade;
 use http::{Request, Response, StatusCode, Version};
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::AsyncWriteExt;
-use tokio::sync::Notify;
 
 /// Held shared by every test, exclusively by the one that counts the
 /// process's open descriptors.
@@ -51,15 +48,6 @@ fn ladder(dormant_after: impl Into<Option<Duration>>) -> dormant::Builder {
     b.park_after(Duration::from_millis(3))
         .dormant_after(dormant_after);
     b
-}
-
-/// Waits (polling, bounded) until `cond` holds.
-fn wait(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + CLIENT_TIMEOUT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
 }
 
 /// A tokio runtime for a test's own async client (or for binding).
@@ -161,16 +149,7 @@ fn pipelined_requests_in_one_write() {
 fn requests_split_across_a_park() {
     let _fds = shared();
     let srv = serve_unix_with(&ladder(Duration::from_millis(50)), echo_service());
-    for split in [1usize, 3, 9, 17, 28] {
-        let before = srv.stats().parks;
-        let req = b"GET /split HTTP/1.1\r\nHost: x\r\n\r\n";
-        let mut c = srv.connect();
-        c.send(&req[..split]);
-        srv.wait_for("park with a partial head", |s| s.parks > before);
-        assert_eq!(srv.stats().pool.in_use, 0);
-        c.send(&req[split..]);
-        assert_eq!(c.response(), ok("GET /split read="), "split at {split}");
-    }
+    check_first_request_split_across_a_park(&srv);
 
     srv.wait_for("split connections closed", |s| {
         s.active + s.parked + s.dormant == 0
@@ -203,36 +182,12 @@ fn requests_split_across_a_park() {
     });
 }
 
-/// What the gated handlers report to the test.
-struct Gate {
-    started: Mutex<Sender<()>>,
-    dropped: Mutex<Sender<&'static str>>,
-    release: Notify,
-}
-
-/// Reports its drop to the test, unless defused.
-struct DropProbe(Option<Sender<&'static str>>);
-
-impl Drop for DropProbe {
-    fn drop(&mut self) {
-        if let Some(tx) = self.0.take() {
-            let _ = tx.send("handler");
-        }
-    }
-}
-
 /// `/wait` answers `released` once the test releases it, and reports the
-/// drop of its future; anything else is echoed.
+/// drop of its future ([`Probes::gate`]); anything else is echoed.
 fn serve_gated(
     builder: &dormant::Builder,
-) -> (ServeUnix, Receiver<()>, Receiver<&'static str>, Arc<Gate>) {
-    let (started_tx, started) = mpsc::channel();
-    let (dropped_tx, dropped) = mpsc::channel();
-    let gate = Arc::new(Gate {
-        started: Mutex::new(started_tx),
-        dropped: Mutex::new(dropped_tx),
-        release: Notify::new(),
-    });
+) -> (ServeUnix, Receiver<()>, Receiver<&'static str>, Arc<Probes>) {
+    let (gate, started, dropped) = Probes::new();
     let g = gate.clone();
     let srv = serve_unix_with(
         builder,
@@ -242,21 +197,12 @@ fn serve_gated(
                 if req.uri().path() != "/wait" {
                     return echo(req).await;
                 }
-                let mut probe = DropProbe(Some(g.dropped.lock().unwrap().clone()));
-                g.started.lock().unwrap().send(()).unwrap();
-                g.release.notified().await;
-                probe.0 = None;
+                g.gate().await;
                 Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"released"))))
             }
         }),
     );
     (srv, started, dropped, gate)
-}
-
-const WAIT: &[u8] = b"GET /wait HTTP/1.1\r\nHost: x\r\n\r\n";
-
-fn started(rx: &Receiver<()>) {
-    rx.recv_timeout(CLIENT_TIMEOUT).expect("handler started");
 }
 
 /// 2. Bytes that arrive while a request is answered: on a Unix socket the
@@ -274,7 +220,7 @@ fn requests_arriving_while_one_is_answered_are_served() {
     let mut c = srv.connect();
     for round in 0..2u64 {
         c.send(WAIT);
-        started(&started_rx);
+        handler_started(&started_rx);
         // Arrives while /wait is in flight: the close check reads ahead.
         c.send(
             format!(
@@ -293,7 +239,7 @@ fn requests_arriving_while_one_is_answered_are_served() {
 
     // Only the start of a head arrives during the wait.
     c.send(WAIT);
-    started(&started_rx);
+    handler_started(&started_rx);
     c.send(b"GET /ha");
     std::thread::sleep(Duration::from_millis(50));
     gate.release.notify_one();
@@ -312,17 +258,12 @@ fn requests_arriving_while_one_is_answered_are_served() {
 fn client_close_while_a_request_is_answered_drops_the_handler() {
     let _fds = shared();
     let (srv, started_rx, dropped, _gate) = serve_gated(&ladder(Duration::from_millis(30)));
-    let next_drop = || {
-        dropped
-            .recv_timeout(CLIENT_TIMEOUT)
-            .expect("nothing was dropped after the client closed")
-    };
 
     let mut c = srv.connect();
     c.send(WAIT);
-    started(&started_rx);
+    handler_started(&started_rx);
     drop(c);
-    assert_eq!(next_drop(), "handler");
+    assert_eq!(next_drop(&dropped), "handler");
     srv.wait_for("released", |s| s.active + s.parked + s.dormant == 0);
 
     for dormant in [false, true] {
@@ -335,9 +276,9 @@ fn client_close_while_a_request_is_answered_drops_the_handler() {
             srv.wait_for("parked", |s| s.parked == 1 && s.active == 0);
         }
         c.send(WAIT);
-        started(&started_rx);
+        handler_started(&started_rx);
         c.stream.shutdown(Shutdown::Write).unwrap();
-        assert_eq!(next_drop(), "handler", "dormant: {dormant}");
+        assert_eq!(next_drop(&dropped), "handler", "dormant: {dormant}");
         assert_eq!(c.read_to_close(), "");
         srv.wait_for("released", |s| s.active + s.parked + s.dormant == 0);
     }
@@ -347,22 +288,6 @@ fn client_close_while_a_request_is_answered_drops_the_handler() {
     c.stream.shutdown(Shutdown::Write).unwrap();
     assert_eq!(c.read_to_close(), ok("GET /at-once read="));
     assert!(dropped.try_recv().is_err(), "nothing else was dropped");
-}
-
-/// Waits (bounded) until the process has `want` open descriptors.
-fn wait_for_fds(want: usize, what: &str) {
-    let deadline = Instant::now() + CLIENT_TIMEOUT;
-    loop {
-        let now = fd_count();
-        if now == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: {now} descriptors open, want {want}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// 3. Clients closing while their connections are DORMANT: the server's
@@ -438,138 +363,6 @@ fn idle_timeout_closes_dormant_and_parked_connections() {
     assert_eq!(srv.stats().dormancies, 0);
 }
 
-const UPGRADE: &str =
-    "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n";
-const SWITCHED: &str =
-    "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: echo\r\n\r\n";
-
-/// Counts drops of whatever holds one.
-struct Dropped(Arc<AtomicUsize>);
-
-impl Drop for Dropped {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, SeqCst);
-    }
-}
-
-/// The state a sleeping echo stream carries between messages.
-struct Sleepy {
-    wakes: Arc<AtomicUsize>,
-    events: Sender<String>,
-    _dropped: Dropped,
-}
-
-/// Puts `stream` to sleep; each wake-up echoes one read and sleeps again.
-fn sleep_echo(lot: Lot, stream: Upgraded, state: Sleepy) {
-    lot.clone().sleep(stream, move |woken| async move {
-        state.wakes.fetch_add(1, SeqCst);
-        let report = |event: String| {
-            let _ = state.events.send(event);
-        };
-        match woken {
-            Woken::Readable(mut stream) => match stream.read_pooled().await {
-                Ok(Some(bytes)) => {
-                    if stream.write_all(&bytes).await.is_ok() {
-                        drop(bytes);
-                        sleep_echo(lot, stream, state);
-                    }
-                }
-                Ok(None) => report("readable, then a read found EOF".into()),
-                Err(e) => report(format!("read failed: {e}")),
-            },
-            Woken::Eof(_) => report("eof".into()),
-            Woken::Shutdown(mut stream) => {
-                report("shutdown".into());
-                let _ = stream.write_all(b"bye").await;
-            }
-            Woken::Failed(e) => report(format!("failed {e}")),
-            _ => report("unknown".into()),
-        }
-    });
-}
-
-/// What the test watches of the upgraded streams of [`sleepy_service`].
-struct Sleepers {
-    events: Receiver<String>,
-    /// The lot, once a stream was handed off.
-    lot: Arc<Mutex<Option<Lot>>>,
-    /// Callbacks called.
-    wakes: Arc<AtomicUsize>,
-    /// States dropped.
-    drops: Arc<AtomicUsize>,
-}
-
-impl Sleepers {
-    fn sleeping(&self) -> usize {
-        self.lot.lock().unwrap().as_ref().map_or(0, Lot::sleeping)
-    }
-
-    fn next(&self) -> String {
-        self.events
-            .recv_timeout(CLIENT_TIMEOUT)
-            .expect("handler event")
-    }
-}
-
-/// A service that upgrades every request and puts the stream to sleep in
-/// the lot between messages ([`sleep_echo`]).
-fn sleepy_service() -> (
-    impl hyper::service::Service<
-        Request<dormant::Body>,
-        Response = Response<Empty<Bytes>>,
-        Error = Infallible,
-        Future = impl Send,
-    > + Send
-    + Sync
-    + 'static,
-    Sleepers,
-) {
-    let (events_tx, events) = mpsc::channel();
-    let lot_seen = Arc::new(Mutex::new(None));
-    let wakes = Arc::new(AtomicUsize::new(0));
-    let drops = Arc::new(AtomicUsize::new(0));
-    let service = {
-        let (lot_seen, wakes, drops) = (lot_seen.clone(), wakes.clone(), drops.clone());
-        service_fn(move |mut req: Request<dormant::Body>| {
-            let upgrade = upgrade::on(&mut req).expect("an upgrade request");
-            let state = Sleepy {
-                wakes: wakes.clone(),
-                events: events_tx.clone(),
-                _dropped: Dropped(drops.clone()),
-            };
-            let lot_seen = lot_seen.clone();
-            tokio::spawn(async move {
-                let parts = upgrade.await.expect("hand-off");
-                let unix = parts.stream.as_unix().is_some() && parts.stream.as_tcp().is_none();
-                let _ = state.events.send(format!(
-                    "handed off: unix={unix} read_buf={:?}",
-                    parts.read_buf
-                ));
-                *lot_seen.lock().unwrap() = Some(parts.lot.clone());
-                let lot = parts.lot.clone();
-                sleep_echo(lot, Upgraded::from(parts), state);
-            });
-            async {
-                Ok::<_, Infallible>(
-                    Response::builder()
-                        .status(StatusCode::SWITCHING_PROTOCOLS)
-                        .header("connection", "upgrade")
-                        .header("upgrade", "echo")
-                        .body(Empty::<Bytes>::new())
-                        .unwrap(),
-                )
-            }
-        })
-    };
-    let sleepers = Sleepers {
-        events,
-        lot: lot_seen,
-        wakes,
-        drops,
-    };
-    (service, sleepers)
-}
-
 /// 5. An upgraded Unix stream sleeps in the lot between messages, wakes on
 ///    data (no byte lost over many wakes), and on the client's close: a
 ///    Unix socket cannot be peeked, so the close wakes it as readable and
@@ -583,36 +376,20 @@ fn sleeping_upgraded_stream_wakes_on_data_and_on_close() {
     // The leftover wakes it at once.
     c.send(format!("{UPGRADE}first").as_bytes());
     assert_eq!(c.response(), SWITCHED);
-    assert_eq!(s.next(), r#"handed off: unix=true read_buf=b"first""#);
+    assert_eq!(s.hand_off(), r#"handed off: unix=true read_buf=b"first""#);
     assert_eq!(c.read_exact_bytes(5), b"first");
     wait("asleep", || s.sleeping() == 1);
     srv.wait_for("connection handed off", |st| {
         st.upgrades == 1 && st.active + st.parked + st.dormant == 0
     });
 
-    for i in 0..3 {
-        let before = s.wakes.load(SeqCst);
-        let msg = format!("message {i}");
-        c.send(msg.as_bytes());
-        assert_eq!(c.read_exact_bytes(msg.len()), msg.as_bytes());
-        wait("asleep again", || s.sleeping() == 1);
-        assert_eq!(s.wakes.load(SeqCst), before + 1, "one wake per message");
-    }
-
-    // Far more than one pool buffer: many wakes, no byte lost.
-    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
-    let mut writer = c.stream.try_clone().unwrap();
-    let sent = big.clone();
-    let writing = std::thread::spawn(move || writer.write_all(&sent).unwrap());
-    assert_eq!(c.read_exact_bytes(big.len()), big);
-    writing.join().unwrap();
-    wait("asleep after the burst", || s.sleeping() == 1);
-    assert_eq!(s.drops.load(SeqCst), 0, "the state lives while asleep");
+    check_sleeping_echo(&mut c, &s);
+    assert_eq!(s.drops.get(), 0, "the state lives while asleep");
 
     // The client's close: woken, the read finds EOF, state dropped once.
     c.stream.shutdown(Shutdown::Write).unwrap();
     assert_eq!(s.next(), "readable, then a read found EOF");
-    wait("state dropped", || s.drops.load(SeqCst) == 1);
+    wait("state dropped", || s.drops.get() == 1);
     assert_eq!(s.sleeping(), 0);
     assert_eq!(c.read_to_close(), "", "the handler closed the stream");
     assert!(s.events.try_recv().is_err(), "called back once");
@@ -622,11 +399,11 @@ fn sleeping_upgraded_stream_wakes_on_data_and_on_close() {
     let mut c = srv.connect();
     c.send(UPGRADE.as_bytes());
     assert_eq!(c.response(), SWITCHED);
-    assert_eq!(s.next(), r#"handed off: unix=true read_buf=b"""#);
+    assert_eq!(s.hand_off(), r#"handed off: unix=true read_buf=b"""#);
     wait("asleep", || s.sleeping() == 1);
     drop(c);
     assert_eq!(s.next(), "readable, then a read found EOF");
-    wait("state dropped", || s.drops.load(SeqCst) == 2);
+    wait("state dropped", || s.drops.get() == 2);
     assert_eq!(s.sleeping(), 0);
 }
 
@@ -738,43 +515,16 @@ fn graceful_shutdown_closes_parked_and_dormant_connections() {
 #[test]
 fn graceful_shutdown_hands_back_sleeping_upgraded_streams() {
     let _fds = shared();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let dir = TempDir::new();
-    let path = dir.path.join("http.sock");
-    let listener = {
-        let _enter = rt.enter();
-        dormant::UnixListener::bind(&path).unwrap()
-    };
     let (service, s) = sleepy_service();
-    let server = ladder(Duration::from_millis(10)).build().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serve = server
-        .serve(listener, service)
-        .with_graceful_shutdown(async {
-            let _ = stopped.await;
-        });
-    let serving = rt.spawn(async move { serve.await.unwrap() });
+    let mut srv = Harness::start_unix(&ladder(Duration::from_millis(10)), service);
+    let path = srv.addr.clone();
 
-    let mut clients: Vec<UnixClient> = (0..3)
-        .map(|_| {
-            let mut c = Client::connect_unix(&path);
-            c.send(UPGRADE.as_bytes());
-            assert_eq!(c.response(), SWITCHED);
-            c
-        })
-        .collect();
+    let mut clients: Vec<UnixClient> = connect_upgraded(&srv, 3);
     for _ in 0..3 {
-        assert!(s.next().starts_with("handed off: unix=true"));
+        assert!(s.hand_off().starts_with("handed off: unix=true"));
     }
     wait("all asleep", || s.sleeping() == 3);
-    stop.send(()).unwrap();
-    rt.block_on(async { tokio::time::timeout(CLIENT_TIMEOUT, serving).await })
-        .expect("serve did not return after shutdown")
-        .expect("serve panicked");
+    srv.shutdown();
     assert!(!path.exists(), "the socket file outlived the listener");
     for c in &mut clients {
         assert_eq!(c.read_to_close(), "bye");
@@ -782,7 +532,7 @@ fn graceful_shutdown_hands_back_sleeping_upgraded_streams() {
     for _ in 0..3 {
         assert_eq!(s.next(), "shutdown");
     }
-    wait("states dropped", || s.drops.load(SeqCst) == 3);
+    wait("states dropped", || s.drops.get() == 3);
     assert_eq!(s.sleeping(), 0);
 }
 

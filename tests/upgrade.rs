@@ -9,126 +9,18 @@ mod common;
 use common::*;
 
 use std::convert::Infallible;
-use std::io::{Read, Write};
-use std::net::SocketAddr;
+use std::io::Read;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use dormant::upgrade::{self, Lot, Upgraded, Woken};
+use dormant::upgrade::{self, Upgraded, Woken};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Frame;
 use hyper::body::Bytes;
 use hyper::service::Service;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-const UPGRADE: &str =
-    "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n";
-const SWITCHED: &str =
-    "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: echo\r\n\r\n";
-
-/// A server on a runtime owned by the test, which keeps running after
-/// `serve` returned.
-struct Harness {
-    rt: tokio::runtime::Runtime,
-    addr: SocketAddr,
-    server: dormant::Server,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    serving: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Harness {
-    fn start<S>(builder: &dormant::Builder, service: S) -> Harness
-    where
-        S: Service<Request<dormant::Body>, Response = Response<TestBody>, Error = Infallible>
-            + Send
-            + Sync
-            + 'static,
-        S::Future: Send + 'static,
-    {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let server = builder.build().unwrap();
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let serve = server
-            .serve(listener, service)
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            });
-        let serving = rt.spawn(async move { serve.await.unwrap() });
-        Harness {
-            rt,
-            addr,
-            server,
-            stop: Some(stop),
-            serving: Some(serving),
-        }
-    }
-
-    fn connect(&self) -> Client {
-        Client::connect(self.addr)
-    }
-
-    fn stats(&self) -> dormant::Stats {
-        self.server.stats()
-    }
-
-    fn wait_for(&self, what: &str, cond: impl Fn(&dormant::Stats) -> bool) {
-        wait(what, || cond(&self.stats()));
-    }
-
-    /// Graceful shutdown; waits (bounded) until `serve` has returned.
-    fn shutdown(&mut self) {
-        let _ = self.stop.take().expect("running").send(());
-        let serving = self.serving.take().expect("running");
-        self.rt
-            .block_on(async { tokio::time::timeout(CLIENT_TIMEOUT, serving).await })
-            .expect("serve did not return after shutdown")
-            .expect("serve panicked");
-    }
-}
-
-/// Waits (polling, bounded) until `cond` holds.
-fn wait(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + CLIENT_TIMEOUT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// Counts drops of whatever holds it.
-#[derive(Clone, Default)]
-struct DropCount(Arc<AtomicUsize>);
-
-impl DropCount {
-    fn get(&self) -> usize {
-        self.0.load(SeqCst)
-    }
-
-    fn token(&self) -> Dropped {
-        Dropped(self.0.clone())
-    }
-}
-
-/// Adds one to its counter when dropped.
-#[derive(Clone)]
-struct Dropped(Arc<AtomicUsize>);
-
-impl Drop for Dropped {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, SeqCst);
-    }
-}
 
 /// A response body that counts its drop.
 struct TestBody {
@@ -505,97 +397,14 @@ async fn echo_pooled_ref(stream: &mut Upgraded) {
     }
 }
 
-/// The state a sleeping echo stream carries between messages.
-struct Sleepy {
-    wakes: Arc<AtomicUsize>,
-    events: Events,
-    _dropped: Dropped,
-}
-
-/// Puts `stream` to sleep; each wake-up echoes one read and sleeps again.
-fn sleep_echo(lot: Lot, stream: Upgraded, state: Sleepy) {
-    lot.clone().sleep(stream, move |woken| async move {
-        state.wakes.fetch_add(1, SeqCst);
-        match woken {
-            Woken::Readable(mut stream) => match stream.read_pooled().await {
-                Ok(Some(bytes)) => {
-                    if stream.write_all(&bytes).await.is_ok() {
-                        drop(bytes);
-                        sleep_echo(lot, stream, state);
-                    }
-                }
-                other => report(&state.events, format!("read {other:?}")),
-            },
-            Woken::Eof(_) => report(&state.events, "eof".into()),
-            Woken::Shutdown(mut stream) => {
-                report(&state.events, "shutdown".into());
-                let _ = stream.write_all(b"bye").await;
-            }
-            Woken::Failed(e) => report(&state.events, format!("failed {e}")),
-            _ => report(&state.events, "unknown".into()),
-        }
-    });
-}
-
-/// A server whose upgraded streams sleep in the lot between messages, and
-/// what the test watches of them.
-struct SleepyServer {
-    srv: Harness,
-    events: mpsc::Receiver<String>,
-    /// The lot, once a stream was handed off.
-    lot: Arc<Mutex<Option<Lot>>>,
-    /// Callbacks called.
-    wakes: Arc<AtomicUsize>,
-    /// States dropped.
-    drops: DropCount,
-}
-
-impl SleepyServer {
-    fn sleeping(&self) -> usize {
-        self.lot.lock().unwrap().as_ref().map_or(0, Lot::sleeping)
-    }
-}
-
-fn sleepy_server(builder: &dormant::Builder) -> SleepyServer {
-    let (ev, rx) = events();
-    let lot_seen = Arc::new(Mutex::new(None));
-    let wakes = Arc::new(AtomicUsize::new(0));
-    let drops = DropCount::default();
-    let service = {
-        let (lot_seen, wakes, drops) = (lot_seen.clone(), wakes.clone(), drops.clone());
-        hyper::service::service_fn(move |mut req: Request<dormant::Body>| {
-            let upgrade = upgrade::on(&mut req).expect("an upgrade request");
-            let state = Sleepy {
-                wakes: wakes.clone(),
-                events: ev.clone(),
-                _dropped: drops.token(),
-            };
-            let lot_seen = lot_seen.clone();
-            tokio::spawn(async move {
-                let parts = upgrade.await.expect("hand-off");
-                *lot_seen.lock().unwrap() = Some(parts.lot.clone());
-                let lot = parts.lot.clone();
-                sleep_echo(lot, parts.into(), state);
-            });
-            async { Ok::<_, Infallible>(switching(TestBody::new(""))) }
-        })
-    };
-    SleepyServer {
-        srv: Harness::start(builder, service),
-        events: rx,
-        lot: lot_seen,
-        wakes,
-        drops,
-    }
-}
-
 #[test]
 fn dormant_upgraded_stream_wakes_on_data_and_on_close() {
     // `dormant_after(None)`: upgraded streams sleep in the lot regardless.
     let mut b = fast_park();
     b.dormant_after(None);
-    let s = sleepy_server(&b);
-    let (srv, rx, wakes, drops) = (&s.srv, &s.events, &s.wakes, &s.drops);
+    let (service, s) = sleepy_service();
+    let srv = Harness::start(&b, service);
+    let (rx, drops) = (&s.events, &s.drops);
     let mut c = srv.connect();
     // The leftover wakes it at once.
     c.send(format!("{UPGRADE}first").as_bytes());
@@ -604,23 +413,7 @@ fn dormant_upgraded_stream_wakes_on_data_and_on_close() {
     wait("asleep", || s.sleeping() == 1);
     srv.wait_for("connection gone", |s| s.active == 0 && s.parked == 0);
 
-    for i in 0..3 {
-        let before = wakes.load(SeqCst);
-        let msg = format!("message {i}");
-        c.send(msg.as_bytes());
-        assert_eq!(c.read_exact_bytes(msg.len()), msg.as_bytes());
-        wait("asleep again", || s.sleeping() == 1);
-        assert_eq!(wakes.load(SeqCst), before + 1, "one wake per message");
-    }
-
-    // Far more than one pool buffer: many wakes, no byte lost.
-    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
-    let mut writer = c.stream.try_clone().unwrap();
-    let sent = big.clone();
-    let writing = std::thread::spawn(move || writer.write_all(&sent).unwrap());
-    assert_eq!(c.read_exact_bytes(big.len()), big);
-    writing.join().unwrap();
-    wait("asleep after the burst", || s.sleeping() == 1);
+    check_sleeping_echo(&mut c, &s);
     assert_eq!(drops.get(), 0, "the state lives while the stream sleeps");
 
     // Peer close: woken, state dropped exactly once.
@@ -638,17 +431,11 @@ fn dormant_upgraded_stream_wakes_on_data_and_on_close() {
 
 #[test]
 fn dormant_upgraded_streams_are_handed_back_at_shutdown() {
-    let mut s = sleepy_server(&fast_park());
-    let mut clients: Vec<Client> = (0..5)
-        .map(|_| {
-            let mut c = s.srv.connect();
-            c.send(UPGRADE.as_bytes());
-            assert_eq!(c.response(), SWITCHED);
-            c
-        })
-        .collect();
+    let (service, s) = sleepy_service();
+    let mut srv = Harness::start(&fast_park(), service);
+    let mut clients: Vec<Client> = connect_upgraded(&srv, 5);
     wait("all asleep", || s.sleeping() == 5);
-    s.srv.shutdown();
+    srv.shutdown();
     for c in &mut clients {
         assert_eq!(c.read_to_close(), "bye");
     }
@@ -661,7 +448,7 @@ fn dormant_upgraded_streams_are_handed_back_at_shutdown() {
     // After shutdown the lot takes nothing: sleeping calls back at once.
     let lot = s.lot.lock().unwrap().clone().unwrap();
     let (tx, woken) = mpsc::channel();
-    s.srv.rt.block_on(async {
+    srv.rt.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap());
         let (client, accepted) = tokio::join!(client, listener.accept());

@@ -1,5 +1,7 @@
 //! Test harness: a real dormant server on 127.0.0.1:0 or on a Unix socket
-//! in a temporary directory, and a raw client.
+//! in a temporary directory (on a runtime thread of its own, [`Serve`], or
+//! on a runtime the test owns, [`Harness`]), a raw client, and the services
+//! and checks that several test files share.
 #![allow(dead_code, unreachable_pub)]
 
 use std::convert::Infallible;
@@ -9,12 +11,17 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
+use dormant::upgrade::{self, Lot, Upgraded, Woken};
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Bytes;
 use hyper::service::service_fn;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::Notify;
 
 /// How long a raw client waits for bytes before the test fails instead of
 /// hanging.
@@ -96,17 +103,13 @@ impl<A> Serve<A> {
     }
 }
 
-impl Serve {
-    pub fn connect(&self) -> Client {
-        Client::connect(self.addr)
+impl<A: Endpoint> Serve<A> {
+    pub fn connect(&self) -> Client<A::Stream> {
+        self.addr.connect()
     }
 }
 
 impl ServeUnix {
-    pub fn connect(&self) -> UnixClient {
-        Client::connect_unix(&self.addr)
-    }
-
     /// The socket file's path.
     pub fn path(&self) -> &Path {
         &self.addr
@@ -135,19 +138,50 @@ impl<A> Drop for Serve<A> {
     }
 }
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A service as `dormant::Server::serve` takes it, answering with `B`.
+pub trait Servable<B>:
+    hyper::service::Service<
+        Request<dormant::Body>,
+        Response = Response<B>,
+        Future: Send + 'static,
+        Error: Into<BoxError>,
+    > + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S, B> Servable<B> for S where
+    S: hyper::service::Service<
+            Request<dormant::Body>,
+            Response = Response<B>,
+            Future: Send + 'static,
+            Error: Into<BoxError>,
+        > + Send
+        + Sync
+        + 'static
+{
+}
+
+/// A response body as `dormant::Server::serve` takes it.
+pub trait ResponseBody:
+    http_body::Body<Data: Send, Error: Into<BoxError>> + Send + 'static
+{
+}
+
+impl<B> ResponseBody for B where
+    B: http_body::Body<Data: Send, Error: Into<BoxError>> + Send + 'static
+{
+}
+
 /// Starts `service` on a dormant server built by `builder`, on its own
 /// runtime thread, listening on 127.0.0.1 (a free port).
 pub fn serve_with<S, B>(builder: &dormant::Builder, service: S) -> Serve
 where
-    S: hyper::service::Service<Request<dormant::Body>, Response = Response<B>>
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: Servable<B>,
+    B: ResponseBody,
 {
     serve_on(builder, service, None, || async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -161,15 +195,8 @@ where
 /// server is dropped).
 pub fn serve_unix_with<S, B>(builder: &dormant::Builder, service: S) -> ServeUnix
 where
-    S: hyper::service::Service<Request<dormant::Body>, Response = Response<B>>
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: Servable<B>,
+    B: ResponseBody,
 {
     let dir = TempDir::new();
     let path = dir.path.join("http.sock");
@@ -194,26 +221,15 @@ where
     A: Send + 'static,
     Bind: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = (L, A)>,
-    S: hyper::service::Service<Request<dormant::Body>, Response = Response<B>>
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: Servable<B>,
+    B: ResponseBody,
 {
     let server = builder.build().expect("valid config");
     let (tx, rx) = tokio::sync::oneshot::channel();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let srv = server.clone();
     let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = server_runtime();
         rt.block_on(async move {
             let (listener, addr) = bind().await;
             addr_tx
@@ -235,6 +251,130 @@ where
         shutdown: Some(tx),
         thread: Some(thread),
         dir,
+    }
+}
+
+/// The multi-threaded runtime a test server runs on.
+pub fn server_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A server on a runtime owned by the test, which keeps running after
+/// `serve` returned (for upgraded streams, which outlive `serve`). `A` is
+/// where it listens, as for [`Serve`].
+pub struct Harness<A = SocketAddr> {
+    pub rt: tokio::runtime::Runtime,
+    pub addr: A,
+    pub server: dormant::Server,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    serving: Option<tokio::task::JoinHandle<()>>,
+    /// The temporary directory of a Unix socket; removed after the
+    /// runtime (and with it the listener) is gone.
+    dir: Option<TempDir>,
+}
+
+impl Harness {
+    /// Serves `service` on 127.0.0.1 (a free port).
+    pub fn start<S, B>(builder: &dormant::Builder, service: S) -> Harness
+    where
+        S: Servable<B>,
+        B: ResponseBody,
+    {
+        Harness::start_on(builder, service, None, |rt| {
+            let listener = rt
+                .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+                .unwrap();
+            let addr = listener.local_addr().unwrap();
+            (listener, addr)
+        })
+    }
+}
+
+impl Harness<PathBuf> {
+    /// Serves `service` on a `dormant::UnixListener` at a fresh path in a
+    /// fresh temporary directory.
+    pub fn start_unix<S, B>(builder: &dormant::Builder, service: S) -> Harness<PathBuf>
+    where
+        S: Servable<B>,
+        B: ResponseBody,
+    {
+        let dir = TempDir::new();
+        let path = dir.path.join("http.sock");
+        Harness::start_on(builder, service, Some(dir), |rt| {
+            let _enter = rt.enter();
+            let listener = dormant::UnixListener::bind(&path).expect("bind the Unix socket");
+            (listener, path)
+        })
+    }
+}
+
+impl<A> Harness<A> {
+    fn start_on<L, S, B>(
+        builder: &dormant::Builder,
+        service: S,
+        dir: Option<TempDir>,
+        bind: impl FnOnce(&tokio::runtime::Runtime) -> (L, A),
+    ) -> Harness<A>
+    where
+        L: dormant::Listener,
+        S: Servable<B>,
+        B: ResponseBody,
+    {
+        let rt = server_runtime();
+        let server = builder.build().unwrap();
+        let (listener, addr) = bind(&rt);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serve = server
+            .serve(listener, service)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+        let serving = rt.spawn(async move { serve.await.unwrap() });
+        Harness {
+            rt,
+            addr,
+            server,
+            stop: Some(stop),
+            serving: Some(serving),
+            dir,
+        }
+    }
+
+    pub fn stats(&self) -> dormant::Stats {
+        self.server.stats()
+    }
+
+    pub fn wait_for(&self, what: &str, cond: impl Fn(&dormant::Stats) -> bool) {
+        wait(what, || cond(&self.stats()));
+    }
+
+    /// Graceful shutdown; waits (bounded) until `serve` has returned.
+    pub fn shutdown(&mut self) {
+        let _ = self.stop.take().expect("running").send(());
+        let serving = self.serving.take().expect("running");
+        self.rt
+            .block_on(async { tokio::time::timeout(CLIENT_TIMEOUT, serving).await })
+            .expect("serve did not return after shutdown")
+            .expect("serve panicked");
+    }
+}
+
+impl<A: Endpoint> Harness<A> {
+    pub fn connect(&self) -> Client<A::Stream> {
+        self.addr.connect()
+    }
+}
+
+/// Waits (polling, bounded) until `cond` holds.
+pub fn wait(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + CLIENT_TIMEOUT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
@@ -315,6 +455,22 @@ pub fn fd_count() -> usize {
         .count()
 }
 
+/// Waits (bounded) until the process has `want` open descriptors.
+pub fn wait_for_fds(want: usize, what: &str) {
+    let deadline = Instant::now() + CLIENT_TIMEOUT;
+    loop {
+        let now = fd_count();
+        if now == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {now} descriptors open, want {want}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// A blocking raw-bytes client with a read timeout, over TCP or a Unix
 /// socket ([`UnixClient`]).
 pub struct Client<S = TcpStream> {
@@ -341,20 +497,54 @@ impl UnixClient {
     }
 }
 
+/// Where a test server listens (a TCP address, or a Unix socket's path),
+/// and how a raw client connects there.
+pub trait Endpoint {
+    type Stream: RawStream;
+
+    fn connect(&self) -> Client<Self::Stream>;
+}
+
+impl Endpoint for SocketAddr {
+    type Stream = TcpStream;
+
+    fn connect(&self) -> Client {
+        Client::connect(*self)
+    }
+}
+
+impl Endpoint for PathBuf {
+    type Stream = UnixStream;
+
+    fn connect(&self) -> UnixClient {
+        Client::connect_unix(self)
+    }
+}
+
 /// What [`Client`] needs of its stream.
-pub trait RawStream: Read + Write {
+pub trait RawStream: Read + Write + Send + Sized + 'static {
     fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()>;
+
+    fn try_clone(&self) -> io::Result<Self>;
 }
 
 impl RawStream for TcpStream {
     fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         TcpStream::set_read_timeout(self, timeout)
     }
+
+    fn try_clone(&self) -> io::Result<Self> {
+        TcpStream::try_clone(self)
+    }
 }
 
 impl RawStream for UnixStream {
     fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         UnixStream::set_read_timeout(self, timeout)
+    }
+
+    fn try_clone(&self) -> io::Result<Self> {
+        UnixStream::try_clone(self)
     }
 }
 
@@ -542,11 +732,7 @@ where
     let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = server_runtime();
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             addr_tx.send(listener.local_addr().unwrap()).unwrap();
@@ -607,4 +793,282 @@ pub fn connect_served(srv: &Serve, n: usize) -> Vec<Client> {
             c
         })
         .collect()
+}
+
+/// The first request of a connection arrives in two writes, split at
+/// several points; between them the connection parks with the first part
+/// carried and no pool buffer held. `srv` serves [`echo_service`].
+pub fn check_first_request_split_across_a_park<A: Endpoint>(srv: &Serve<A>) {
+    for split in [1usize, 3, 9, 17, 28] {
+        let before = srv.stats().parks;
+        let req = b"GET /split HTTP/1.1\r\nHost: x\r\n\r\n";
+        let mut c = srv.connect();
+        c.send(&req[..split]);
+        srv.wait_for("park with a partial head", |s| s.parks > before);
+        assert_eq!(srv.stats().pool.in_use, 0);
+        c.send(&req[split..]);
+        assert_eq!(c.response(), ok("GET /split read="), "split at {split}");
+    }
+}
+
+/// A request that gated handlers hold until the test releases them.
+pub const WAIT: &[u8] = b"GET /wait HTTP/1.1\r\nHost: x\r\n\r\n";
+
+/// What gated handlers report to the test, and what releases them.
+pub struct Probes {
+    started: Mutex<Sender<()>>,
+    dropped: Mutex<Sender<&'static str>>,
+    pub release: Notify,
+}
+
+impl Probes {
+    /// New probes, with the receivers of what they report: the starts of
+    /// gated handlers, and the drops of [`DropProbe`]s.
+    pub fn new() -> (Arc<Probes>, Receiver<()>, Receiver<&'static str>) {
+        let (started_tx, started) = mpsc::channel();
+        let (dropped_tx, dropped) = mpsc::channel();
+        let probes = Arc::new(Probes {
+            started: Mutex::new(started_tx),
+            dropped: Mutex::new(dropped_tx),
+            release: Notify::new(),
+        });
+        (probes, started, dropped)
+    }
+
+    /// A probe that reports `what` when dropped, unless defused.
+    pub fn probe(&self, what: &'static str) -> DropProbe {
+        DropProbe(what, Some(self.dropped.lock().unwrap().clone()))
+    }
+
+    /// A gated handler: reports its start and waits until the test
+    /// releases it; if it is dropped before, reports `handler`.
+    pub async fn gate(&self) {
+        let probe = self.probe("handler");
+        self.started.lock().unwrap().send(()).unwrap();
+        self.release.notified().await;
+        probe.defuse();
+    }
+}
+
+/// Reports on its channel when dropped, unless defused.
+pub struct DropProbe(&'static str, Option<Sender<&'static str>>);
+
+impl DropProbe {
+    pub fn defuse(mut self) {
+        self.1 = None;
+    }
+}
+
+impl Drop for DropProbe {
+    fn drop(&mut self) {
+        if let Some(tx) = &self.1 {
+            let _ = tx.send(self.0);
+        }
+    }
+}
+
+/// Waits (bounded) until a gated handler started.
+pub fn handler_started(started: &Receiver<()>) {
+    started
+        .recv_timeout(CLIENT_TIMEOUT)
+        .expect("handler started");
+}
+
+/// Waits (bounded) for the next drop report.
+pub fn next_drop(dropped: &Receiver<&'static str>) -> &'static str {
+    dropped
+        .recv_timeout(CLIENT_TIMEOUT)
+        .expect("nothing was dropped after the client closed")
+}
+
+/// An upgrade request to the echo protocol of [`sleepy_service`].
+pub const UPGRADE: &str =
+    "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n";
+/// The answer to [`UPGRADE`].
+pub const SWITCHED: &str =
+    "HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: echo\r\n\r\n";
+
+/// `n` connections to `srv`, each upgraded with [`UPGRADE`], kept open.
+pub fn connect_upgraded<A: Endpoint>(srv: &Harness<A>, n: usize) -> Vec<Client<A::Stream>> {
+    (0..n)
+        .map(|_| {
+            let mut c = srv.connect();
+            c.send(UPGRADE.as_bytes());
+            assert_eq!(c.response(), SWITCHED);
+            c
+        })
+        .collect()
+}
+
+/// `c`'s upgraded stream, asleep in the lot ([`sleepy_service`]), echoes
+/// messages with one wake each, then a burst far longer than one pool
+/// buffer (many wakes) without losing a byte, and sleeps again.
+pub fn check_sleeping_echo<S: RawStream>(c: &mut Client<S>, s: &Sleepers) {
+    for i in 0..3 {
+        let before = s.wakes.load(Ordering::SeqCst);
+        let msg = format!("message {i}");
+        c.send(msg.as_bytes());
+        assert_eq!(c.read_exact_bytes(msg.len()), msg.as_bytes());
+        wait("asleep again", || s.sleeping() == 1);
+        assert_eq!(
+            s.wakes.load(Ordering::SeqCst),
+            before + 1,
+            "one wake per message"
+        );
+    }
+
+    // Far more than one pool buffer: many wakes, no byte lost.
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let mut writer = c.stream.try_clone().unwrap();
+    let sent = big.clone();
+    let writing = std::thread::spawn(move || writer.write_all(&sent).unwrap());
+    assert_eq!(c.read_exact_bytes(big.len()), big);
+    writing.join().unwrap();
+    wait("asleep after the burst", || s.sleeping() == 1);
+}
+
+/// Counts drops of the [`Dropped`] tokens it hands out.
+#[derive(Clone, Default)]
+pub struct DropCount(Arc<AtomicUsize>);
+
+impl DropCount {
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    pub fn token(&self) -> Dropped {
+        Dropped(self.0.clone())
+    }
+}
+
+/// Adds one to its counter when dropped.
+#[derive(Clone)]
+pub struct Dropped(Arc<AtomicUsize>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The state a sleeping echo stream carries between messages.
+struct Sleepy {
+    wakes: Arc<AtomicUsize>,
+    events: Sender<String>,
+    _dropped: Dropped,
+}
+
+/// Puts `stream` to sleep; each wake-up echoes one read and sleeps again.
+fn sleep_echo(lot: Lot, stream: Upgraded, state: Sleepy) {
+    lot.clone().sleep(stream, move |woken| async move {
+        state.wakes.fetch_add(1, Ordering::SeqCst);
+        let report = |event: String| {
+            let _ = state.events.send(event);
+        };
+        match woken {
+            Woken::Readable(mut stream) => match stream.read_pooled().await {
+                Ok(Some(bytes)) => {
+                    if stream.write_all(&bytes).await.is_ok() {
+                        drop(bytes);
+                        sleep_echo(lot, stream, state);
+                    }
+                }
+                Ok(None) => report("readable, then a read found EOF".into()),
+                Err(e) => report(format!("read failed: {e}")),
+            },
+            Woken::Eof(_) => report("eof".into()),
+            Woken::Shutdown(mut stream) => {
+                report("shutdown".into());
+                let _ = stream.write_all(b"bye").await;
+            }
+            Woken::Failed(e) => report(format!("failed {e}")),
+            _ => report("unknown".into()),
+        }
+    });
+}
+
+/// What the test watches of the upgraded streams of [`sleepy_service`].
+pub struct Sleepers {
+    /// What the sleeping streams' callbacks report.
+    pub events: Receiver<String>,
+    /// One report a hand-off: the kind of stream, and its leftover bytes.
+    pub hand_offs: Receiver<String>,
+    /// The lot, once a stream was handed off.
+    pub lot: Arc<Mutex<Option<Lot>>>,
+    /// Callbacks called.
+    pub wakes: Arc<AtomicUsize>,
+    /// States dropped.
+    pub drops: DropCount,
+}
+
+impl Sleepers {
+    pub fn sleeping(&self) -> usize {
+        self.lot.lock().unwrap().as_ref().map_or(0, Lot::sleeping)
+    }
+
+    /// The next event of a callback.
+    pub fn next(&self) -> String {
+        self.events
+            .recv_timeout(CLIENT_TIMEOUT)
+            .expect("handler event")
+    }
+
+    /// The next hand-off.
+    pub fn hand_off(&self) -> String {
+        self.hand_offs
+            .recv_timeout(CLIENT_TIMEOUT)
+            .expect("hand-off")
+    }
+}
+
+/// A service that upgrades every request and puts the stream to sleep in
+/// the lot between messages ([`sleep_echo`]).
+pub fn sleepy_service() -> (impl Servable<Empty<Bytes>>, Sleepers) {
+    let (events_tx, events) = mpsc::channel();
+    let (hand_offs_tx, hand_offs) = mpsc::channel();
+    let lot_seen = Arc::new(Mutex::new(None));
+    let wakes = Arc::new(AtomicUsize::new(0));
+    let drops = DropCount::default();
+    let service = {
+        let (lot_seen, wakes, drops) = (lot_seen.clone(), wakes.clone(), drops.clone());
+        service_fn(move |mut req: Request<dormant::Body>| {
+            let upgrade = upgrade::on(&mut req).expect("an upgrade request");
+            let state = Sleepy {
+                wakes: wakes.clone(),
+                events: events_tx.clone(),
+                _dropped: drops.token(),
+            };
+            let lot_seen = lot_seen.clone();
+            let hand_offs = hand_offs_tx.clone();
+            tokio::spawn(async move {
+                let parts = upgrade.await.expect("hand-off");
+                let unix = parts.stream.as_unix().is_some() && parts.stream.as_tcp().is_none();
+                let _ = hand_offs.send(format!(
+                    "handed off: unix={unix} read_buf={:?}",
+                    parts.read_buf
+                ));
+                *lot_seen.lock().unwrap() = Some(parts.lot.clone());
+                let lot = parts.lot.clone();
+                sleep_echo(lot, Upgraded::from(parts), state);
+            });
+            async {
+                Ok::<_, Infallible>(
+                    Response::builder()
+                        .status(StatusCode::SWITCHING_PROTOCOLS)
+                        .header("connection", "upgrade")
+                        .header("upgrade", "echo")
+                        .body(Empty::<Bytes>::new())
+                        .unwrap(),
+                )
+            }
+        })
+    };
+    let sleepers = Sleepers {
+        events,
+        hand_offs,
+        lot: lot_seen,
+        wakes,
+        drops,
+    };
+    (service, sleepers)
 }
