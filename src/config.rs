@@ -14,4 +14,5 @@ pub(crate) struct Config {
     pub(crate) http2: bool,
     pub(crate) peer_addr: bool,
     pub(crate) shutdown_grace: Option<Duration>,
+    pub(crate) tls_handshake_timeout: Option<Duration>,
 }

@@ -39,6 +39,10 @@ const DEFAULT_MAX_HEADER_BYTES: usize = 8192 + 4096 * 100;
 /// hyper's own default header count limit.
 const HYPER_MAX_HEADERS: usize = 100;
 
+/// axum-server's: long enough for a slow mobile client, short enough that
+/// stalled handshakes do not pile up.
+const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// hyper's default header read timeout (when it is given a timer).
 const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -65,6 +69,7 @@ pub struct Builder {
     max_headers: usize,
     shutdown_grace: Option<Duration>,
     peer_addr: bool,
+    tls_handshake_timeout: Option<Duration>,
 }
 
 impl Default for Builder {
@@ -85,6 +90,7 @@ impl Default for Builder {
             max_headers: HYPER_MAX_HEADERS,
             shutdown_grace: None,
             peer_addr: false,
+            tls_handshake_timeout: Some(DEFAULT_TLS_HANDSHAKE_TIMEOUT),
         }
     }
 }
@@ -249,6 +255,19 @@ impl Builder {
         self
     }
 
+    /// How long a client may take to complete a TLS handshake, counted from
+    /// accept (TLS listeners only; see [`tls`](crate)). A connection still
+    /// handshaking then is closed and counted in
+    /// [`Stats::tls_handshake_timeouts`]. The `header_read_timeout` also
+    /// counts from accept and bounds the handshake and the first request
+    /// head together. `None` leaves only that one.
+    ///
+    /// Default is 10 s (as axum-server's).
+    pub fn tls_handshake_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
+        self.tls_handshake_timeout = timeout.into();
+        self
+    }
+
     /// How long a graceful shutdown waits for requests in flight before it
     /// closes their connections anyway. `None` waits as long as they take.
     ///
@@ -284,6 +303,10 @@ impl Builder {
                 self.timeouts.write,
                 "write_timeout must be longer than zero (None disables it)",
             ),
+            (
+                self.tls_handshake_timeout,
+                "tls_handshake_timeout must be longer than zero (None disables it)",
+            ),
         ] {
             if timeout == Some(Duration::ZERO) {
                 return Err(Error::config(message));
@@ -316,6 +339,7 @@ impl Builder {
             http2: self.http2,
             peer_addr: self.peer_addr,
             shutdown_grace: self.shutdown_grace,
+            tls_handshake_timeout: self.tls_handshake_timeout,
         };
         Ok(Server {
             shared: Arc::new(Shared {

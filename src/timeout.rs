@@ -76,6 +76,8 @@ pub(crate) enum Expiry {
     HeaderRead,
     Read,
     Write,
+    /// A TLS handshake took longer than `tls_handshake_timeout`.
+    Handshake,
 }
 
 impl Expiry {
@@ -88,6 +90,7 @@ impl Expiry {
             Expiry::HeaderRead => &stats.header_read_timeouts,
             Expiry::Read => &stats.read_timeouts,
             Expiry::Write => &stats.write_timeouts,
+            Expiry::Handshake => &stats.tls_handshake_timeouts,
         };
         counter.fetch_add(1, Relaxed);
     }

@@ -18,15 +18,16 @@
 //! its session state and no record buffer (see [`TlsStream`]). The
 //! handshake happens in the connection's task, never in the accept loop,
 //! and is bounded by the server's
-//! [`header_read_timeout`](crate::Builder::header_read_timeout), which
-//! counts from accept. ALPN decides between HTTP/2 and HTTP/1.1: unless
+//! [`tls_handshake_timeout`](crate::Builder::tls_handshake_timeout)
+//! (default 10 s) and its
+//! [`header_read_timeout`](crate::Builder::header_read_timeout), both
+//! counted from accept. ALPN decides between HTTP/2 and HTTP/1.1: unless
 //! your configuration names protocols itself, dormant offers `h2` and
 //! `http/1.1` (only `http/1.1` when the server's HTTP/2 is off).
 
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
@@ -196,12 +197,7 @@ pub struct TlsListener<L> {
     inner: L,
     config: TlsConfig,
     http2: bool,
-    handshake_timeout: Option<Duration>,
 }
-
-/// axum-server's default: long enough for a slow mobile client, short
-/// enough that stalled handshakes do not pile up.
-const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl<L> TlsListener<L> {
     /// TLS over `listener`'s connections, with `config`.
@@ -210,21 +206,7 @@ impl<L> TlsListener<L> {
             inner: listener,
             config,
             http2: true,
-            handshake_timeout: Some(DEFAULT_HANDSHAKE_TIMEOUT),
         }
-    }
-
-    /// How long a client may take to complete the TLS handshake, from
-    /// accept; a connection still handshaking then is closed and counted in
-    /// [`Stats::tls_handshake_timeouts`](crate::Stats::tls_handshake_timeouts).
-    /// The server's `header_read_timeout` also counts from accept and
-    /// covers the handshake and the first request head together. `None`
-    /// leaves only that one.
-    ///
-    /// Default is 10 s (as axum-server's).
-    pub fn handshake_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
-        self.handshake_timeout = timeout.into();
-        self
     }
 
     /// The listener underneath.
@@ -243,7 +225,7 @@ where
     async fn accept(&mut self) -> io::Result<(TlsStream<L::Io>, Addr<L>)> {
         let (io, peer) = self.inner.accept().await?;
         let config = self.config.for_accept(self.http2);
-        let stream = TlsStream::new(io, config, self.handshake_timeout)?;
+        let stream = TlsStream::new(io, config)?;
         Ok((stream, peer))
     }
 

@@ -3,7 +3,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -72,13 +71,25 @@ impl<'a, T: Transport> ParkedWait<'a, T> {
         clocks: &Clocks,
     ) -> Self {
         let config = &state.shared.config;
-        let deadline = match clocks.head_since {
+        let mut deadline = match clocks.head_since {
             Some(since) => config
                 .timeouts
                 .head_deadline(since)
                 .or_else(|| config.timeouts.idle_deadline(since)),
             None => config.timeouts.idle_deadline(clocks.quiet_since),
         };
+        // A handshake under way has its own, shorter bound, counted from
+        // accept like the head's (see `handshake_done`).
+        if let (true, Some(since), Some(limit)) = (
+            stream.handshaking(),
+            clocks.head_since,
+            config.tls_handshake_timeout,
+        ) {
+            let at = since + limit;
+            if deadline.is_none_or(|(head, _)| at < head) {
+                deadline = Some((at, Expiry::Handshake));
+            }
+        }
         ParkedWait {
             stream,
             state,
@@ -93,6 +104,43 @@ impl<'a, T: Transport> ParkedWait<'a, T> {
     }
 }
 
+impl<T: Transport> ParkedWait<'_, T> {
+    /// The handshake deadline passed: closes the connection if it is
+    /// still handshaking (`Ready`); otherwise the handshake completed in
+    /// time, and the timer moves on to the request head's deadline,
+    /// counted from the same accept (`Pending`, the timer registered).
+    fn handshake_done(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Wake> {
+        let mut this = self.project();
+        if this.stream.handshaking() {
+            return Poll::Ready(timed_out(Expiry::Handshake, this.state));
+        }
+        let timeouts = &this.state.shared.config.timeouts;
+        let limit = this.state.shared.config.tls_handshake_timeout;
+        let accepted = match (this.timer.as_ref().as_pin_ref(), limit) {
+            (Some(timer), Some(limit)) => timer.deadline() - limit,
+            _ => Instant::now(),
+        };
+        *this.expired = false;
+        match timeouts
+            .head_deadline(accepted)
+            .or_else(|| timeouts.idle_deadline(accepted))
+        {
+            Some((at, why)) => {
+                *this.why = why;
+                let mut timer = this.timer.as_mut();
+                timer.set(Some(tokio::time::sleep_until(at)));
+                if let Some(timer) = timer.as_pin_mut() {
+                    if timer.poll(cx).is_ready() {
+                        return Poll::Ready(timed_out(why, this.state));
+                    }
+                }
+            }
+            None => this.timer.set(None),
+        }
+        Poll::Pending
+    }
+}
+
 /// The deadline of a PARKED wait passed.
 fn timed_out<T: Transport>(why: Expiry, state: &ServeState<T>) -> Wake {
     debug!(?why, "timeout while parked");
@@ -103,8 +151,11 @@ fn timed_out<T: Transport>(why: Expiry, state: &ServeState<T>) -> Wake {
 impl<T: Transport> Future for ParkedWait<'_, T> {
     type Output = Wake;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Wake> {
-        let mut this = self.project();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Wake> {
+        if self.expired && self.why == Expiry::Handshake {
+            std::task::ready!(self.as_mut().handshake_done(cx));
+        }
+        let mut this = self.as_mut().project();
         if *this.expired {
             return Poll::Ready(timed_out(*this.why, this.state));
         }
@@ -139,15 +190,7 @@ impl<T: Transport> Future for ParkedWait<'_, T> {
                     }));
                 }
                 Poll::Ready(Err(error)) => {
-                    if error.kind() == std::io::ErrorKind::TimedOut {
-                        // Only a transport's own deadline says this: the
-                        // TLS handshake timeout.
-                        debug!(%error, "handshake timeout");
-                        let stats = &this.state.shared.stats;
-                        stats.tls_handshake_timeouts.fetch_add(1, Relaxed);
-                    } else {
-                        closed_while_idle("parked", Some(&error));
-                    }
+                    closed_while_idle("parked", Some(&error));
                     return Poll::Ready(Wake::Closed);
                 }
                 // Spurious readiness: cleared, and the waker registered;
@@ -157,6 +200,9 @@ impl<T: Transport> Future for ParkedWait<'_, T> {
         }
         if let Some(timer) = this.timer.as_pin_mut() {
             if timer.poll(cx).is_ready() {
+                if *this.why == Expiry::Handshake {
+                    return self.handshake_done(cx);
+                }
                 return Poll::Ready(timed_out(*this.why, this.state));
             }
         }

@@ -34,20 +34,17 @@
 
 use std::cell::RefCell;
 use std::fmt;
-use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
-use std::time::Duration;
 
 use bytes::Bytes;
 use rustls::ServerConfig;
 use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::Sleep;
 
 use super::{Peer, Seam, Stream, Transport};
 use crate::lot::Parkable;
@@ -123,8 +120,6 @@ pub struct TlsStream<IO> {
     plain: Vec<u8>,
     /// Bytes of `plain` already read.
     plain_read: usize,
-    /// Until the handshake completes: when it must have.
-    deadline: Option<Pin<Box<Sleep>>>,
 }
 
 /// What processing the records at hand led to.
@@ -153,15 +148,10 @@ fn room(buf: &mut Vec<u8>, n: usize) -> &mut [u8] {
 }
 
 impl<IO> TlsStream<IO> {
-    /// A connection whose handshake has not begun; it fails with
-    /// `TimedOut` if the handshake is not complete within `timeout`.
-    pub(crate) fn new(
-        io: IO,
-        config: Arc<ServerConfig>,
-        timeout: Option<Duration>,
-    ) -> io::Result<Self> {
+    /// A connection whose handshake has not begun.
+    pub(crate) fn new(io: IO, config: Arc<ServerConfig>) -> io::Result<Self> {
         let conn = UnbufferedServerConnection::new(config).map_err(tls_error)?;
-        let mut stream = TlsStream::from_parts(
+        Ok(TlsStream::from_parts(
             io,
             Box::new(Tls {
                 conn,
@@ -169,9 +159,7 @@ impl<IO> TlsStream<IO> {
                 eof: false,
                 closing: false,
             }),
-        );
-        stream.deadline = timeout.map(|t| Box::pin(tokio::time::sleep(t)));
-        Ok(stream)
+        ))
     }
 
     fn from_parts(io: IO, mut tls: Box<Tls>) -> Self {
@@ -185,7 +173,6 @@ impl<IO> TlsStream<IO> {
             sent: 0,
             plain: Vec::new(),
             plain_read: 0,
-            deadline: None,
         }
     }
 
@@ -200,7 +187,6 @@ impl<IO> TlsStream<IO> {
             sent: self.sent,
             plain: self.plain,
             plain_read: self.plain_read,
-            deadline: self.deadline,
         }
     }
 
@@ -219,7 +205,6 @@ impl<IO> TlsStream<IO> {
             sent,
             plain,
             plain_read,
-            deadline,
         } = self;
         match f(io) {
             Ok(io) => Ok(TlsStream {
@@ -231,7 +216,6 @@ impl<IO> TlsStream<IO> {
                 sent,
                 plain,
                 plain_read,
-                deadline,
             }),
             Err(io) => Err(TlsStream {
                 io,
@@ -242,7 +226,6 @@ impl<IO> TlsStream<IO> {
                 sent,
                 plain,
                 plain_read,
-                deadline,
             }),
         }
     }
@@ -437,19 +420,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
     }
 
     /// Reads more records from the transport: `Ready(Ok(false))` at its
-    /// end. While the handshake runs, fails with `TimedOut` once its
-    /// deadline passed.
+    /// end.
     fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
-        if let Some(deadline) = &mut self.deadline {
-            if !self.tls.conn.is_handshaking() {
-                self.deadline = None;
-            } else if deadline.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the TLS handshake took longer than its timeout",
-                )));
-            }
-        }
         if self.incoming.len() != RECORD {
             let mut buf = take_record();
             buf[..self.in_len].copy_from_slice(&self.incoming[..self.in_len]);
