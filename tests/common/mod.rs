@@ -207,6 +207,26 @@ where
     })
 }
 
+/// Starts `service` as [`serve_with`] does, on a listener of the test's
+/// own (a `dormant::tls::TlsListener`, say): `bind` runs inside the
+/// server's runtime and returns the listener and the address clients
+/// connect to.
+pub fn serve_listener_with<L, A, Bind, Fut, S, B>(
+    builder: &dormant::Builder,
+    service: S,
+    bind: Bind,
+) -> Serve<A>
+where
+    L: dormant::Listener,
+    A: Send + 'static,
+    Bind: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = (L, A)>,
+    S: Servable<B>,
+    B: ResponseBody,
+{
+    serve_on(builder, service, None, bind)
+}
+
 /// Starts `service` on a dormant server built by `builder`, on its own
 /// runtime thread, on the listener `bind` makes there (it runs inside the
 /// runtime).

@@ -1,0 +1,1368 @@
+//! The whole idle ladder over TLS (`dormant::tls::TlsListener`), with a
+//! real TLS client (tokio-rustls) and certificates made in the test
+//! (rcgen): keep-alive across PARKED and DORMANT, pipelined and split
+//! requests, TLS records cut across TCP writes and parks (the start of a
+//! record travels with the parked and the dormant session), TLS 1.2 and
+//! 1.3, ALPN (h2 and HTTP/1.1), the client's close with and without
+//! `close_notify`, stalled handshakes, plaintext on the TLS port, a
+//! certificate reload, KeyUpdate, graceful shutdown and session
+//! resumption.
+//!
+//! Built only with a crypto provider (features `tls` or `tls-ring`): with
+//! `tls-no-provider` alone neither the server's PEM loader nor the test's
+//! client has one.
+//!
+//! Tests of this binary run in parallel in one process, and one of them
+//! counts the process's descriptors: it takes [`FDS`] exclusively, every
+//! other test takes it shared.
+#![cfg(all(
+    feature = "tls-no-provider",
+    any(feature = "tls", feature = "tls-ring")
+))]
+
+mod common;
+use common::*;
+
+use std::future::Future;
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream as StdTcpStream};
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, LazyLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use dormant::tls::{TlsConfig, TlsListener};
+use http::{Request, StatusCode, Version};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::crypto::CryptoProvider;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio_rustls::rustls::version::{TLS12, TLS13};
+use tokio_rustls::rustls::{
+    ClientConfig, ClientConnection, HandshakeKind, ProtocolVersion, RootCertStore, ServerConfig,
+    SupportedProtocolVersion,
+};
+
+/// Held shared by every test, exclusively by the one that counts the
+/// process's open descriptors.
+static FDS: RwLock<()> = RwLock::new(());
+
+fn shared() -> RwLockReadGuard<'static, ()> {
+    FDS.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    FDS.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Parks after 3 ms, goes dormant after `dormant_after`.
+fn ladder(dormant_after: impl Into<Option<Duration>>) -> dormant::Builder {
+    let mut b = dormant::Server::builder();
+    b.park_after(Duration::from_millis(3))
+        .dormant_after(dormant_after);
+    b
+}
+
+/// Longer than `park_after` of [`ladder`], many times over.
+const PAUSE: Duration = Duration::from_millis(30);
+
+/// The crypto provider dormant's features chose, for the test's own
+/// configurations.
+fn provider() -> Arc<CryptoProvider> {
+    #[cfg(feature = "tls")]
+    return Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
+    #[cfg(not(feature = "tls"))]
+    Arc::new(tokio_rustls::rustls::crypto::ring::default_provider())
+}
+
+/// A self-signed certificate for `localhost` and its key, as PEM files in
+/// a temporary directory.
+struct Cert {
+    der: CertificateDer<'static>,
+    cert: PathBuf,
+    key: PathBuf,
+    _dir: TempDir,
+}
+
+impl Cert {
+    fn new() -> Cert {
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+            .expect("make a certificate");
+        let dir = TempDir::new();
+        let (cert, key) = (dir.path.join("cert.pem"), dir.path.join("key.pem"));
+        std::fs::write(&cert, made.cert.pem()).unwrap();
+        std::fs::write(&key, made.key_pair.serialize_pem()).unwrap();
+        Cert {
+            der: made.cert.der().clone(),
+            cert,
+            key,
+            _dir: dir,
+        }
+    }
+
+    /// The server's configuration, from the PEM files.
+    fn config(&self) -> TlsConfig {
+        TlsConfig::from_pem_files(&self.cert, &self.key).expect("load the PEM files")
+    }
+
+    /// A `rustls::ServerConfig` made by the test itself (no ALPN: dormant
+    /// adds its own).
+    fn server_config(&self) -> ServerConfig {
+        ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![self.der.clone()],
+                PrivateKeyDer::from_pem_file(&self.key).unwrap(),
+            )
+            .unwrap()
+    }
+}
+
+/// A client configuration trusting `trust`, limited to `versions` (all
+/// that rustls supports if empty), offering `alpn`.
+fn client_config(
+    trust: &[&Cert],
+    versions: &[&'static SupportedProtocolVersion],
+    alpn: &[&[u8]],
+) -> Arc<ClientConfig> {
+    let mut roots = RootCertStore::empty();
+    for cert in trust {
+        roots.add(cert.der.clone()).unwrap();
+    }
+    let versions = if versions.is_empty() {
+        &[&TLS13, &TLS12][..]
+    } else {
+        versions
+    };
+    let mut config = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
+/// A TLS 1.3 client trusting `cert`, without ALPN.
+fn tls13(cert: &Cert) -> Arc<ClientConfig> {
+    client_config(&[cert], &[&TLS13], &[])
+}
+
+/// Serves `service` over TLS with `config` on 127.0.0.1 (a free port).
+fn serve_tls<S, B>(builder: &dormant::Builder, config: &TlsConfig, service: S) -> Serve
+where
+    S: Servable<B>,
+    B: ResponseBody,
+{
+    let config = config.clone();
+    serve_listener_with(builder, service, move || async move {
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        (TlsListener::new(tcp, config), addr)
+    })
+}
+
+/// The runtime every client of this binary runs on: each call blocks on
+/// it, so the tests read like the raw-socket suites.
+fn client_rt() -> &'static tokio::runtime::Runtime {
+    static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    });
+    &RT
+}
+
+/// Runs `f` on the client runtime; panics if it takes longer than
+/// [`CLIENT_TIMEOUT`], so a hang fails the test.
+fn block<F: Future>(what: &str, f: F) -> F::Output {
+    client_rt().block_on(async {
+        tokio::time::timeout(CLIENT_TIMEOUT, f)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: timed out"))
+    })
+}
+
+/// A TCP stream whose writes the test can hold back, to send the
+/// ciphertext itself (cut where it likes), or cut in two with a pause.
+struct Tap {
+    tcp: TcpStream,
+    /// Writes go here instead of the socket while it is `Some`.
+    held: Option<Vec<u8>>,
+    /// Cut the write with this index after this many bytes, then pause.
+    cut: Option<(usize, usize, Duration)>,
+    /// Writes made so far (the rest of a cut write is one more).
+    writes: usize,
+    /// Writes cut so far.
+    cuts: usize,
+    /// The pause after a cut write, before the next one.
+    pausing: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Tap {
+    fn new(tcp: TcpStream) -> Tap {
+        Tap {
+            tcp,
+            held: None,
+            cut: None,
+            writes: 0,
+            cuts: 0,
+            pausing: None,
+        }
+    }
+}
+
+impl AsyncRead for Tap {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Tap {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        if let Some(held) = &mut this.held {
+            held.extend_from_slice(buf);
+            return Poll::Ready(Ok(buf.len()));
+        }
+        if let Some(sleep) = &mut this.pausing {
+            ready!(sleep.as_mut().poll(cx));
+            this.pausing = None;
+        }
+        let cut = this
+            .cut
+            .filter(|&(index, at, _)| index == this.writes && at < buf.len());
+        let buf = match cut {
+            Some((_, at, _)) => &buf[..at],
+            None => buf,
+        };
+        let n = ready!(Pin::new(&mut this.tcp).poll_write(cx, buf))?;
+        this.writes += 1;
+        if let Some((_, at, pause)) = cut {
+            assert_eq!(n, at, "a short write on loopback");
+            this.cuts += 1;
+            this.pausing = Some(Box::pin(tokio::time::sleep(pause)));
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
+/// How a TLS client saw its connection end.
+#[derive(Debug, PartialEq, Eq)]
+enum End {
+    /// The server sent `close_notify`.
+    CloseNotify,
+    /// The server closed the socket without `close_notify`.
+    Closed,
+}
+
+/// A TLS client over `IO` (a plain TCP stream, or a [`Tap`]) whose calls
+/// block on the client runtime, with a timeout.
+struct TlsClient<IO = TcpStream> {
+    tls: tokio_rustls::client::TlsStream<IO>,
+    buf: Vec<u8>,
+}
+
+impl TlsClient {
+    /// Connects to `addr` and completes the handshake.
+    fn connect(addr: SocketAddr, config: &Arc<ClientConfig>) -> TlsClient {
+        TlsClient::handshake(tcp(addr), config).expect("TLS handshake")
+    }
+}
+
+impl TlsClient<Tap> {
+    /// Connects to `addr` through a [`Tap`] and completes the handshake.
+    fn tapped(addr: SocketAddr, config: &Arc<ClientConfig>) -> TlsClient<Tap> {
+        TlsClient::handshake(Tap::new(tcp(addr)), config).expect("TLS handshake")
+    }
+
+    /// Sends `plain` as the TLS records the client makes of it, but takes
+    /// them back instead of writing them: the ciphertext, for
+    /// [`raw`](Self::raw).
+    fn seal(&mut self, plain: &[&[u8]]) -> Vec<u8> {
+        self.tls.get_mut().0.held = Some(Vec::new());
+        for part in plain {
+            self.send(part);
+        }
+        self.tls.get_mut().0.held.take().unwrap()
+    }
+
+    /// Writes `bytes` to the socket as they are, in one write.
+    fn raw(&mut self, bytes: &[u8]) {
+        let tcp = &mut self.tls.get_mut().0.tcp;
+        block("raw write", tcp.write_all(bytes)).expect("raw write");
+    }
+}
+
+/// A connected TCP stream, without Nagle's delay.
+fn tcp(addr: SocketAddr) -> TcpStream {
+    let tcp = block("connect", TcpStream::connect(addr)).expect("connect");
+    tcp.set_nodelay(true).unwrap();
+    tcp
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> TlsClient<IO> {
+    fn handshake(io: IO, config: &Arc<ClientConfig>) -> io::Result<TlsClient<IO>> {
+        let connector = TlsConnector::from(config.clone());
+        let name = ServerName::try_from("localhost").unwrap();
+        let tls = block("handshake", connector.connect(name, io))?;
+        Ok(TlsClient {
+            tls,
+            buf: Vec::new(),
+        })
+    }
+
+    fn conn(&self) -> &ClientConnection {
+        self.tls.get_ref().1
+    }
+
+    /// Writes `bytes` (one TLS record up to 16 KiB) and flushes.
+    fn send(&mut self, bytes: &[u8]) {
+        block("write", async {
+            self.tls.write_all(bytes).await?;
+            self.tls.flush().await
+        })
+        .expect("write");
+    }
+
+    fn read_some(&mut self) -> io::Result<usize> {
+        let mut chunk = [0u8; 8192];
+        let n = block("read", self.tls.read(&mut chunk))?;
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+
+    /// Reads one full HTTP/1 response; returns it with the `date` header
+    /// removed.
+    fn response(&mut self) -> String {
+        loop {
+            if let Some(len) = complete_response(&self.buf) {
+                let resp: Vec<u8> = self.buf.drain(..len).collect();
+                return strip_date(&String::from_utf8_lossy(&resp));
+            }
+            let n = self.read_some().unwrap_or_else(|e| {
+                panic!(
+                    "read response: {e}; got {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                )
+            });
+            assert!(
+                n > 0,
+                "connection closed before a full response; got {:?}",
+                String::from_utf8_lossy(&self.buf)
+            );
+        }
+    }
+
+    /// Reads until the server ends the connection; returns what was read
+    /// (`date` headers removed) and how it ended.
+    fn read_to_end(&mut self) -> (String, End) {
+        let end = loop {
+            match self.read_some() {
+                Ok(0) => break End::CloseNotify,
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::UnexpectedEof => break End::Closed,
+                Err(e) => panic!(
+                    "read until the end: {e}; got {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                ),
+            }
+        };
+        let got = strip_date(&String::from_utf8_lossy(&std::mem::take(&mut self.buf)));
+        (got, end)
+    }
+
+    /// Sends `close_notify` and flushes, leaving the socket open.
+    fn close_notify(&mut self) {
+        self.tls.get_mut().1.send_close_notify();
+        block("flush close_notify", self.tls.flush()).expect("flush close_notify");
+    }
+
+    /// Sends a TLS 1.3 KeyUpdate (asking the server for one too).
+    fn key_update(&mut self) {
+        self.tls
+            .get_mut()
+            .1
+            .refresh_traffic_keys()
+            .expect("refresh_traffic_keys");
+        block("flush KeyUpdate", self.tls.flush()).expect("flush KeyUpdate");
+    }
+
+    /// `GET path` and its exact answer from the echo service.
+    fn get_ok(&mut self, path: &str) {
+        self.send(get(path).as_bytes());
+        assert_eq!(self.response(), ok(&format!("GET {path} read=")));
+    }
+}
+
+/// The TLS records in `bytes`: each one's content type and length.
+fn records(mut bytes: &[u8]) -> Vec<(u8, usize)> {
+    let mut records = Vec::new();
+    while !bytes.is_empty() {
+        assert!(bytes.len() >= 5, "a record header cut short: {bytes:?}");
+        let len = usize::from(u16::from_be_bytes([bytes[3], bytes[4]]));
+        assert!(bytes.len() >= 5 + len, "a record cut short");
+        records.push((bytes[0], len));
+        bytes = &bytes[5 + len..];
+    }
+    records
+}
+
+/// TLS's `application_data` content type (every TLS 1.3 record after the
+/// handshake has it on the outside).
+const APPLICATION_DATA: u8 = 23;
+
+/// Reads a raw socket until the server closes it; returns the bytes.
+fn raw_to_close(stream: &mut StdTcpStream) -> Vec<u8> {
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
+    let mut got = Vec::new();
+    loop {
+        let mut chunk = [0u8; 8192];
+        match stream.read(&mut chunk) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return got,
+            Err(e) => panic!("read until close (timed out?): {e}; got {got:?}"),
+        }
+    }
+}
+
+/// A ClientHello as a rustls client with `config` sends it.
+fn client_hello(config: &Arc<ClientConfig>) -> Vec<u8> {
+    let mut conn =
+        ClientConnection::new(config.clone(), ServerName::try_from("localhost").unwrap()).unwrap();
+    let mut hello = Vec::new();
+    conn.write_tls(&mut hello).unwrap();
+    assert_eq!(
+        records(&hello),
+        [(22, hello.len() - 5)],
+        "one handshake record"
+    );
+    hello
+}
+
+fn all_closed(s: &dormant::Stats) -> bool {
+    s.active + s.parked + s.dormant == 0
+}
+
+/// 1. Keep-alive over TLS 1.3 with think time: pauses that park (task-less,
+///    the session in the lot's parked slab) and pauses that go dormant (the
+///    fd and the session in the lot); every response exact, no pool buffer
+///    held while idle (I4).
+#[test]
+fn keep_alive_with_think_time_parks_and_goes_dormant() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let srv = serve_tls(
+        &ladder(Duration::from_millis(200)),
+        &cert.config(),
+        echo_service(),
+    );
+    let mut c = TlsClient::connect(srv.addr, &tls13(&cert));
+    assert_eq!(c.conn().protocol_version(), Some(ProtocolVersion::TLSv1_3));
+    // The handshake runs in the reads of a PARKED connection, which holds
+    // no buffer once it has answered the client's last flight.
+    srv.wait_for("handshake done, parked", |s| {
+        s.accepted == 1 && s.parked == 1 && s.pool.in_use == 0
+    });
+
+    c.get_ok("/0");
+    srv.wait_for("first park", |s| {
+        s.parks == 1 && s.parked == 1 && s.active == 0
+    });
+    assert_eq!(srv.stats().wakes, 0, "the first request is not a wake");
+
+    // Pauses shorter than dormant_after: woken from PARKED.
+    for i in 1..=2u64 {
+        assert_eq!(srv.stats().pool.in_use, 0, "PARKED holds a buffer");
+        c.get_ok(&format!("/parked/{i}"));
+        srv.wait_for("parked again", |s| {
+            s.parks == 1 + i && s.parked == 1 && s.active == 0
+        });
+        let s = srv.stats();
+        assert_eq!((s.wakes, s.dormancies, s.lot_wakes), (i, 0, 0), "{s:?}");
+    }
+
+    // Pauses longer than dormant_after: woken from DORMANT.
+    for i in 1..=2u64 {
+        srv.wait_for("dormant", |s| {
+            s.dormant == 1 && s.parked == 0 && s.active == 0 && s.dormancies == i
+        });
+        assert_eq!(srv.stats().pool.in_use, 0, "DORMANT holds a buffer");
+        c.get_ok(&format!("/dormant/{i}"));
+        srv.wait_for("parked after the lot's wake", |s| {
+            s.parks == 3 + i && s.lot_wakes == i && s.active == 0
+        });
+        let s = srv.stats();
+        assert_eq!(s.wakes, 2 + i, "{s:?}");
+    }
+    srv.wait_for("dormant at the end", |s| {
+        s.dormant == 1 && s.dormancies == 3
+    });
+    let s = srv.stats();
+    assert_eq!(
+        (s.accepted, s.requests, s.lot_closes, s.pool.in_use),
+        (1, 5, 0, 0),
+        "{s:?}"
+    );
+    assert_eq!(
+        (s.tls_handshakes, s.tls_handshake_failures),
+        (1, 0),
+        "{s:?}"
+    );
+}
+
+/// The pipelined requests of test 2, one with a `Content-Length` body and
+/// one chunked, and their answers.
+const PIPELINED: &[u8] = b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\n\
+    POST /2 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc\
+    GET /3 HTTP/1.1\r\nHost: x\r\n\r\n\
+    PUT /4 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n";
+
+fn pipelined_answers<IO: AsyncRead + AsyncWrite + Unpin>(c: &mut TlsClient<IO>) {
+    assert_eq!(c.response(), ok("GET /1 read="));
+    assert_eq!(c.response(), ok("POST /2 read=abc"));
+    assert_eq!(c.response(), ok("GET /3 read="));
+    assert_eq!(c.response(), ok("PUT /4 read=hi"));
+}
+
+/// 2. Pipelined requests in one TLS record, and in records cut anywhere
+///    (inside a request line, a header, a body), all in one TCP write:
+///    exact responses, in order; then the connection parks and serves
+///    more.
+#[test]
+fn pipelined_requests_in_one_record_and_across_records() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let srv = serve_tls(&ladder(None), &cert.config(), echo_service());
+    let config = tls13(&cert);
+
+    let mut c = TlsClient::tapped(srv.addr, &config);
+    let sealed = c.seal(&[PIPELINED]);
+    assert_eq!(records(&sealed).len(), 1, "one record");
+    c.raw(&sealed);
+    pipelined_answers(&mut c);
+    srv.wait_for("park", |s| s.parks == 1 && s.parked == 1 && s.requests == 4);
+    assert_eq!(srv.stats().pool.in_use, 0);
+    c.get_ok("/5");
+
+    // Records cut at awkward places: in the first request line, in a
+    // header name, between the head and the body, inside the body, in the
+    // chunked framing.
+    let cuts = [5, 31, 79, 81, 112, 170, PIPELINED.len() - 1];
+    let mut parts = Vec::new();
+    let mut from = 0;
+    for to in cuts.into_iter().chain([PIPELINED.len()]) {
+        parts.push(&PIPELINED[from..to]);
+        from = to;
+    }
+    let mut c = TlsClient::tapped(srv.addr, &config);
+    let sealed = c.seal(&parts);
+    let recs = records(&sealed);
+    assert_eq!(recs.len(), parts.len(), "one record a part: {recs:?}");
+    assert!(recs.iter().all(|&(kind, _)| kind == APPLICATION_DATA));
+    c.raw(&sealed);
+    pipelined_answers(&mut c);
+    srv.wait_for("park", |s| s.parks == 3 && s.parked == 2 && s.requests == 9);
+    c.send(b"GET /6 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(
+        c.read_to_end(),
+        (
+            "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 12\r\n\r\nGET /6 read="
+                .to_owned(),
+            End::CloseNotify
+        ),
+        "a closing connection sends close_notify"
+    );
+    assert_eq!(srv.stats().pool.in_use, 0);
+}
+
+/// 2. Requests split across two TLS records with a pause longer than
+///    `park_after` between them: the first request of a connection (parks
+///    in its task with the half carried), a later one across a task-less
+///    park, and one across the DORMANT boundary (the half wakes it).
+#[test]
+fn requests_split_across_records_and_a_park() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let srv = serve_tls(
+        &ladder(Duration::from_millis(50)),
+        &cert.config(),
+        echo_service(),
+    );
+    let config = tls13(&cert);
+    for split in [1usize, 3, 9, 17, 28] {
+        srv.wait_for("the last connection closed", all_closed);
+        let before = srv.stats().parks;
+        let req = b"GET /split HTTP/1.1\r\nHost: x\r\n\r\n";
+        let mut c = TlsClient::connect(srv.addr, &config);
+        c.send(&req[..split]);
+        srv.wait_for("park with a partial head", |s| s.parks > before);
+        assert_eq!(srv.stats().pool.in_use, 0);
+        c.send(&req[split..]);
+        assert_eq!(c.response(), ok("GET /split read="), "split at {split}");
+    }
+    srv.wait_for("split connections closed", all_closed);
+
+    let before = srv.stats();
+    let mut c = TlsClient::connect(srv.addr, &config);
+    c.get_ok("/first");
+    srv.wait_for("first park", |s| s.parks == before.parks + 1);
+    c.send(b"POST /second HTTP/1.1\r\nHo");
+    srv.wait_for("parked with a partial head", |s| {
+        s.parks == before.parks + 2 && s.active == 0
+    });
+    assert_eq!(srv.stats().pool.in_use, 0);
+    c.send(b"st: x\r\nContent-Length: 2\r\n\r\nhi");
+    assert_eq!(c.response(), ok("POST /second read=hi"));
+
+    srv.wait_for("dormant", |s| s.dormancies == before.dormancies + 1);
+    c.send(b"POST /third HTTP/1.1\r\nContent-Le");
+    srv.wait_for("woken, parked with the half", |s| {
+        s.lot_wakes == before.lot_wakes + 1 && s.parks == before.parks + 4
+    });
+    assert_eq!(srv.stats().pool.in_use, 0);
+    c.send(b"ngth: 3\r\n\r\nabc");
+    assert_eq!(c.response(), ok("POST /third read=abc"));
+    srv.wait_for("dormant again", |s| s.dormancies == before.dormancies + 2);
+}
+
+/// How many places test 3 cuts a record at.
+const CUTS: usize = 5;
+
+/// Where test 3 cuts a record of `len` bytes: in its header, right after
+/// it, in the payload, before its last byte.
+fn record_cuts(len: usize) -> [usize; CUTS] {
+    [1, 4, 5, 12, len - 1]
+}
+
+/// 3. A TLS record cut in two TCP writes with a pause longer than
+///    `park_after` between them, the ciphertext written by the test: the
+///    start of the record waits in the session, and the request is
+///    answered exactly. On a new connection (PARKED in its task since
+///    accept), on a DORMANT one (the start wakes it, the rest comes after
+///    the pause), and on an ACTIVE one (the start comes with the previous
+///    request; the connection parks without its task and goes DORMANT
+///    holding it).
+#[test]
+fn a_record_split_across_tcp_writes_and_a_park() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let srv = serve_tls(
+        &ladder(Duration::from_millis(20)),
+        &cert.config(),
+        echo_service(),
+    );
+    let config = tls13(&cert);
+
+    // A new connection's first request.
+    let req = get("/new");
+    for i in 0..CUTS {
+        let mut c = TlsClient::tapped(srv.addr, &config);
+        let sealed = c.seal(&[req.as_bytes()]);
+        let cut = record_cuts(sealed.len())[i];
+        c.raw(&sealed[..cut]);
+        std::thread::sleep(PAUSE);
+        srv.wait_for("no buffer held", |s| s.pool.in_use == 0);
+        c.raw(&sealed[cut..]);
+        assert_eq!(c.response(), ok("GET /new read="), "cut at {cut}");
+    }
+
+    // A DORMANT connection woken by the start of a record.
+    srv.wait_for("new connections closed", all_closed);
+    let before = srv.stats();
+    let mut c = TlsClient::tapped(srv.addr, &config);
+    c.get_ok("/0");
+    for i in 0..CUTS {
+        srv.wait_for("dormant", |s| {
+            s.dormant == 1 && s.dormancies == before.dormancies + 1 + i as u64
+        });
+        let path = format!("/dor/{i}");
+        let sealed = c.seal(&[get(&path).as_bytes()]);
+        let cut = record_cuts(sealed.len())[i];
+        c.raw(&sealed[..cut]);
+        srv.wait_for("woken", |s| s.lot_wakes == before.lot_wakes + 1 + i as u64);
+        std::thread::sleep(PAUSE);
+        srv.wait_for("no buffer held", |s| s.pool.in_use == 0);
+        c.raw(&sealed[cut..]);
+        assert_eq!(
+            c.response(),
+            ok(&format!("GET {path} read=")),
+            "cut at {cut}"
+        );
+    }
+
+    // The start of a record arrives with the previous request: the
+    // connection parks without its task and goes DORMANT holding it.
+    for i in 0..CUTS {
+        srv.wait_for("dormant", |s| s.dormant == 1 && s.parked + s.active == 0);
+        let before = srv.stats();
+        let sealed = c.seal(&[get("/a").as_bytes(), get("/b").as_bytes()]);
+        let recs = records(&sealed);
+        assert_eq!(recs.len(), 2, "{recs:?}");
+        let first = 5 + recs[0].1;
+        let cut = record_cuts(sealed.len() - first)[i];
+        c.raw(&sealed[..first + cut]);
+        assert_eq!(c.response(), ok("GET /a read="));
+        srv.wait_for("parked, then dormant, with the record's start", |s| {
+            s.parks == before.parks + 1 && s.dormancies == before.dormancies + 1 && s.dormant == 1
+        });
+        assert_eq!(srv.stats().pool.in_use, 0);
+        c.raw(&sealed[first + cut..]);
+        assert_eq!(c.response(), ok("GET /b read="), "round {i}, cut at {cut}");
+    }
+    let s = srv.stats();
+    assert_eq!(s.lot_closes, 0, "{s:?}");
+}
+
+/// 3. The handshake's records cut across TCP writes with a pause between
+///    the parts, in their header and after it: the ClientHello, and each
+///    write of the client's last flight (TLS 1.3: ChangeCipherSpec,
+///    Finished; TLS 1.2: ClientKeyExchange, ChangeCipherSpec, Finished).
+#[test]
+fn handshake_records_split_across_tcp_writes() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let srv = serve_tls(&ladder(None), &cert.config(), echo_service());
+    for version in [&TLS13, &TLS12] {
+        let config = client_config(&[&cert], &[version], &[]);
+        for at in [1, 5] {
+            // Cut the first write, then the next, until the handshake has
+            // no write left to cut.
+            let mut write = 0;
+            loop {
+                let mut tap = Tap::new(tcp(srv.addr));
+                tap.cut = Some((write, at, PAUSE));
+                let mut c = TlsClient::handshake(tap, &config).expect("TLS handshake");
+                let cut = c.tls.get_ref().0.cuts == 1;
+                c.get_ok("/hs");
+                if !cut {
+                    break;
+                }
+                write += 1;
+            }
+            assert!(write >= 2, "{version:?}: only {write} handshake writes cut");
+        }
+    }
+    let s = srv.stats();
+    assert_eq!(s.tls_handshake_failures, 0, "{s:?}");
+}
+
+/// 4. TLS 1.2 and TLS 1.3, each client limited to one: the version is
+///    the one asked for, and the session survives PARKED and DORMANT.
+#[test]
+fn tls12_and_tls13() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let srv = serve_tls(
+        &ladder(Duration::from_millis(20)),
+        &cert.config(),
+        echo_service(),
+    );
+    for (version, want) in [
+        (&TLS12, ProtocolVersion::TLSv1_2),
+        (&TLS13, ProtocolVersion::TLSv1_3),
+    ] {
+        srv.wait_for("the last client's connection closed", all_closed);
+        let before = srv.stats();
+        let mut c = TlsClient::connect(srv.addr, &client_config(&[&cert], &[version], &[]));
+        assert_eq!(c.conn().protocol_version(), Some(want));
+        assert_eq!(
+            c.conn()
+                .negotiated_cipher_suite()
+                .map(|s| s.version().version),
+            Some(want)
+        );
+        c.get_ok("/0");
+        srv.wait_for("parked", |s| s.parks == before.parks + 1);
+        c.get_ok("/1");
+        srv.wait_for("dormant", |s| s.dormancies == before.dormancies + 1);
+        c.get_ok("/2");
+        srv.wait_for("dormant again", |s| s.dormancies == before.dormancies + 2);
+        c.get_ok("/3");
+        let s = srv.stats();
+        assert_eq!(s.lot_wakes, before.lot_wakes + 2, "{want:?}: {s:?}");
+    }
+}
+
+/// Sends `POST path` with `body` on an HTTP/2 client; returns the status,
+/// version and body of the answer.
+async fn h2_post(
+    send: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+    path: &str,
+    body: &'static str,
+) -> (StatusCode, Version, Bytes) {
+    let req = Request::post(format!("https://localhost{path}"))
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
+        .unwrap();
+    let res = send.send_request(req).await.expect("h2 response");
+    let (parts, body) = res.into_parts();
+    let body = body.collect().await.expect("h2 body").to_bytes();
+    (parts.status, parts.version, body)
+}
+
+/// 5. ALPN: `h2` gets HTTP/2 (hyper's client over the TLS stream; never
+///    parked), `http/1.1` or no ALPN gets HTTP/1.1 (parked like any); a
+///    server with HTTP/2 off picks `http/1.1` from a client offering both.
+#[test]
+fn alpn_h2_and_http1() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let srv = serve_tls(
+        &ladder(Duration::from_millis(10)),
+        &cert.config(),
+        echo_service(),
+    );
+
+    let c = TlsClient::connect(srv.addr, &client_config(&[&cert], &[], &[b"h2"]));
+    assert_eq!(c.conn().alpn_protocol(), Some(&b"h2"[..]));
+    block("h2", async {
+        let (mut send, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(c.tls))
+                .await
+                .expect("h2 handshake");
+        let conn = tokio::spawn(conn);
+        for (path, body) in [("/h2/one", "first"), ("/h2/two", ""), ("/h2/three", "3")] {
+            let (status, version, got) = h2_post(&mut send, path, body).await;
+            assert_eq!((status, version), (StatusCode::OK, Version::HTTP_2));
+            assert_eq!(got, format!("POST {path} read={body}"));
+        }
+        // Far longer than park_after and dormant_after: h2 stays ACTIVE.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let s = srv.stats();
+        assert_eq!(
+            (s.active, s.parked, s.dormant, s.parks),
+            (1, 0, 0, 0),
+            "{s:?}"
+        );
+        let (_, _, got) = h2_post(&mut send, "/h2/four", "4").await;
+        assert_eq!(got, "POST /h2/four read=4");
+        drop(send);
+        conn.await.unwrap().expect("h2 connection");
+    });
+    srv.wait_for("h2 closed", all_closed);
+    let s = srv.stats();
+    assert_eq!((s.requests, s.parks), (4, 0), "{s:?}");
+
+    for (alpn, agreed) in [
+        (&[&b"http/1.1"[..]][..], Some(&b"http/1.1"[..])),
+        (&[], None),
+    ] {
+        srv.wait_for("the last client's connection closed", all_closed);
+        let before = srv.stats();
+        let mut c = TlsClient::connect(srv.addr, &client_config(&[&cert], &[], alpn));
+        assert_eq!(c.conn().alpn_protocol(), agreed);
+        c.get_ok("/one");
+        srv.wait_for("parked", |s| s.parks == before.parks + 1);
+        c.get_ok("/two");
+    }
+
+    // No ALPN, and HTTP/2's preface: HTTP/2 with prior knowledge.
+    srv.wait_for("the last client's connection closed", all_closed);
+    let c = TlsClient::connect(srv.addr, &client_config(&[&cert], &[], &[]));
+    assert_eq!(c.conn().alpn_protocol(), None);
+    block("h2 with prior knowledge", async {
+        let (mut send, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(c.tls))
+                .await
+                .expect("h2 handshake");
+        let conn = tokio::spawn(conn);
+        let (status, version, got) = h2_post(&mut send, "/prior", "knowledge").await;
+        assert_eq!((status, version), (StatusCode::OK, Version::HTTP_2));
+        assert_eq!(got, "POST /prior read=knowledge");
+        drop(send);
+        conn.await.unwrap().expect("h2 connection");
+    });
+
+    // HTTP/2's preface on a connection that agreed on HTTP/1.1: hyper's
+    // HTTP/1 parser rejects it, and the connection closes without a
+    // response.
+    let mut c = TlsClient::connect(srv.addr, &client_config(&[&cert], &[], &[b"http/1.1"]));
+    c.send(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    let (got, _) = c.read_to_end();
+    assert_eq!(got, "", "closed without a response");
+
+    let mut b = ladder(None);
+    b.http2(false);
+    let srv = serve_tls(&b, &cert.config(), echo_service());
+    let mut c = TlsClient::connect(
+        srv.addr,
+        &client_config(&[&cert], &[], &[b"h2", b"http/1.1"]),
+    );
+    assert_eq!(c.conn().alpn_protocol(), Some(&b"http/1.1"[..]));
+    c.get_ok("/h1-only");
+}
+
+/// 6. Clients closing while their connections are DORMANT, with
+///    `close_notify` and a TCP close, with `close_notify` alone (the
+///    socket left open), and with a TCP close alone: the server releases
+///    every descriptor. A TLS session cannot tell a close without
+///    decrypting, so the lot hands each back to tokio (a lot wake) and its
+///    first read finds the end.
+#[test]
+fn client_close_while_dormant_releases_the_fd() {
+    let _fds = exclusive();
+    let cert = Cert::new();
+    let srv = serve_tls(
+        &ladder(Duration::from_millis(10)),
+        &cert.config(),
+        echo_service(),
+    );
+    let config = tls13(&cert);
+    // Warm up the runtimes (lazily opened descriptors), then the baseline.
+    let mut c = TlsClient::connect(srv.addr, &config);
+    c.send(b"GET /warm HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    c.read_to_end();
+    drop(c);
+    srv.wait_for("warm-up closed", all_closed);
+    let base = srv.stats();
+    let baseline = fd_count();
+
+    let mut clients: Vec<TlsClient> = (0..9)
+        .map(|i| {
+            let mut c = TlsClient::connect(srv.addr, &config);
+            c.get_ok(&format!("/{i}"));
+            c
+        })
+        .collect();
+    srv.wait_for("all dormant", |s| {
+        s.dormant == 9 && s.dormancies == base.dormancies + 9
+    });
+    // The test's 9 sockets and the server's 9.
+    assert_eq!(fd_count(), baseline + 18);
+
+    let dropped: Vec<TlsClient> = clients.split_off(6);
+    let notify_only: Vec<TlsClient> = clients.split_off(3);
+    let mut notify_and_close = clients;
+    for c in &mut notify_and_close {
+        block("shutdown", c.tls.shutdown()).expect("close_notify and FIN");
+    }
+    let mut notify_only = notify_only;
+    for c in &mut notify_only {
+        c.close_notify();
+    }
+    drop(dropped);
+    srv.wait_for("all closed", all_closed);
+    for c in notify_and_close.iter_mut().chain(&mut notify_only) {
+        assert_eq!(c.read_to_end().0, "", "closed, with nothing before");
+    }
+    // The server's 9 are closed; the test's 6 left.
+    wait_for_fds(baseline + 6, "after the clients closed");
+    drop((notify_and_close, notify_only));
+    wait_for_fds(baseline, "after the clients dropped their sockets");
+    let s = srv.stats();
+    assert_eq!(
+        (
+            s.lot_wakes - base.lot_wakes,
+            s.lot_closes,
+            s.wakes - base.wakes,
+            s.pool.in_use
+        ),
+        (9, 0, 0, 0),
+        "{s:?}"
+    );
+}
+
+/// Three clients that stall the handshake: one sends nothing, one half a
+/// ClientHello, one a whole ClientHello and then never answers the
+/// server's flight.
+struct Stalled {
+    silent: StdTcpStream,
+    half: StdTcpStream,
+    whole: StdTcpStream,
+}
+
+impl Stalled {
+    fn connect(addr: SocketAddr, config: &Arc<ClientConfig>) -> Stalled {
+        let hello = client_hello(config);
+        let silent = StdTcpStream::connect(addr).unwrap();
+        let mut half = StdTcpStream::connect(addr).unwrap();
+        half.write_all(&hello[..hello.len() / 2]).unwrap();
+        let mut whole = StdTcpStream::connect(addr).unwrap();
+        whole.write_all(&hello).unwrap();
+        Stalled {
+            silent,
+            half,
+            whole,
+        }
+    }
+
+    /// Each is closed: the first two got nothing, the third the server's
+    /// flight (handshake records) and then the close.
+    fn closed(mut self) {
+        assert_eq!(
+            raw_to_close(&mut self.silent),
+            b"",
+            "nothing sent, nothing back"
+        );
+        assert_eq!(
+            raw_to_close(&mut self.half),
+            b"",
+            "half a hello, nothing back"
+        );
+        let flight = raw_to_close(&mut self.whole);
+        assert_eq!(
+            flight.first(),
+            Some(&22),
+            "a handshake record, then the close"
+        );
+    }
+}
+
+/// 7. Stalled handshakes are closed by the header read timeout, which
+///    counts from accept; a normal client is served meanwhile, and goes
+///    dormant and comes back after.
+#[test]
+fn stalled_handshakes_are_closed_by_the_header_read_timeout() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let mut b = ladder(Duration::from_millis(10));
+    b.header_read_timeout(Duration::from_millis(500));
+    let srv = serve_tls(&b, &cert.config(), echo_service());
+    let config = tls13(&cert);
+    let stalled = Stalled::connect(srv.addr, &config);
+
+    let mut c = TlsClient::connect(srv.addr, &config);
+    c.get_ok("/meanwhile");
+    srv.wait_for("dormant", |s| s.dormant == 1);
+
+    stalled.closed();
+    srv.wait_for("timed out", |s| s.header_read_timeouts == 3);
+    c.get_ok("/after");
+    let s = srv.stats();
+    assert_eq!(
+        (
+            s.accepted,
+            s.header_read_timeouts,
+            s.lot_wakes,
+            s.tls_handshake_timeouts
+        ),
+        (4, 3, 1, 0),
+        "{s:?}"
+    );
+    assert_eq!(
+        (s.tls_handshakes, s.tls_handshake_failures),
+        (1, 3),
+        "{s:?}"
+    );
+}
+
+/// 7. Stalled handshakes are closed by the TLS handshake timeout, which
+///    counts from accept, when the header read timeout is longer; a client
+///    whose handshake completed in time may send its first request later
+///    than that.
+#[test]
+fn stalled_handshakes_are_closed_by_the_handshake_timeout() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let mut b = ladder(Duration::from_millis(10));
+    b.header_read_timeout(Duration::from_secs(30))
+        .tls_handshake_timeout(Duration::from_millis(500));
+    let srv = serve_tls(&b, &cert.config(), echo_service());
+    let config = tls13(&cert);
+    let stalled = Stalled::connect(srv.addr, &config);
+
+    let mut c = TlsClient::connect(srv.addr, &config);
+    stalled.closed();
+    srv.wait_for("timed out", |s| s.tls_handshake_timeouts == 3);
+    // Its handshake completed in time: the first request may come after
+    // the handshake timeout.
+    c.get_ok("/late-first-request");
+    srv.wait_for("dormant", |s| s.dormant == 1);
+    c.get_ok("/after");
+    let s = srv.stats();
+    assert_eq!(
+        (s.accepted, s.header_read_timeouts, s.tls_handshake_timeouts),
+        (4, 0, 3),
+        "{s:?}"
+    );
+    assert_eq!(
+        (s.tls_handshakes, s.tls_handshake_failures),
+        (1, 3),
+        "{s:?}"
+    );
+}
+
+/// 8. Plaintext sent to the TLS port (an HTTP/1.1 request, HTTP/2's
+///    preface): no HTTP answer, a `decode_error` alert and the close, a
+///    failed handshake counted; a TLS client after each is served.
+///
+///    Fails in debug builds when written: after rustls's error,
+///    `TlsStream::process` encodes the queued alert and then hands rustls
+///    the same bad bytes again; rustls queues a second fatal alert and its
+///    `debug_assert!(!self.sent_fatal_alert)` panics the connection's task
+///    before the alert is written (no alert, no failure counted).
+#[test]
+fn plaintext_on_the_tls_port_is_closed() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let srv = serve_tls(&ladder(None), &cert.config(), echo_service());
+    let config = tls13(&cert);
+    let mut served = Vec::new();
+    for (i, plain) in [
+        &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..],
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut raw = StdTcpStream::connect(srv.addr).unwrap();
+        raw.write_all(plain).unwrap();
+        // A fatal (2) decode_error (50) alert record, then the close.
+        assert_eq!(
+            raw_to_close(&mut raw),
+            [21, 3, 3, 0, 2, 2, 50],
+            "{:?}",
+            String::from_utf8_lossy(plain)
+        );
+        srv.wait_for("a failed handshake", |s| {
+            s.tls_handshake_failures == i as u64 + 1
+        });
+        let mut c = TlsClient::connect(srv.addr, &config);
+        c.get_ok("/tls");
+        served.push(c);
+    }
+    srv.wait_for("plaintext connections closed", |s| {
+        s.parked == 2 && s.active + s.dormant == 0 && s.parks == 2
+    });
+    for c in &mut served {
+        c.get_ok("/again");
+    }
+    let s = srv.stats();
+    assert_eq!(
+        (s.tls_handshakes, s.tls_handshake_failures),
+        (2, 2),
+        "{s:?}"
+    );
+}
+
+/// 8. A record that fails to decrypt (a byte flipped on the way) on an
+///    established session, woken from DORMANT: the server answers with a
+///    `bad_record_mac` alert and closes that connection only. Fails in
+///    debug builds when written, as the test above.
+#[test]
+fn a_corrupted_record_closes_its_connection_with_an_alert() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let srv = serve_tls(
+        &ladder(Duration::from_millis(10)),
+        &cert.config(),
+        echo_service(),
+    );
+    let config = tls13(&cert);
+    let mut other = TlsClient::connect(srv.addr, &config);
+    other.get_ok("/other");
+    let mut c = TlsClient::tapped(srv.addr, &config);
+    c.get_ok("/0");
+    srv.wait_for("dormant", |s| s.dormant == 2);
+    let mut sealed = c.seal(&[get("/1").as_bytes()]);
+    sealed[10] ^= 1;
+    c.raw(&sealed);
+    let mut chunk = [0u8; 64];
+    let error = block("read the alert", c.tls.read(&mut chunk)).expect_err("an alert");
+    assert!(
+        error.to_string().contains("BadRecordMac"),
+        "not a bad_record_mac alert: {error:?}"
+    );
+    srv.wait_for("closed", |s| s.dormant == 1 && s.active + s.parked == 0);
+    other.get_ok("/other/again");
+}
+
+/// 9. `TlsConfig::reload` with a new certificate: a new connection gets
+///    it, an established one (dormant across the reload) keeps working on
+///    its session; `reload_from_pem_files` likewise, and one that fails
+///    keeps the configuration.
+#[test]
+fn reload_serves_new_connections_with_the_new_certificate() {
+    let _fds = shared();
+    let (a, b, c3) = (Cert::new(), Cert::new(), Cert::new());
+    let config = a.config();
+    let srv = serve_tls(&ladder(Duration::from_millis(10)), &config, echo_service());
+    // Each client its own configuration: none resumes another's session.
+    let client = || client_config(&[&a, &b, &c3], &[&TLS13], &[]);
+    let peer = |c: &TlsClient| c.conn().peer_certificates().unwrap()[0].clone();
+
+    let mut old = TlsClient::connect(srv.addr, &client());
+    assert_eq!(peer(&old), a.der);
+    old.get_ok("/old/0");
+    srv.wait_for("dormant", |s| s.dormant == 1);
+
+    config.reload(b.server_config());
+    let mut new = TlsClient::connect(srv.addr, &client());
+    assert_eq!(peer(&new), b.der, "a new connection after the reload");
+    new.get_ok("/new/0");
+    old.get_ok("/old/1");
+    assert_eq!(config.get().alpn_protocols, [&b"h2"[..], b"http/1.1"]);
+
+    let missing = c3.key.with_file_name("missing.pem");
+    let error = config
+        .reload_from_pem_files(&c3.cert, &missing)
+        .expect_err("a missing key file");
+    assert!(
+        error.to_string().contains("missing.pem"),
+        "the error names the file: {error}"
+    );
+    let mut c = TlsClient::connect(srv.addr, &client());
+    assert_eq!(peer(&c), b.der, "a failed reload keeps the configuration");
+    c.get_ok("/still-b");
+
+    config.reload_from_pem_files(&c3.cert, &c3.key).unwrap();
+    let mut c = TlsClient::connect(srv.addr, &client());
+    assert_eq!(peer(&c), c3.der);
+    c.get_ok("/c");
+    srv.wait_for("all four dormant", |s| s.dormant == 4);
+    old.get_ok("/old/2");
+    new.get_ok("/new/1");
+}
+
+/// 10. KeyUpdate after a dormancy: alone (it wakes the connection, which
+///     answers with its own), and with a request in the same flush;
+///     requests keep working on the new keys, and the connection goes
+///     dormant again.
+#[test]
+fn key_update_after_dormancy() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let srv = serve_tls(
+        &ladder(Duration::from_millis(10)),
+        &cert.config(),
+        echo_service(),
+    );
+    let mut c = TlsClient::connect(srv.addr, &tls13(&cert));
+    c.get_ok("/0");
+    for i in 1..=3u64 {
+        srv.wait_for("dormant", |s| s.dormant == 1 && s.dormancies == i);
+        c.key_update();
+        srv.wait_for("woken by the KeyUpdate", |s| s.lot_wakes == i);
+        c.get_ok(&format!("/after-key-update/{i}"));
+    }
+    srv.wait_for("dormant", |s| s.dormant == 1 && s.dormancies == 4);
+    // KeyUpdate and a request in one flush.
+    c.tls
+        .get_mut()
+        .1
+        .refresh_traffic_keys()
+        .expect("refresh_traffic_keys");
+    c.get_ok("/with-key-update");
+    srv.wait_for("dormant", |s| s.dormant == 1 && s.dormancies == 5);
+    c.get_ok("/last");
+    let s = srv.stats();
+    assert_eq!((s.lot_wakes, s.lot_closes), (5, 0), "{s:?}");
+}
+
+/// 11. Graceful shutdown with TLS connections on every idle rung: DORMANT,
+///     PARKED without a task, PARKED in its task holding part of a request
+///     or the start of a record, and one still before its handshake. Each
+///     established session says goodbye with `close_notify`, the one
+///     before its handshake is just closed, and serve returns.
+#[test]
+fn graceful_shutdown_closes_parked_and_dormant_connections() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let mut srv = serve_tls(
+        &ladder(Duration::from_millis(250)),
+        &cert.config(),
+        echo_service(),
+    );
+    let config = tls13(&cert);
+    let mut dormant: Vec<TlsClient> = (0..3)
+        .map(|i| {
+            let mut c = TlsClient::connect(srv.addr, &config);
+            c.get_ok(&format!("/d{i}"));
+            c
+        })
+        .collect();
+    srv.wait_for("3 dormant", |s| s.dormant == 3 && s.parked == 0);
+    let mut parked: Vec<TlsClient> = (0..3)
+        .map(|i| {
+            let mut c = TlsClient::connect(srv.addr, &config);
+            c.get_ok(&format!("/p{i}"));
+            c
+        })
+        .collect();
+    let mut partial = TlsClient::connect(srv.addr, &config);
+    partial.send(b"GET /partial HTTP/1.1\r\nHo");
+    let mut cut = TlsClient::tapped(srv.addr, &config);
+    let sealed = cut.seal(&[get("/cut").as_bytes()]);
+    cut.raw(&sealed[..9]);
+    let mut before_handshake = StdTcpStream::connect(srv.addr).unwrap();
+    srv.wait_for("3 dormant, 6 parked", |s| {
+        s.dormant == 3 && s.parked == 6 && s.parks == 7 && s.active == 0
+    });
+
+    srv.begin_shutdown();
+    for c in dormant.iter_mut().chain(&mut parked).chain([&mut partial]) {
+        assert_eq!(c.read_to_end(), (String::new(), End::CloseNotify));
+    }
+    assert_eq!(cut.read_to_end(), (String::new(), End::CloseNotify));
+    assert_eq!(raw_to_close(&mut before_handshake), b"");
+    srv.wait_stopped();
+    let s = srv.stats();
+    assert_eq!((s.active, s.parked, s.dormant), (0, 0, 0), "{s:?}");
+    assert!(
+        StdTcpStream::connect(srv.addr).is_err(),
+        "connect after shutdown"
+    );
+}
+
+/// 12. A resumed session: a second connection with the first one's client
+///     configuration resumes (a TLS 1.3 ticket; a TLS 1.2 session) after
+///     the first went dormant; both keep working across the ladder.
+#[test]
+fn resumed_session_after_the_first_went_dormant() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let srv = serve_tls(
+        &ladder(Duration::from_millis(10)),
+        &cert.config(),
+        echo_service(),
+    );
+    for version in [&TLS13, &TLS12] {
+        srv.wait_for("the last clients' connections closed", all_closed);
+        let before = srv.stats();
+        let config = client_config(&[&cert], &[version], &[]);
+        let mut first = TlsClient::connect(srv.addr, &config);
+        assert_eq!(first.conn().handshake_kind(), Some(HandshakeKind::Full));
+        // Reading the answer reads the session tickets sent before it.
+        first.get_ok("/first");
+        srv.wait_for("dormant", |s| s.dormancies == before.dormancies + 1);
+
+        let mut second = TlsClient::connect(srv.addr, &config);
+        assert_eq!(
+            second.conn().handshake_kind(),
+            Some(HandshakeKind::Resumed),
+            "{version:?}"
+        );
+        second.get_ok("/second");
+        first.get_ok("/first/again");
+        srv.wait_for("both dormant", |s| s.dormancies == before.dormancies + 3);
+        second.get_ok("/second/again");
+        first.get_ok("/first/last");
+    }
+}
