@@ -96,6 +96,9 @@ pub(crate) struct Tls {
     eof: bool,
     /// `close_notify` was queued.
     closing: bool,
+    /// The session failed (a fatal alert was queued): nothing more is read
+    /// or written through it.
+    failed: bool,
 }
 
 impl fmt::Debug for Tls {
@@ -158,6 +161,7 @@ impl<IO> TlsStream<IO> {
                 partial: Vec::new(),
                 eof: false,
                 closing: false,
+                failed: false,
             }),
         ))
     }
@@ -254,7 +258,12 @@ impl<IO> TlsStream<IO> {
     /// Processes the records at hand; with `write` non-empty, encrypts as
     /// much of it as one record holds once the session can send data.
     fn process(&mut self, write: &[u8]) -> io::Result<Step> {
-        let mut failed: Option<rustls::Error> = None;
+        if self.tls.failed {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the TLS session failed",
+            ));
+        }
         loop {
             let UnbufferedStatus { discard, state } = self
                 .tls
@@ -262,14 +271,9 @@ impl<IO> TlsStream<IO> {
                 .process_tls_records(&mut self.incoming[..self.in_len]);
             let step = match state {
                 Err(error) => {
-                    if failed.is_some() {
-                        Some(Err(failed.take().unwrap_or(error)))
-                    } else {
-                        // rustls may have queued an alert: the next round
-                        // encodes it, and then fails again.
-                        failed = Some(error);
-                        None
-                    }
+                    self.consume(discard);
+                    self.fail();
+                    return Err(tls_error(error));
                 }
                 Ok(ConnectionState::ReadTraffic(mut traffic)) => {
                     let mut extra = 0;
@@ -288,7 +292,10 @@ impl<IO> TlsStream<IO> {
                     }
                     self.consume(discard + extra);
                     return match failure {
-                        Some(error) => Err(tls_error(error)),
+                        Some(error) => {
+                            self.fail();
+                            Err(tls_error(error))
+                        }
                         None => Ok(Step::Plain),
                     };
                 }
@@ -365,8 +372,36 @@ impl<IO> TlsStream<IO> {
             self.consume(discard);
             match step {
                 Some(Ok(step)) => return Ok(step),
-                Some(Err(error)) => return Err(tls_error(error)),
+                Some(Err(error)) => {
+                    self.fail();
+                    return Err(tls_error(error));
+                }
                 None => {}
+            }
+        }
+    }
+
+    /// The session failed: encodes the alert rustls queued, if any, for the
+    /// caller to send, and refuses everything from now on. rustls is never
+    /// handed the failed bytes again (it would queue a second fatal alert).
+    fn fail(&mut self) {
+        self.tls.failed = true;
+        self.in_len = 0;
+        loop {
+            let status = self.tls.conn.process_tls_records(&mut []);
+            match status.state {
+                Ok(ConnectionState::EncodeTlsData(mut data)) => {
+                    let start = self.outgoing.len();
+                    match data.encode(room(&mut self.outgoing, 64)) {
+                        Ok(n) => self.outgoing.truncate(start + n),
+                        Err(_) => {
+                            self.outgoing.truncate(start);
+                            return;
+                        }
+                    }
+                }
+                Ok(ConnectionState::TransmitTlsData(data)) => data.done(),
+                _ => return,
             }
         }
     }
