@@ -696,20 +696,21 @@ fn a_record_split_across_tcp_writes_and_a_park() {
 
     // A DORMANT connection woken by the start of a record.
     srv.wait_for("new connections closed", all_closed);
-    let before = srv.stats();
     let mut c = TlsClient::tapped(srv.addr, &config);
     c.get_ok("/0");
     for i in 0..CUTS {
-        srv.wait_for("dormant", |s| {
-            s.dormant == 1 && s.dormancies == before.dormancies + 1 + i as u64
-        });
+        srv.wait_for("dormant", |s| s.dormant == 1 && s.parked + s.active == 0);
+        let woken = srv.stats().lot_wakes;
         let path = format!("/dor/{i}");
         let sealed = c.seal(&[get(&path).as_bytes()]);
         let cut = record_cuts(sealed.len())[i];
         c.raw(&sealed[..cut]);
-        srv.wait_for("woken", |s| s.lot_wakes == before.lot_wakes + 1 + i as u64);
-        std::thread::sleep(PAUSE);
-        srv.wait_for("no buffer held", |s| s.pool.in_use == 0);
+        srv.wait_for("woken", |s| s.lot_wakes > woken);
+        // The start of a record is nothing for HTTP: the connection goes
+        // back to sleep holding it, and no buffer.
+        srv.wait_for("dormant again, holding the record's start", |s| {
+            s.dormant == 1 && s.parked + s.active == 0 && s.pool.in_use == 0
+        });
         c.raw(&sealed[cut..]);
         assert_eq!(
             c.response(),
@@ -1239,6 +1240,32 @@ fn reload_serves_new_connections_with_the_new_certificate() {
     srv.wait_for("all four dormant", |s| s.dormant == 4);
     old.get_ok("/old/2");
     new.get_ok("/new/1");
+}
+
+/// A connection woken by TLS records alone (a KeyUpdate: nothing for
+/// HTTP) goes back to the lot without its task, and on to DORMANT again,
+/// instead of waiting in a task until its next request.
+#[test]
+fn a_key_update_alone_lets_the_connection_sleep_again() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let srv = serve_tls(
+        &ladder(Duration::from_millis(10)),
+        &cert.config(),
+        echo_service(),
+    );
+    let mut c = TlsClient::connect(srv.addr, &tls13(&cert));
+    c.get_ok("/0");
+    srv.wait_for("dormant", |s| s.dormant == 1 && s.dormancies == 1);
+    c.key_update();
+    srv.wait_for("woken by the KeyUpdate", |s| s.lot_wakes == 1);
+    srv.wait_for("dormant again, with no request", |s| {
+        s.dormant == 1 && s.dormancies == 2 && s.parked == 0 && s.active == 0
+    });
+    c.get_ok("/after");
+    srv.wait_for("the request counted once the connection parks", |s| {
+        s.requests == 2 && s.wakes == 1
+    });
 }
 
 /// 10. KeyUpdate after a dormancy: alone (it wakes the connection, which

@@ -180,6 +180,18 @@ where
                         stream.close();
                         return;
                     }
+                    Wake::Quiet => match park_taskless(stream, &Bytes::new(), &clocks, &state) {
+                        Ok(()) => {
+                            gauge.into_lot();
+                            state.into_lot();
+                            return;
+                        }
+                        Err(s) => {
+                            stream = s;
+                            carried = Bytes::new();
+                            continue;
+                        }
+                    },
                     Wake::Closed => {
                         if stream.handshaking() {
                             let stats = &state.shared.stats;

@@ -41,6 +41,11 @@ pub(super) enum Wake {
     /// The server is shutting down: close, with a goodbye if the transport
     /// has one.
     Shutdown,
+    /// The socket was readable but brought nothing for the protocol (TLS
+    /// records of its own, such as a KeyUpdate, or the start of a record),
+    /// and the connection carries nothing and has no head on the clock: it
+    /// may wait without its task again.
+    Quiet,
 }
 
 pin_project! {
@@ -56,6 +61,8 @@ pin_project! {
         // in bytes.
         why: Expiry,
         expired: bool,
+        // May end with `Wake::Quiet` (see there).
+        may_sleep: bool,
         #[pin]
         timer: Option<Sleep>,
         #[pin]
@@ -91,6 +98,7 @@ impl<'a, T: Transport> ParkedWait<'a, T> {
             }
         }
         ParkedWait {
+            may_sleep: clocks.head_since.is_none() && carried.is_empty(),
             stream,
             state,
             carried,
@@ -193,8 +201,9 @@ impl<T: Transport> Future for ParkedWait<'_, T> {
                     closed_while_idle("parked", Some(&error));
                     return Poll::Ready(Wake::Closed);
                 }
-                // Spurious readiness: cleared, and the waker registered;
-                // the buffer goes back to the pool.
+                // Nothing for the protocol: readiness cleared, the waker
+                // registered, the buffer back to the pool.
+                Poll::Pending if *this.may_sleep => return Poll::Ready(Wake::Quiet),
                 Poll::Pending => {}
             }
         }
