@@ -5,6 +5,8 @@
 //! CARGO_TARGET_DIR=/work/target-bench cargo bench --bench idle_memory
 //! IDLE_N=5000 IDLE_REPEAT=5 cargo bench --bench idle_memory
 //! cargo bench --bench idle_memory -- 2000          # N as an argument
+//! cargo bench --features tls --bench idle_memory   # with the TLS rows
+//! cargo bench --features tls-ring --bench idle_memory   # TLS on ring
 //! ```
 //!
 //! Under `cargo test --benches` (no `--bench` argument) it only checks that
@@ -61,7 +63,35 @@
 //!   TCP's; their untrimmed RSS runs higher because the client connects
 //!   faster over a Unix socket, so more connections are ACTIVE at once in
 //!   their first `park_after` (10 ms), each with hyper's buffers, which
-//!   raises glibc's high-water mark: compare the trimmed columns.
+//!   raises glibc's high-water mark: compare the trimmed columns;
+//! - `tls-hyper-util`, `tls-parked`, `tls-dormant` (only when built with a
+//!   TLS feature, `tls` or `tls-ring`; without one the table has the rows
+//!   above): the same over TLS on TCP. `tls-hyper-util` is hyper-util's
+//!   auto server, the one `hyper-util` runs, over tokio-rustls's
+//!   `TlsAcceptor`, each accepted connection handshaken in its own task and
+//!   then served, the usual hand-wiring of hyper-util's users; `tls-parked`
+//!   and `tls-dormant` are `parked` and `dormant` over
+//!   `dormant::tls::TlsListener`. All three get the same rustls
+//!   `ServerConfig` (rustls's defaults; ALPN `h2` and `http/1.1`, which
+//!   dormant's `TlsConfig` offers by itself), with a self-signed
+//!   certificate for `localhost` that the server process makes with
+//!   `rcgen` when it starts, before the warm-up and so outside the
+//!   *before* readings, and writes as PEM into a fresh directory under the
+//!   system's temporary directory (removed at the end). The client process
+//!   trusts that file alone and speaks TLS 1.3 with ALPN `http/1.1` on
+//!   rustls's blocking API (`ClientConnection` in a `StreamOwned` over
+//!   std's `TcpStream`; the crypto provider is the feature's), without
+//!   session resumption: every connection is a full handshake, then the
+//!   same keep-alive `GET`. The TLS kinds' ratios are against
+//!   `tls-hyper-util`. With `tls` (aws-lc-rs) the heap column misses the
+//!   session's AEAD keys, in every TLS row: aws-lc allocates them in C
+//!   (`malloc`, past the counting allocator; about 1.2 KB a connection for
+//!   TLS 1.3's two AES-256-GCM contexts), so compare RSS there. ring's
+//!   keys are Rust allocations (560 B each), which the heap column counts.
+//!   rustls's server also keeps up to 256 resumption sessions (2 tickets a
+//!   connection; the warm-up fills half): a fixed ~40 KB that shows at
+//!   small N (about 190 B and 1.9 allocations a connection at N = 200),
+//!   not at N = 10,000.
 //!
 //! Both child processes raise their soft `RLIMIT_NOFILE` to the hard limit
 //! by being started through `sh -c 'ulimit -n "$(ulimit -Hn)"; exec …'`
@@ -70,7 +100,8 @@
 //! The processes, the readings and the table are shared with
 //! `upgrade_memory` (`benches/common/procs.rs`, `benches/common/memory.rs`),
 //! and so is the choice of transport (a kind named `unix-…` runs over a Unix
-//! socket); this file has the kinds, their servers and the client's request.
+//! socket, one named `tls-…` over TLS, `benches/common/tls.rs`); this file
+//! has the kinds, their servers and the client's request.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -78,7 +109,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
+#[cfg(feature = "tls-no-provider")]
+use dormant::tls::{TlsConfig, TlsListener};
 use hyper::service::service_fn;
+#[cfg(feature = "tls-no-provider")]
+use hyper_util::{rt::TokioExecutor, rt::TokioIo, server::conn::auto};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -90,6 +125,8 @@ mod memory;
 #[path = "common/procs.rs"]
 mod procs;
 
+#[cfg(feature = "tls-no-provider")]
+use hello::hello_hyper;
 use hello::{complete_response, hello_dormant, serve_hyper_util};
 use memory::wait_until;
 use procs::{Bench, Conn, Endpoint, Listen, UnderTest, WARMUP};
@@ -104,13 +141,25 @@ static BENCH: Bench<fn(&mut Conn)> = Bench {
         "no-park",
         "unix-parked",
         "unix-dormant",
+        #[cfg(feature = "tls-no-provider")]
+        "tls-hyper-util",
+        #[cfg(feature = "tls-no-provider")]
+        "tls-parked",
+        #[cfg(feature = "tls-no-provider")]
+        "tls-dormant",
     ],
     kind_width: 16,
+    // The `tls-…` kinds against `tls-hyper-util` (procs.rs: the baseline
+    // over the kind's transport).
     ratios: &[
         ("parked", "PARKED"),
         ("dormant", "DORMANT"),
         ("unix-parked", "PARKED over Unix"),
         ("unix-dormant", "DORMANT over Unix"),
+        #[cfg(feature = "tls-no-provider")]
+        ("tls-parked", "PARKED over TLS"),
+        #[cfg(feature = "tls-no-provider")]
+        ("tls-dormant", "DORMANT over TLS"),
     ],
     connect: request,
 };
@@ -168,10 +217,14 @@ impl UnderTest for Running {
     }
 }
 
-/// The listener of a kind: a Unix socket for the `unix-…` kinds.
+/// The listener of a kind: a Unix socket for the `unix-…` kinds, TLS
+/// over TCP for the `tls-…` kinds.
 enum Listening {
     Tcp(TcpListener),
     Unix(UnixListener),
+    /// With the server configuration (self-signed, no ALPN protocols).
+    #[cfg(feature = "tls-no-provider")]
+    Tls(TcpListener, Arc<rustls::ServerConfig>),
 }
 
 impl Listen for Listening {
@@ -187,17 +240,26 @@ impl Listen for Listening {
             }
         }
     }
+
+    #[cfg(feature = "tls-no-provider")]
+    fn tls(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> Self {
+        Listening::Tls(listener, config)
+    }
 }
 
 /// Starts the server of `kind` (see the module docs) on `listener`, which
-/// is a Unix socket for the `unix-…` kinds.
+/// is a Unix socket for the `unix-…` kinds and TLS for the `tls-…` kinds.
 fn start_server(
     kind: &str,
     listener: Listening,
     stop: oneshot::Receiver<()>,
 ) -> (Running, JoinHandle<()>) {
-    // The server of `unix-parked` is `parked`'s, on another transport.
-    let server_kind = kind.strip_prefix("unix-").unwrap_or(kind);
+    // The server of `unix-parked` and `tls-parked` is `parked`'s, on
+    // another transport.
+    let server_kind = ["unix-", "tls-"]
+        .iter()
+        .find_map(|p| kind.strip_prefix(p))
+        .unwrap_or(kind);
     match server_kind {
         "parked" | "dormant" | "no-park" => {
             let mut builder = dormant::Server::builder();
@@ -225,23 +287,80 @@ fn start_server(
                             .with_graceful_shutdown(stop)
                             .await
                     }
+                    #[cfg(feature = "tls-no-provider")]
+                    Listening::Tls(listener, config) => {
+                        let listener = TlsListener::new(listener, TlsConfig::new(config));
+                        serve
+                            .serve(listener, service_fn(hello_dormant))
+                            .with_graceful_shutdown(stop)
+                            .await
+                    }
                 }
                 .expect("serve");
             });
             (Running::Dormant(server, server_kind.to_owned()), task)
         }
         "hyper-util" => {
-            let Listening::Tcp(listener) = listener else {
-                panic!("hyper-util is the TCP baseline")
-            };
             let accepted = Arc::new(AtomicUsize::new(0));
             let stop = async {
                 let _ = stop.await;
             };
-            let task = tokio::spawn(serve_hyper_util(listener, stop, accepted.clone()));
+            let task = match listener {
+                Listening::Tcp(listener) => {
+                    tokio::spawn(serve_hyper_util(listener, stop, accepted.clone()))
+                }
+                #[cfg(feature = "tls-no-provider")]
+                Listening::Tls(listener, config) => tokio::spawn(serve_hyper_util_tls(
+                    listener,
+                    config,
+                    stop,
+                    accepted.clone(),
+                )),
+                Listening::Unix(_) => panic!("hyper-util is served over TCP"),
+            };
             (Running::Hyper(accepted), task)
         }
         other => panic!("unknown kind {other}"),
+    }
+}
+
+/// `tls-hyper-util`: `serve_hyper_util` (benches/common/hello.rs) over
+/// tokio-rustls, wired by hand as hyper-util's users do: a `TlsAcceptor`,
+/// and each accepted connection handshaken in its own task, then served
+/// by the same auto builder. The configuration offers `h2` and
+/// `http/1.1`, as dormant's `TlsConfig` does when given none.
+#[cfg(feature = "tls-no-provider")]
+async fn serve_hyper_util_tls(
+    listener: TcpListener,
+    config: Arc<rustls::ServerConfig>,
+    stop: impl std::future::Future<Output = ()>,
+    accepted: Arc<AtomicUsize>,
+) {
+    let mut config = Arc::unwrap_or_clone(config);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let accept = tokio::select! {
+            () = &mut stop => return,
+            accept = listener.accept() => accept,
+        };
+        let Ok((stream, _)) = accept else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        accepted.fetch_add(1, Relaxed);
+        let acceptor = acceptor.clone();
+        let builder = builder.clone();
+        tokio::spawn(async move {
+            let Ok(stream) = acceptor.accept(stream).await else {
+                return;
+            };
+            let _ = builder
+                .serve_connection(TokioIo::new(stream), service_fn(hello_hyper))
+                .await;
+        });
     }
 }
 

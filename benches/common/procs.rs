@@ -21,13 +21,18 @@
 //! Children are started through `sh -c 'ulimit -n "$(ulimit -Hn)"; exec …'`,
 //! which raises their soft `RLIMIT_NOFILE` to the hard limit.
 //!
-//! A kind is served over TCP on `127.0.0.1`, or over a Unix socket if its
+//! A kind is served over TCP on `127.0.0.1`; over a Unix socket if its
 //! name starts with `unix-`: the server process then binds a socket in a
 //! fresh directory under the system's temporary directory and removes both
-//! when it ends. A bench with such kinds has a listener of either transport
-//! ([`Listen`]) and an exchange on a [`Conn`] (`fn(&mut Conn)`), which this
-//! file opens over the kind's transport; a TCP-only bench may take a
-//! `TcpListener` and connect by itself (`fn(SocketAddr) -> TcpStream`).
+//! when it ends; over TLS on TCP if its name starts with `tls-` (built with
+//! a TLS feature, see `common/tls.rs`): the server process then makes a
+//! self-signed certificate before anything is measured, writes it into
+//! such a directory, and its client trusts that file. A bench with such
+//! kinds has a listener of each transport ([`Listen`]) and an exchange on
+//! a [`Conn`] (`fn(&mut Conn)`), which this file opens over the kind's
+//! transport (TLS included: the exchange reads and writes plaintext); a
+//! TCP-only bench may take a `TcpListener` and connect by itself
+//! (`fn(SocketAddr) -> TcpStream`).
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -35,6 +40,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+#[cfg(feature = "tls-no-provider")]
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::net::TcpListener;
@@ -42,6 +49,11 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::memory::{Reading, env_usize, is_bench, median, wait_heap_stable};
+
+/// The `tls-…` kinds' certificate, server configuration and client.
+#[cfg(feature = "tls-no-provider")]
+#[path = "tls.rs"]
+pub(crate) mod tls;
 
 const DEFAULT_N: usize = 10_000;
 const DEFAULT_REPEAT: usize = 3;
@@ -63,12 +75,15 @@ pub(crate) struct Bench<C = fn(SocketAddr) -> TcpStream> {
     pub(crate) title: &'static str,
     /// The server kinds, in the order they run within one repetition; the
     /// first is the baseline of the ratios. Those named `unix-…` are served
-    /// over a Unix socket.
+    /// over a Unix socket, those named `tls-…` over TLS.
     pub(crate) kinds: &'static [&'static str],
     /// Width of the kind column.
     pub(crate) kind_width: usize,
-    /// Kinds set against the baseline after the table, each with the name it
-    /// goes by there.
+    /// Kinds set against a baseline after the table, each with the name it
+    /// goes by there. The baseline is the first kind over the kind's
+    /// transport where the bench has it (`tls-parked` against
+    /// `tls-hyper-util` if the first kind is `hyper-util`), else the first
+    /// kind.
     pub(crate) ratios: &'static [(&'static str, &'static str)],
     /// One connection of the client process: one exchange with the server
     /// on a new connection, which stays open ([`Connect`]).
@@ -224,14 +239,17 @@ fn orchestrate<C>(bench: &Bench<C>) {
     }
     // Ratios of medians, the baseline over each kind named.
     println!();
-    let base = bench.kinds[0];
+    let position = |kind: &str| bench.kinds.iter().position(|x| *x == kind);
     for (kind, name) in bench.ratios {
-        let k = bench
-            .kinds
+        let k = position(kind).expect("a ratio names a kind");
+        // The first kind over this kind's transport, if the bench has it.
+        let b = ["unix-", "tls-"]
             .iter()
-            .position(|x| x == kind)
-            .expect("a ratio names a kind");
-        let ratio = |f: fn(&Sample) -> f64| med(0, f) / med(k, f);
+            .find(|p| kind.starts_with(*p))
+            .and_then(|p| position(&format!("{p}{}", bench.kinds[0])))
+            .unwrap_or(0);
+        let base = bench.kinds[b];
+        let ratio = |f: fn(&Sample) -> f64| med(b, f) / med(k, f);
         println!(
             "{base} / {name}: heap {:.1}x, RSS {:.1}x",
             ratio(|s| s.heap),
@@ -280,11 +298,17 @@ pub(crate) fn serve<C, L: Listen, T: UnderTest>(
         .enable_all()
         .build()
         .expect("runtime");
-    let socket_dir = kind.starts_with("unix-").then(|| SocketDir::create(bench));
+    let unix = kind.starts_with("unix-");
+    let tls = kind.starts_with("tls-");
+    let temp_dir = (unix || tls).then(|| TempDir::create(bench));
     let (stop_tx, stop) = oneshot::channel::<()>();
     let (server, task, to) = {
         let _rt = rt.enter();
-        let (listener, to) = L::listen(socket_dir.as_ref().map(SocketDir::socket).as_deref());
+        let (listener, to) = match &temp_dir {
+            Some(dir) if tls => listen_tls::<L>(dir),
+            Some(dir) => L::listen(Some(&dir.socket())),
+            None => L::listen(None),
+        };
         let (server, task) = start(&kind, listener, stop);
         (server, task, to)
     };
@@ -336,32 +360,65 @@ pub(crate) fn serve<C, L: Listen, T: UnderTest>(
 }
 
 /// The listener the server process binds for a kind and hands the bench's
-/// `start`: a `TcpListener`, or a bench's own type for either transport.
+/// `start`: a `TcpListener`, or a bench's own type for each transport.
 pub(crate) trait Listen: Sized {
     /// Binds, in the runtime's context: on the Unix socket `unix` for a
     /// `unix-…` kind, else on `127.0.0.1:0`. Returns the listener and
     /// where the client connects.
     fn listen(unix: Option<&Path>) -> (Self, Endpoint);
+
+    /// For a `tls-…` kind: TLS with `config` on `listener` (bound on
+    /// `127.0.0.1:0`, [`bind_tcp`]). A bench without TLS kinds keeps this
+    /// default, which refuses.
+    #[cfg(feature = "tls-no-provider")]
+    fn tls(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> Self {
+        drop((listener, config));
+        panic!("this bench has no TLS kinds")
+    }
+}
+
+/// Binds a TCP listener on `127.0.0.1:0`, in the runtime's context.
+pub(crate) fn bind_tcp() -> (TcpListener, SocketAddr) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let addr = listener.local_addr().expect("local_addr");
+    let listener = TcpListener::from_std(listener).expect("listener");
+    (listener, addr)
 }
 
 /// For a bench whose kinds all run over TCP (`upgrade_memory`).
 impl Listen for TcpListener {
     fn listen(unix: Option<&Path>) -> (Self, Endpoint) {
         assert!(unix.is_none(), "this bench serves over TCP only");
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let addr = listener.local_addr().expect("local_addr");
-        let listener = TcpListener::from_std(listener).expect("listener");
+        let (listener, addr) = bind_tcp();
         (listener, Endpoint::Tcp(addr))
     }
 }
 
-/// A fresh directory for a `unix-…` kind's socket under the system's
-/// temporary directory, removed with the socket when dropped, also when a
-/// measurement panics.
-struct SocketDir(PathBuf);
+/// A `tls-…` kind's listener: a self-signed certificate written into
+/// `dir`, a TCP listener with TLS on it ([`Listen::tls`]), and the
+/// endpoint that tells the client the certificate to trust.
+#[cfg(feature = "tls-no-provider")]
+fn listen_tls<L: Listen>(dir: &TempDir) -> (L, Endpoint) {
+    let tls::Identity { config, cert } = tls::Identity::self_signed(&dir.0);
+    let (listener, addr) = bind_tcp();
+    (
+        L::tls(listener, config),
+        Endpoint::Tls(addr, tls::Trust::new(cert)),
+    )
+}
 
-impl SocketDir {
+#[cfg(not(feature = "tls-no-provider"))]
+fn listen_tls<L: Listen>(_: &TempDir) -> (L, Endpoint) {
+    panic!("the tls-… kinds need a TLS feature: `--features tls` or `--features tls-ring`")
+}
+
+/// A fresh directory for a `unix-…` kind's socket or a `tls-…` kind's
+/// certificate under the system's temporary directory, removed with what
+/// it holds when dropped, also when a measurement panics.
+struct TempDir(PathBuf);
+
+impl TempDir {
     fn create<C>(bench: &Bench<C>) -> Self {
         // The pid is unique among live processes; the clock's nanoseconds
         // keep a directory a killed run left behind (same pid, later) from
@@ -376,7 +433,7 @@ impl SocketDir {
             std::process::id()
         ));
         std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
-        SocketDir(dir)
+        TempDir(dir)
     }
 
     fn socket(&self) -> PathBuf {
@@ -384,7 +441,7 @@ impl SocketDir {
     }
 }
 
-impl Drop for SocketDir {
+impl Drop for TempDir {
     fn drop(&mut self) {
         if let Err(e) = std::fs::remove_dir_all(&self.0) {
             eprintln!("removing {}: {e}", self.0.display());
@@ -438,11 +495,14 @@ impl Client {
 // ---------------------------------------------------------------------------
 
 /// Where the server process listens, as it tells its client process:
-/// `tcp:ADDR` or `unix:PATH`.
+/// `tcp:ADDR`, `unix:PATH`, or `tls:ADDR CERT_PATH` (the certificate to
+/// trust, PEM).
 #[derive(Debug)]
 pub(crate) enum Endpoint {
     Tcp(SocketAddr),
     Unix(PathBuf),
+    #[cfg(feature = "tls-no-provider")]
+    Tls(SocketAddr, tls::Trust),
 }
 
 impl Endpoint {
@@ -450,6 +510,12 @@ impl Endpoint {
     fn parse(s: &str) -> Self {
         if let Some(path) = s.strip_prefix("unix:") {
             return Endpoint::Unix(path.into());
+        }
+        #[cfg(feature = "tls-no-provider")]
+        if let Some(rest) = s.strip_prefix("tls:") {
+            let (addr, cert) = rest.split_once(' ').expect("tls:ADDR CERT_PATH");
+            let addr = addr.parse().expect("addr");
+            return Endpoint::Tls(addr, tls::Trust::new(cert.into()));
         }
         let addr = s.strip_prefix("tcp:").expect("an endpoint");
         Endpoint::Tcp(addr.parse().expect("addr"))
@@ -461,6 +527,8 @@ impl fmt::Display for Endpoint {
         match self {
             Endpoint::Tcp(addr) => write!(f, "tcp:{addr}"),
             Endpoint::Unix(path) => write!(f, "unix:{}", path.display()),
+            #[cfg(feature = "tls-no-provider")]
+            Endpoint::Tls(addr, trust) => write!(f, "tls:{addr} {}", trust.cert.display()),
         }
     }
 }
@@ -470,6 +538,10 @@ impl fmt::Display for Endpoint {
 pub(crate) enum Conn {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// rustls's blocking client over a `TcpStream` (boxed: the session is
+    /// large and the client holds N of them).
+    #[cfg(feature = "tls-no-provider")]
+    Tls(Box<tls::ClientStream>),
 }
 
 impl Conn {
@@ -488,6 +560,8 @@ impl Conn {
                 s.set_read_timeout(timeout).expect("timeout");
                 Conn::Unix(s)
             }
+            #[cfg(feature = "tls-no-provider")]
+            Endpoint::Tls(addr, trust) => Conn::Tls(tls::connect(*addr, trust, timeout)),
         }
     }
 }
@@ -497,6 +571,8 @@ impl Read for Conn {
         match self {
             Conn::Tcp(s) => s.read(buf),
             Conn::Unix(s) => s.read(buf),
+            #[cfg(feature = "tls-no-provider")]
+            Conn::Tls(s) => s.read(buf),
         }
     }
 }
@@ -506,6 +582,8 @@ impl Write for Conn {
         match self {
             Conn::Tcp(s) => s.write(buf),
             Conn::Unix(s) => s.write(buf),
+            #[cfg(feature = "tls-no-provider")]
+            Conn::Tls(s) => s.write(buf),
         }
     }
 
@@ -513,6 +591,8 @@ impl Write for Conn {
         match self {
             Conn::Tcp(s) => s.flush(),
             Conn::Unix(s) => s.flush(),
+            #[cfg(feature = "tls-no-provider")]
+            Conn::Tls(s) => s.flush(),
         }
     }
 }
@@ -530,7 +610,7 @@ impl Connect for fn(SocketAddr) -> TcpStream {
     fn connect(&self, to: &Endpoint) -> Conn {
         match to {
             Endpoint::Tcp(addr) => Conn::Tcp(self(*addr)),
-            Endpoint::Unix(_) => panic!("this bench's exchange is TCP only"),
+            _ => panic!("this bench's exchange is TCP only"),
         }
     }
 }

@@ -1,0 +1,147 @@
+//! TLS for the memory benches' `tls-…` kinds (built with a TLS feature:
+//! `tls`, `tls-ring`): the server process's self-signed certificate and
+//! configuration, and the client process's blocking rustls connection.
+//! `common/procs.rs` includes this file as its `tls` module.
+//!
+//! The server process makes the certificate with rcgen when it starts
+//! (before the warm-up, so outside the *before* readings) and writes it as
+//! PEM into the measurement's temporary directory; the client process
+//! trusts that file alone. The client speaks TLS 1.3 only, offers ALPN
+//! `http/1.1` and does not resume sessions: every connection is a new
+//! client with a full handshake.
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use rustls::client::Resumption;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConfig, StreamOwned};
+
+/// The crypto provider the crate's features chose: aws-lc-rs for `tls`
+/// (as rustls's default), ring for `tls-ring`.
+#[cfg(feature = "tls")]
+fn feature_provider() -> Option<CryptoProvider> {
+    Some(rustls::crypto::aws_lc_rs::default_provider())
+}
+
+#[cfg(all(feature = "tls-ring", not(feature = "tls")))]
+fn feature_provider() -> Option<CryptoProvider> {
+    Some(rustls::crypto::ring::default_provider())
+}
+
+/// `tls-no-provider` alone: the bench has no provider to install.
+#[cfg(not(any(feature = "tls", feature = "tls-ring")))]
+fn feature_provider() -> Option<CryptoProvider> {
+    None
+}
+
+/// Installs the features' provider as the process's default, unless one
+/// is installed already, so that `ServerConfig::builder()` and
+/// `ClientConfig::builder…()` do not panic.
+fn install_provider() {
+    if CryptoProvider::get_default().is_some() {
+        return;
+    }
+    let provider = feature_provider().expect(
+        "the tls-… kinds need a crypto provider: build with `--features tls` or `--features tls-ring`",
+    );
+    // Another thread may have installed one meanwhile: either will do.
+    let _ = provider.install_default();
+}
+
+/// A `tls-…` kind's server side: a self-signed certificate for
+/// `localhost`, its server configuration and the PEM file its client
+/// trusts.
+#[derive(Debug)]
+pub(crate) struct Identity {
+    /// One certificate, no client authentication, rustls's defaults
+    /// otherwise (TLS 1.2 and 1.3, 2 session tickets, a 256-session
+    /// cache) and no ALPN protocols: each server sets its own.
+    pub(crate) config: Arc<ServerConfig>,
+    /// The certificate, PEM.
+    pub(crate) cert: PathBuf,
+}
+
+impl Identity {
+    /// Makes the certificate and writes it as `cert.pem` into `dir`.
+    pub(crate) fn self_signed(dir: &Path) -> Self {
+        install_provider();
+        let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+            .expect("a self-signed certificate");
+        let cert = dir.join("cert.pem");
+        std::fs::write(&cert, certified.cert.pem())
+            .unwrap_or_else(|e| panic!("writing {}: {e}", cert.display()));
+        let key =
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der()));
+        let config = ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(vec![certified.cert.der().clone()], key)
+            .expect("server configuration");
+        Identity {
+            config: Arc::new(config),
+            cert,
+        }
+    }
+}
+
+/// What the client process trusts: the server's certificate file, and
+/// the client configuration made from it on first use.
+#[derive(Debug)]
+pub(crate) struct Trust {
+    pub(crate) cert: PathBuf,
+    config: OnceLock<Arc<ClientConfig>>,
+}
+
+impl Trust {
+    pub(crate) fn new(cert: PathBuf) -> Self {
+        Trust {
+            cert,
+            config: OnceLock::new(),
+        }
+    }
+
+    /// TLS 1.3, ALPN `http/1.1`, no resumption, the certificate as the
+    /// only root.
+    fn client_config(&self) -> &Arc<ClientConfig> {
+        self.config.get_or_init(|| {
+            install_provider();
+            let mut roots = RootCertStore::empty();
+            let certs = CertificateDer::pem_file_iter(&self.cert)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", self.cert.display()));
+            for cert in certs {
+                roots.add(cert.expect("a PEM certificate")).expect("a root");
+            }
+            let mut config =
+                ClientConfig::builder_with_protocol_versions(&[&rustls::version::TLS13])
+                    .with_root_certificates(roots)
+                    .with_no_client_auth();
+            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            config.resumption = Resumption::disabled();
+            Arc::new(config)
+        })
+    }
+}
+
+/// A client connection: rustls's blocking API over std's `TcpStream`.
+pub(crate) type ClientStream = StreamOwned<ClientConnection, TcpStream>;
+
+/// Connects to `addr` as `localhost` with `timeout` on reads; the
+/// handshake happens with the first write.
+pub(crate) fn connect(
+    addr: SocketAddr,
+    trust: &Trust,
+    timeout: Option<Duration>,
+) -> Box<ClientStream> {
+    let tcp = TcpStream::connect(addr).expect("connect");
+    tcp.set_read_timeout(timeout).expect("timeout");
+    // The client's Finished and the request are two writes.
+    tcp.set_nodelay(true).expect("nodelay");
+    let name = ServerName::try_from("localhost").expect("server name");
+    let conn =
+        ClientConnection::new(trust.client_config().clone(), name).expect("client connection");
+    Box::new(StreamOwned::new(conn, tcp))
+}
