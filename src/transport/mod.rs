@@ -51,6 +51,25 @@ pub trait Transport: Seam {
     fn peer_addr(&self) -> io::Result<Self::Addr>;
 }
 
+/// The most bytes a peer-close check that must read reads at once.
+const READ_AHEAD: usize = 512;
+
+/// The peer-close check of a transport that cannot peek: reads up to
+/// [`READ_AHEAD`] bytes, which the caller replays before anything else
+/// (see [`Peer::ReadAhead`]).
+fn poll_read_ahead<T: tokio::io::AsyncRead + Unpin>(
+    io: &mut T,
+    cx: &mut std::task::Context<'_>,
+) -> std::task::Poll<io::Result<Peer>> {
+    let mut buf = [0; READ_AHEAD];
+    let mut read = tokio::io::ReadBuf::new(&mut buf);
+    std::task::ready!(std::pin::Pin::new(io).poll_read(cx, &mut read))?;
+    std::task::Poll::Ready(Ok(match read.filled() {
+        [] => Peer::Closed,
+        bytes => Peer::ReadAhead(bytes::Bytes::copy_from_slice(bytes)),
+    }))
+}
+
 mod sealed {
     use std::io;
     use std::task::{Context, Poll};

@@ -40,7 +40,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use bytes::Bytes;
 use rustls::ServerConfig;
 use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
@@ -58,9 +57,6 @@ const MAX_PLAINTEXT: usize = 16 * 1024;
 
 /// How many record buffers one thread keeps for reuse.
 const CACHED_RECORDS: usize = 16;
-
-/// The most bytes the peer-close check reads at once.
-const READ_AHEAD: usize = 512;
 
 thread_local! {
     static RECORDS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
@@ -141,6 +137,35 @@ enum Step {
 
 fn tls_error(error: rustls::Error) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, error)
+}
+
+/// Appends to `buf` what `encode` writes into the room it is given: `need`
+/// bytes first, then as many as its error says it needs (`required`).
+fn append<E>(
+    buf: &mut Vec<u8>,
+    mut need: usize,
+    mut encode: impl FnMut(&mut [u8]) -> Result<usize, E>,
+    required: impl Fn(&E) -> Option<usize>,
+) -> io::Result<()>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    loop {
+        let start = buf.len();
+        match encode(room(buf, need)) {
+            Ok(n) => {
+                buf.truncate(start + n);
+                return Ok(());
+            }
+            Err(error) => {
+                buf.truncate(start);
+                match required(&error) {
+                    Some(n) if n > need => need = n,
+                    _ => return Err(io::Error::other(error)),
+                }
+            }
+        }
+    }
 }
 
 /// Appends `n` zeroed bytes to `buf` and returns them, to be written into.
@@ -300,24 +325,15 @@ impl<IO> TlsStream<IO> {
                     };
                 }
                 Ok(ConnectionState::EncodeTlsData(mut data)) => {
-                    let mut need = 256;
-                    loop {
-                        let start = self.outgoing.len();
-                        match data.encode(room(&mut self.outgoing, need)) {
-                            Ok(n) => {
-                                self.outgoing.truncate(start + n);
-                                break;
-                            }
-                            Err(EncodeError::InsufficientSize(e)) => {
-                                self.outgoing.truncate(start);
-                                need = e.required_size;
-                            }
-                            Err(error) => {
-                                self.outgoing.truncate(start);
-                                return Err(io::Error::other(error));
-                            }
-                        }
-                    }
+                    append(
+                        &mut self.outgoing,
+                        256,
+                        |room| data.encode(room),
+                        |e| match e {
+                            EncodeError::InsufficientSize(e) => Some(e.required_size),
+                            _ => None,
+                        },
+                    )?;
                     None
                 }
                 // `outgoing` keeps what was encoded, in order, until it is
@@ -334,24 +350,15 @@ impl<IO> TlsStream<IO> {
                         Some(Ok(Step::Closed))
                     } else {
                         let chunk = &write[..write.len().min(MAX_PLAINTEXT)];
-                        let mut need = chunk.len() + 64;
-                        loop {
-                            let start = self.outgoing.len();
-                            match traffic.encrypt(chunk, room(&mut self.outgoing, need)) {
-                                Ok(n) => {
-                                    self.outgoing.truncate(start + n);
-                                    break;
-                                }
-                                Err(EncryptError::InsufficientSize(e)) => {
-                                    self.outgoing.truncate(start);
-                                    need = e.required_size;
-                                }
-                                Err(error) => {
-                                    self.outgoing.truncate(start);
-                                    return Err(io::Error::other(error));
-                                }
-                            }
-                        }
+                        append(
+                            &mut self.outgoing,
+                            chunk.len() + 64,
+                            |room| traffic.encrypt(chunk, room),
+                            |e| match e {
+                                EncryptError::InsufficientSize(e) => Some(e.required_size),
+                                _ => None,
+                            },
+                        )?;
                         Some(Ok(Step::Written(chunk.len())))
                     }
                 }
@@ -700,13 +707,8 @@ where
     Stream: TryInto<TlsStream<IO>, Error = Stream>,
 {
     fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>> {
-        let mut buf = [0; READ_AHEAD];
-        let mut read = ReadBuf::new(&mut buf);
-        ready!(Pin::new(self).poll_read(cx, &mut read))?;
-        Poll::Ready(Ok(match read.filled() {
-            [] => Peer::Closed,
-            bytes => Peer::ReadAhead(Bytes::copy_from_slice(bytes)),
-        }))
+        // `close_notify` is a record: a read, never a peek.
+        super::poll_read_ahead(self, cx)
     }
 
     fn alpn_h2(&self) -> Option<bool> {

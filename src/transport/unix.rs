@@ -1,27 +1,21 @@
 //! Unix domain sockets: like TCP, except the peer's close.
 //!
 //! std's `UnixStream::peek` is unstable and tokio offers none, so the
-//! close check while a request is answered reads instead: up to
-//! [`READ_AHEAD`] bytes on the stack, handed to hyper before anything else
+//! close check while a request is answered reads instead: a few bytes on
+//! the stack (`poll_read_ahead`), handed to hyper before anything else
 //! (the bytes of a pipelined request are rare here, and never lost). A
 //! DORMANT Unix connection whose event reports the peer's close cannot be
 //! told apart from one with bytes before the close, so the lot hands it
 //! back and its first read finds out.
 
 use std::io;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
-use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::UnixStream;
 use tokio::net::unix::SocketAddr;
 
 use super::{Peer, Seam, Stream, Transport};
 use crate::lot::Parkable;
-
-/// The most bytes the peer-close check reads at once.
-const READ_AHEAD: usize = 512;
 
 impl Parkable for UnixStream {
     type Dormant = std::os::unix::net::UnixStream;
@@ -46,15 +40,8 @@ impl Parkable for UnixStream {
 
 impl Seam for UnixStream {
     fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>> {
-        let mut buf = [0; READ_AHEAD];
-        let mut read = ReadBuf::new(&mut buf);
         // No system call until the socket is readable.
-        Pin::new(self)
-            .poll_read(cx, &mut read)
-            .map_ok(|()| match read.filled() {
-                [] => Peer::Closed,
-                bytes => Peer::ReadAhead(Bytes::copy_from_slice(bytes)),
-            })
+        super::poll_read_ahead(self, cx)
     }
 
     fn into_stream(self) -> Stream {
