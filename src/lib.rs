@@ -25,6 +25,13 @@
 //! [`TowerToHyperService`]. With [`Builder::peer_addr`] on, every request
 //! carries the peer's address as a [`PeerAddr`] extension.
 //!
+//! # TLS
+//!
+//! With the `tls` feature (or `tls-ring`, `tls-no-provider`), the `tls`
+//! module serves any listener over rustls: `TlsListener::new(listener,
+//! TlsConfig::from_pem_files(cert, key)?)`. Idle TLS connections park and go
+//! dormant too, keeping their session and no record buffer.
+//!
 //! # Upgrades
 //!
 //! [`upgrade::on`] hands a handler the raw socket of an HTTP/1.1 upgrade
