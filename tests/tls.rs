@@ -1114,11 +1114,11 @@ fn stalled_handshakes_are_closed_by_the_handshake_timeout() {
 ///    preface): no HTTP answer, a `decode_error` alert and the close, a
 ///    failed handshake counted; a TLS client after each is served.
 ///
-///    Fails in debug builds when written: after rustls's error,
-///    `TlsStream::process` encodes the queued alert and then hands rustls
-///    the same bad bytes again; rustls queues a second fatal alert and its
-///    `debug_assert!(!self.sent_fatal_alert)` panics the connection's task
-///    before the alert is written (no alert, no failure counted).
+///    It found a bug (fixed): after rustls's error, `TlsStream::process`
+///    encoded the queued alert and then handed rustls the same bad bytes
+///    again; rustls queued a second fatal alert and its
+///    `debug_assert!(!self.sent_fatal_alert)` panicked the connection's
+///    task before the alert was written (no alert, no failure counted).
 #[test]
 fn plaintext_on_the_tls_port_is_closed() {
     let _fds = shared();
@@ -1165,8 +1165,8 @@ fn plaintext_on_the_tls_port_is_closed() {
 
 /// 8. A record that fails to decrypt (a byte flipped on the way) on an
 ///    established session, woken from DORMANT: the server answers with a
-///    `bad_record_mac` alert and closes that connection only. Fails in
-///    debug builds when written, as the test above.
+///    `bad_record_mac` alert and closes that connection only (the same
+///    bug as the test above).
 #[test]
 fn a_corrupted_record_closes_its_connection_with_an_alert() {
     let _fds = shared();
