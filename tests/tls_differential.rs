@@ -1,0 +1,423 @@
+//! The differential test of tests/http1_differential.rs over TLS 1.3: the
+//! same stream of pipelined requests, cut at the same points (every
+//! two-way split and the same seeded three-way splits), each part of the
+//! plaintext sent as a TLS record of its own (its own TCP write) with a
+//! pause longer than `park_after` between them, to dormant
+//! (`dormant::tls::TlsListener`, which may park between the records) and to
+//! plain hyper's HTTP/1 server over tokio-rustls's `TlsAcceptor`, with the
+//! same certificate and the same handler; the bytes that come back
+//! (`date` removed) must be identical, and so must the way each server
+//! ends the connection (`close_notify`).
+//!
+//! Built only with a crypto provider (features `tls` or `tls-ring`), as
+//! tests/tls.rs.
+#![cfg(all(
+    feature = "tls-no-provider",
+    any(feature = "tls", feature = "tls-ring")
+))]
+
+mod common;
+use common::*;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io::{self, ErrorKind};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, LazyLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use dormant::tls::{TlsConfig, TlsListener};
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::rustls::crypto::CryptoProvider;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer, ServerName};
+use tokio_rustls::rustls::version::TLS13;
+use tokio_rustls::rustls::{ClientConfig, ProtocolVersion, RootCertStore, ServerConfig};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+/// Describes the request: method, path and query, body and trailers (as
+/// tests/http1_differential.rs).
+async fn describe<B>(req: Request<B>) -> Result<Response<Full<Bytes>>, Infallible>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
+    let line = format!("{} {}", req.method(), req.uri());
+    let text = match req.into_body().collect().await {
+        Ok(c) => {
+            let trailers = c.trailers().map(|t| format!("{t:?}")).unwrap_or_default();
+            let body = c.to_bytes();
+            format!(
+                "{line} body={} trailers={trailers}",
+                String::from_utf8_lossy(&body)
+            )
+        }
+        Err(e) => format!("{line} error={e}"),
+    };
+    Ok(Response::new(Full::new(Bytes::from(text))))
+}
+
+/// The stream of tests/http1_differential.rs, byte for byte.
+const STREAM: &[u8] = b"POST /p1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello\
+GET /g1?q=1 HTTP/1.1\r\nHost: x\r\n\r\n\
+POST /c1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\
+5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n\
+HEAD /h1 HTTP/1.1\r\nHost: x\r\n\r\n\
+POST /e1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\nbody\
+GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+
+/// `park_after` of dormant, as in tests/http1_differential.rs.
+const PARK_AFTER: Duration = Duration::from_millis(1);
+
+/// Pause between records: long enough for dormant to park when hyper is
+/// between messages (as in tests/http1_differential.rs). Equality is the
+/// assertion; the pause only makes parking possible.
+const PAUSE: Duration = Duration::from_millis(10);
+
+/// How many cases run at once.
+const CONCURRENCY: usize = 16;
+
+/// A tiny xorshift64 (no rand crate), seeded as the plain test seeds it.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// The crypto provider dormant's features chose, for the test's own
+/// configurations.
+fn provider() -> Arc<CryptoProvider> {
+    #[cfg(feature = "tls")]
+    return Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
+    #[cfg(not(feature = "tls"))]
+    Arc::new(tokio_rustls::rustls::crypto::ring::default_provider())
+}
+
+/// A self-signed certificate for `localhost`; the server configuration
+/// both servers use, and a TLS 1.3 client configuration trusting it.
+struct Cert {
+    der: CertificateDer<'static>,
+    server: ServerConfig,
+}
+
+impl Cert {
+    fn new() -> Cert {
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+            .expect("make a certificate");
+        let der = made.cert.der().clone();
+        let key = PrivatePkcs8KeyDer::from(made.key_pair.serialize_der());
+        let server = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![der.clone()], key.into())
+            .unwrap();
+        Cert { der, server }
+    }
+
+    /// A TLS 1.3 client trusting the certificate, without ALPN (so
+    /// HTTP/1.1 on both servers). One a server: no session ticket of one
+    /// server is offered to the other.
+    fn client(&self) -> Arc<ClientConfig> {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.der.clone()).unwrap();
+        Arc::new(
+            ClientConfig::builder_with_provider(provider())
+                .with_protocol_versions(&[&TLS13])
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        )
+    }
+}
+
+/// The runtime every client runs on: each call blocks on it (from the
+/// test's threads), so the cases read like the raw-socket test.
+fn client_rt() -> &'static tokio::runtime::Runtime {
+    static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    });
+    &RT
+}
+
+/// Runs `f` on the client runtime; panics if it takes longer than
+/// [`CLIENT_TIMEOUT`], so a hang fails the test.
+fn block<F: Future>(what: &str, f: F) -> F::Output {
+    client_rt().block_on(async {
+        tokio::time::timeout(CLIENT_TIMEOUT, f)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: timed out"))
+    })
+}
+
+/// A TCP stream that keeps a copy of what it writes, to check that each
+/// part went out as one TLS record in one TCP write.
+struct Recorded {
+    tcp: TcpStream,
+    /// The bytes of each write.
+    writes: Vec<Vec<u8>>,
+}
+
+impl AsyncRead for Recorded {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Recorded {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let n = std::task::ready!(Pin::new(&mut this.tcp).poll_write(cx, buf))?;
+        this.writes.push(buf[..n].to_vec());
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
+/// TLS's `application_data` content type (every TLS 1.3 record after the
+/// handshake has it on the outside).
+const APPLICATION_DATA: u8 = 23;
+
+/// The TLS records in `bytes`: each one's content type and length.
+fn records(mut bytes: &[u8]) -> Vec<(u8, usize)> {
+    let mut records = Vec::new();
+    while !bytes.is_empty() {
+        assert!(bytes.len() >= 5, "a record header cut short: {bytes:?}");
+        let len = usize::from(u16::from_be_bytes([bytes[3], bytes[4]]));
+        assert!(bytes.len() >= 5 + len, "a record cut short");
+        records.push((bytes[0], len));
+        bytes = &bytes[5 + len..];
+    }
+    records
+}
+
+/// How a TLS client saw its connection end.
+#[derive(Debug, PartialEq, Eq)]
+enum End {
+    /// The server sent `close_notify`.
+    CloseNotify,
+    /// The server closed the socket without `close_notify`.
+    Closed,
+}
+
+/// Sends `STREAM` over a new TLS 1.3 connection to `addr`, cut at `cuts`
+/// (ascending): each part of the plaintext one record in one TCP write,
+/// with [`PAUSE`] between them. Reads until the server ends the
+/// connection; returns what was read (`date` removed) and how it ended.
+fn run(addr: SocketAddr, config: &Arc<ClientConfig>, cuts: &[usize]) -> (String, End) {
+    let tcp = block("connect", TcpStream::connect(addr)).expect("connect");
+    tcp.set_nodelay(true).unwrap();
+    let io = Recorded {
+        tcp,
+        writes: Vec::new(),
+    };
+    let name = ServerName::try_from("localhost").unwrap();
+    let mut tls = block(
+        "handshake",
+        TlsConnector::from(config.clone()).connect(name, io),
+    )
+    .expect("TLS handshake");
+    assert_eq!(
+        tls.get_ref().1.protocol_version(),
+        Some(ProtocolVersion::TLSv1_3)
+    );
+    tls.get_mut().0.writes.clear();
+
+    let mut start = 0;
+    let mut parts = 0;
+    for &cut in cuts.iter().chain([STREAM.len()].iter()) {
+        if start > 0 {
+            std::thread::sleep(PAUSE);
+        }
+        block("write", async {
+            tls.write_all(&STREAM[start..cut]).await?;
+            tls.flush().await
+        })
+        .expect("write");
+        start = cut;
+        parts += 1;
+    }
+    let writes = &tls.get_ref().0.writes;
+    assert_eq!(writes.len(), parts, "one TCP write a part, cuts {cuts:?}");
+    for write in writes {
+        let recs = records(write);
+        assert!(
+            recs.len() == 1 && recs[0].0 == APPLICATION_DATA,
+            "one record a write, cuts {cuts:?}: {recs:?}"
+        );
+    }
+
+    let mut buf = Vec::new();
+    let end = loop {
+        let mut chunk = [0u8; 8192];
+        match block("read", tls.read(&mut chunk)) {
+            Ok(0) => break End::CloseNotify,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => break End::Closed,
+            Err(e) => panic!(
+                "read until the end: {e}; got {:?}",
+                String::from_utf8_lossy(&buf)
+            ),
+        }
+    };
+    (strip_date(&String::from_utf8_lossy(&buf)), end)
+}
+
+/// The reference: hyper's HTTP/1 server (default settings, as the plain
+/// differential test's reference) over tokio-rustls's `TlsAcceptor`, on its
+/// own runtime thread.
+struct HyperTls {
+    addr: SocketAddr,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for HyperTls {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            if !std::thread::panicking() {
+                thread.join().expect("hyper TLS thread panicked");
+            }
+        }
+    }
+}
+
+fn serve_hyper_tls(config: ServerConfig) -> HyperTls {
+    let acceptor = TlsAcceptor::from(Arc::new(config));
+    let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let rt = server_runtime();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addr_tx.send(listener.local_addr().unwrap()).unwrap();
+            loop {
+                let (stream, _) = tokio::select! {
+                    _ = &mut rx => break,
+                    accepted = listener.accept() => accepted.unwrap(),
+                };
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(
+                            TokioIo::new(tls),
+                            service_fn(describe::<hyper::body::Incoming>),
+                        )
+                        .await;
+                });
+            }
+        });
+    });
+    HyperTls {
+        addr: addr_rx.recv().expect("hyper TLS started"),
+        shutdown: Some(tx),
+        thread: Some(thread),
+    }
+}
+
+#[test]
+fn split_pipelines_over_tls_match_hyper_over_tokio_rustls() {
+    let cert = Cert::new();
+    let mut b = dormant::Server::builder();
+    b.park_after(PARK_AFTER);
+    let config = TlsConfig::new(cert.server.clone());
+    let srv = serve_listener_with(
+        &b,
+        service_fn(describe::<dormant::Body>),
+        move || async move {
+            let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = tcp.local_addr().unwrap();
+            (TlsListener::new(tcp, config), addr)
+        },
+    );
+    let reference = serve_hyper_tls(cert.server.clone());
+    let (to_dormant, to_hyper) = (cert.client(), cert.client());
+
+    // The reference: hyper over tokio-rustls, one record.
+    let want = run(reference.addr, &to_hyper, &[]);
+    assert_eq!(want.0.matches("HTTP/1.1 200 OK").count(), 6, "{want:?}");
+    assert!(want.0.contains("HTTP/1.1 100 Continue\r\n\r\n"), "{want:?}");
+    assert!(want.0.contains("body=hello world trailers="), "{want:?}");
+    assert_eq!(want.1, End::CloseNotify, "{want:?}");
+    assert_eq!(run(srv.addr, &to_dormant, &[]), want, "dormant, one record");
+
+    let mut cases: Vec<Vec<usize>> = (1..STREAM.len()).map(|i| vec![i]).collect();
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    for _ in 0..1000 {
+        let a = 1 + rng.below(STREAM.len() - 2);
+        let b = a + 1 + rng.below(STREAM.len() - a - 1);
+        cases.push(vec![a, b]);
+    }
+
+    for batch in cases.chunks(CONCURRENCY) {
+        std::thread::scope(|s| {
+            for cuts in batch {
+                let (srv, reference, want) = (&srv, &reference, &want);
+                let (to_dormant, to_hyper) = (&to_dormant, &to_hyper);
+                s.spawn(move || {
+                    let hyper_out = run(reference.addr, to_hyper, cuts);
+                    let dormant_out = run(srv.addr, to_dormant, cuts);
+                    assert_eq!(hyper_out, *want, "hyper over TLS, cuts {cuts:?}");
+                    assert_eq!(dormant_out, *want, "dormant over TLS, cuts {cuts:?}");
+                });
+            }
+        });
+    }
+    let s = srv.stats();
+    println!(
+        "{} split cases over TLS 1.3 ({} two-way, {} three-way); dormant parked {} times",
+        cases.len(),
+        STREAM.len() - 1,
+        cases.len() - (STREAM.len() - 1),
+        s.parks
+    );
+    assert!(s.parks > 0, "no case parked: {s:?}");
+    assert_eq!(
+        (s.tls_handshakes, s.tls_handshake_failures),
+        (cases.len() as u64 + 1, 0),
+        "{s:?}"
+    );
+}
