@@ -109,6 +109,12 @@ impl fmt::Debug for Tls {
 /// A TLS server connection over a plain transport `IO`.
 pub struct TlsStream<IO> {
     io: IO,
+    rec: Records,
+}
+
+/// The session and its buffers: everything of a [`TlsStream`] but the
+/// transport.
+struct Records {
     tls: Box<Tls>,
     incoming: Vec<u8>,
     /// Bytes of `incoming` filled.
@@ -195,13 +201,15 @@ impl<IO> TlsStream<IO> {
         let incoming = std::mem::take(&mut tls.partial);
         TlsStream {
             io,
-            tls,
-            in_len: incoming.len(),
-            incoming,
-            outgoing: Vec::new(),
-            sent: 0,
-            plain: Vec::new(),
-            plain_read: 0,
+            rec: Records {
+                tls,
+                in_len: incoming.len(),
+                incoming,
+                outgoing: Vec::new(),
+                sent: 0,
+                plain: Vec::new(),
+                plain_read: 0,
+            },
         }
     }
 
@@ -209,13 +217,7 @@ impl<IO> TlsStream<IO> {
     pub(crate) fn map_io<J>(self, f: impl FnOnce(IO) -> J) -> TlsStream<J> {
         TlsStream {
             io: f(self.io),
-            tls: self.tls,
-            incoming: self.incoming,
-            in_len: self.in_len,
-            outgoing: self.outgoing,
-            sent: self.sent,
-            plain: self.plain,
-            plain_read: self.plain_read,
+            rec: self.rec,
         }
     }
 
@@ -225,48 +227,21 @@ impl<IO> TlsStream<IO> {
         self,
         f: impl FnOnce(IO) -> Result<J, IO>,
     ) -> Result<TlsStream<J>, Self> {
-        let TlsStream {
-            io,
-            tls,
-            incoming,
-            in_len,
-            outgoing,
-            sent,
-            plain,
-            plain_read,
-        } = self;
-        match f(io) {
-            Ok(io) => Ok(TlsStream {
-                io,
-                tls,
-                incoming,
-                in_len,
-                outgoing,
-                sent,
-                plain,
-                plain_read,
-            }),
-            Err(io) => Err(TlsStream {
-                io,
-                tls,
-                incoming,
-                in_len,
-                outgoing,
-                sent,
-                plain,
-                plain_read,
-            }),
+        let rec = self.rec;
+        match f(self.io) {
+            Ok(io) => Ok(TlsStream { io, rec }),
+            Err(io) => Err(TlsStream { io, rec }),
         }
     }
 
     /// Whether decrypted bytes wait to be read.
     pub(crate) fn has_plain(&self) -> bool {
-        self.plain_read < self.plain.len()
+        self.rec.plain_read < self.rec.plain.len()
     }
 
     /// The protocol the client and the server agreed on with ALPN.
     pub fn alpn_protocol(&self) -> Option<&[u8]> {
-        self.tls.conn.alpn_protocol()
+        self.rec.tls.conn.alpn_protocol()
     }
 
     /// The underlying transport.
@@ -277,13 +252,13 @@ impl<IO> TlsStream<IO> {
     /// Whether no plaintext waits to be read and no record to be written:
     /// the session alone is left.
     fn is_quiet(&self) -> bool {
-        self.plain_read == self.plain.len() && self.sent == self.outgoing.len()
+        self.rec.plain_read == self.rec.plain.len() && self.rec.sent == self.rec.outgoing.len()
     }
 
     /// Processes the records at hand; with `write` non-empty, encrypts as
     /// much of it as one record holds once the session can send data.
     fn process(&mut self, write: &[u8]) -> io::Result<Step> {
-        if self.tls.failed {
+        if self.rec.tls.failed {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "the TLS session failed",
@@ -291,9 +266,10 @@ impl<IO> TlsStream<IO> {
         }
         loop {
             let UnbufferedStatus { discard, state } = self
+                .rec
                 .tls
                 .conn
-                .process_tls_records(&mut self.incoming[..self.in_len]);
+                .process_tls_records(&mut self.rec.incoming[..self.rec.in_len]);
             let step = match state {
                 Err(error) => {
                     self.consume(discard);
@@ -307,7 +283,7 @@ impl<IO> TlsStream<IO> {
                         match record {
                             Ok(record) => {
                                 extra += record.discard;
-                                self.plain.extend_from_slice(record.payload);
+                                self.rec.plain.extend_from_slice(record.payload);
                             }
                             Err(error) => {
                                 failure = Some(error);
@@ -326,7 +302,7 @@ impl<IO> TlsStream<IO> {
                 }
                 Ok(ConnectionState::EncodeTlsData(mut data)) => {
                     append(
-                        &mut self.outgoing,
+                        &mut self.rec.outgoing,
                         256,
                         |room| data.encode(room),
                         |e| match e {
@@ -346,12 +322,12 @@ impl<IO> TlsStream<IO> {
                 Ok(ConnectionState::WriteTraffic(mut traffic)) => {
                     if write.is_empty() {
                         Some(Ok(Step::NeedRead))
-                    } else if self.tls.closing {
+                    } else if self.rec.tls.closing {
                         Some(Ok(Step::Closed))
                     } else {
                         let chunk = &write[..write.len().min(MAX_PLAINTEXT)];
                         append(
-                            &mut self.outgoing,
+                            &mut self.rec.outgoing,
                             chunk.len() + 64,
                             |room| traffic.encrypt(chunk, room),
                             |e| match e {
@@ -363,11 +339,11 @@ impl<IO> TlsStream<IO> {
                     }
                 }
                 Ok(ConnectionState::PeerClosed) => {
-                    self.tls.eof = true;
+                    self.rec.tls.eof = true;
                     Some(Ok(Step::Eof))
                 }
                 Ok(ConnectionState::Closed) => {
-                    self.tls.eof = true;
+                    self.rec.tls.eof = true;
                     Some(Ok(Step::Closed))
                 }
                 // Early data is never enabled here, and later states are
@@ -392,17 +368,17 @@ impl<IO> TlsStream<IO> {
     /// caller to send, and refuses everything from now on. rustls is never
     /// handed the failed bytes again (it would queue a second fatal alert).
     fn fail(&mut self) {
-        self.tls.failed = true;
-        self.in_len = 0;
+        self.rec.tls.failed = true;
+        self.rec.in_len = 0;
         loop {
-            let status = self.tls.conn.process_tls_records(&mut []);
+            let status = self.rec.tls.conn.process_tls_records(&mut []);
             match status.state {
                 Ok(ConnectionState::EncodeTlsData(mut data)) => {
-                    let start = self.outgoing.len();
-                    match data.encode(room(&mut self.outgoing, 64)) {
-                        Ok(n) => self.outgoing.truncate(start + n),
+                    let start = self.rec.outgoing.len();
+                    match data.encode(room(&mut self.rec.outgoing, 64)) {
+                        Ok(n) => self.rec.outgoing.truncate(start + n),
                         Err(_) => {
-                            self.outgoing.truncate(start);
+                            self.rec.outgoing.truncate(start);
                             return;
                         }
                     }
@@ -418,28 +394,28 @@ impl<IO> TlsStream<IO> {
         if n == 0 {
             return;
         }
-        self.incoming.copy_within(n..self.in_len, 0);
-        self.in_len -= n;
+        self.rec.incoming.copy_within(n..self.rec.in_len, 0);
+        self.rec.in_len -= n;
     }
 
     /// Gives back what the stream holds while it waits: a record buffer
     /// with no byte in it, or with the start of a record (kept, copied to
     /// its size), and written or read buffers.
     fn shed(&mut self) {
-        if self.incoming.len() == RECORD {
-            let buf = std::mem::take(&mut self.incoming);
-            if self.in_len > 0 {
-                self.incoming = buf[..self.in_len].to_vec();
+        if self.rec.incoming.len() == RECORD {
+            let buf = std::mem::take(&mut self.rec.incoming);
+            if self.rec.in_len > 0 {
+                self.rec.incoming = buf[..self.rec.in_len].to_vec();
             }
             give_record(buf);
         }
-        if self.plain_read == self.plain.len() && self.plain.capacity() > 0 {
-            self.plain = Vec::new();
-            self.plain_read = 0;
+        if self.rec.plain_read == self.rec.plain.len() && self.rec.plain.capacity() > 0 {
+            self.rec.plain = Vec::new();
+            self.rec.plain_read = 0;
         }
-        if self.sent == self.outgoing.len() && self.outgoing.capacity() > 0 {
-            self.outgoing = Vec::new();
-            self.sent = 0;
+        if self.rec.sent == self.rec.outgoing.len() && self.rec.outgoing.capacity() > 0 {
+            self.rec.outgoing = Vec::new();
+            self.rec.sent = 0;
         }
     }
 }
@@ -447,16 +423,17 @@ impl<IO> TlsStream<IO> {
 impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
     /// Writes `outgoing` to the transport until it is empty.
     fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while self.sent < self.outgoing.len() {
-            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.outgoing[self.sent..]))?;
+        while self.rec.sent < self.rec.outgoing.len() {
+            let n =
+                ready!(Pin::new(&mut self.io).poll_write(cx, &self.rec.outgoing[self.rec.sent..]))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
-            self.sent += n;
+            self.rec.sent += n;
         }
-        if self.outgoing.capacity() > 0 {
-            self.outgoing = Vec::new();
-            self.sent = 0;
+        if self.rec.outgoing.capacity() > 0 {
+            self.rec.outgoing = Vec::new();
+            self.rec.sent = 0;
         }
         Poll::Ready(Ok(()))
     }
@@ -464,18 +441,18 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
     /// Reads more records from the transport: `Ready(Ok(false))` at its
     /// end.
     fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
-        if self.incoming.len() != RECORD {
+        if self.rec.incoming.len() != RECORD {
             let mut buf = take_record();
-            buf[..self.in_len].copy_from_slice(&self.incoming[..self.in_len]);
-            self.incoming = buf;
+            buf[..self.rec.in_len].copy_from_slice(&self.rec.incoming[..self.rec.in_len]);
+            self.rec.incoming = buf;
         }
-        if self.in_len == RECORD {
+        if self.rec.in_len == RECORD {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "TLS record larger than the protocol allows",
             )));
         }
-        let mut read = ReadBuf::new(&mut self.incoming[self.in_len..]);
+        let mut read = ReadBuf::new(&mut self.rec.incoming[self.rec.in_len..]);
         match Pin::new(&mut self.io).poll_read(cx, &mut read) {
             Poll::Pending => {
                 self.shed();
@@ -483,7 +460,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             }
             Poll::Ready(Ok(())) => {
                 let n = read.filled().len();
-                self.in_len += n;
+                self.rec.in_len += n;
                 Poll::Ready(Ok(n > 0))
             }
             Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
@@ -492,12 +469,14 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
 
     /// Copies waiting plaintext into `buf`.
     fn read_plain(&mut self, buf: &mut ReadBuf<'_>) {
-        let n = buf.remaining().min(self.plain.len() - self.plain_read);
-        buf.put_slice(&self.plain[self.plain_read..self.plain_read + n]);
-        self.plain_read += n;
-        if self.plain_read == self.plain.len() {
-            self.plain.clear();
-            self.plain_read = 0;
+        let n = buf
+            .remaining()
+            .min(self.rec.plain.len() - self.rec.plain_read);
+        buf.put_slice(&self.rec.plain[self.rec.plain_read..self.rec.plain_read + n]);
+        self.rec.plain_read += n;
+        if self.rec.plain_read == self.rec.plain.len() {
+            self.rec.plain.clear();
+            self.rec.plain_read = 0;
         }
     }
 }
@@ -510,11 +489,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         loop {
-            if this.plain_read < this.plain.len() {
+            if this.rec.plain_read < this.rec.plain.len() {
                 this.read_plain(buf);
                 return Poll::Ready(Ok(()));
             }
-            if this.tls.eof {
+            if this.rec.tls.eof {
                 return Poll::Ready(Ok(()));
             }
             let step = match this.process(&[]) {
@@ -535,8 +514,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
                 // The transport's end without `close_notify`: the end of
                 // the stream, as clients that just close expect; a record
                 // cut short is an error.
-                this.tls.eof = true;
-                if this.in_len > 0 {
+                this.rec.tls.eof = true;
+                if this.rec.in_len > 0 {
                     return Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         "the peer closed the connection in the middle of a TLS record",
@@ -593,19 +572,20 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if !this.tls.closing {
-            this.tls.closing = true;
+        if !this.rec.tls.closing {
+            this.rec.tls.closing = true;
             // `close_notify`, if the session got that far; a handshake cut
             // short just closes.
             let status = this
+                .rec
                 .tls
                 .conn
-                .process_tls_records(&mut this.incoming[..this.in_len]);
+                .process_tls_records(&mut this.rec.incoming[..this.rec.in_len]);
             if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
-                let start = this.outgoing.len();
-                match traffic.queue_close_notify(room(&mut this.outgoing, 64)) {
-                    Ok(n) => this.outgoing.truncate(start + n),
-                    Err(_) => this.outgoing.truncate(start),
+                let start = this.rec.outgoing.len();
+                match traffic.queue_close_notify(room(&mut this.rec.outgoing, 64)) {
+                    Ok(n) => this.rec.outgoing.truncate(start + n),
+                    Err(_) => this.rec.outgoing.truncate(start),
                 }
             }
         }
@@ -660,10 +640,10 @@ where
             ));
         }
         self.shed();
-        self.tls.partial = std::mem::take(&mut self.incoming);
+        self.rec.tls.partial = std::mem::take(&mut self.rec.incoming);
         Ok(DormantTls {
             fd: self.io.into_dormant()?,
-            tls: self.tls,
+            tls: self.rec.tls,
         })
     }
 
@@ -718,7 +698,7 @@ where
     const HANDSHAKES: bool = true;
 
     fn handshaking(&self) -> bool {
-        self.tls.conn.is_handshaking()
+        self.rec.tls.conn.is_handshaking()
     }
 
     fn into_stream(self) -> Stream {
