@@ -1242,6 +1242,32 @@ fn reload_serves_new_connections_with_the_new_certificate() {
     new.get_ok("/new/1");
 }
 
+/// Two records in one TCP write, the first only the start of the HTTP/2
+/// preface ("P", no ALPN): the driver reads the first, waits for more, and
+/// must find the second already buffered in the session, though the socket
+/// has nothing more to say (a hang before it was fixed).
+#[test]
+fn a_record_buffered_behind_the_first_is_not_waited_for() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let srv = serve_tls(&ladder(None), &cert.config(), echo_service());
+    for (first, rest) in [
+        (
+            &b"P"[..],
+            &b"OST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"[..],
+        ),
+        (&b"PRI"[..], &b"NT /q HTTP/1.1\r\nHost: x\r\n\r\n"[..]),
+    ] {
+        let mut c = TlsClient::tapped(srv.addr, &tls13(&cert));
+        let sealed = c.seal(&[first, rest]);
+        assert_eq!(records(&sealed).len(), 2);
+        c.raw(&sealed);
+        let line = String::from_utf8_lossy(first).to_string() + &String::from_utf8_lossy(rest);
+        let method_path = line.split(" HTTP/1.1").next().unwrap().to_owned();
+        assert_eq!(c.response(), ok(&format!("{method_path} read=")));
+    }
+}
+
 /// A connection woken by TLS records alone (a KeyUpdate: nothing for
 /// HTTP) goes back to the lot without its task, and on to DORMANT again,
 /// instead of waiting in a task until its next request.

@@ -77,7 +77,7 @@ impl Stream {
             Kind::Tcp(stream) => Parkable::poll_read_ready(stream, cx),
             Kind::Unix(stream) => Parkable::poll_read_ready(stream, cx),
             #[cfg(feature = "tls-no-provider")]
-            Kind::Tls(stream) if stream.has_plain() => Poll::Ready(Ok(())),
+            Kind::Tls(stream) if stream.has_buffered() => Poll::Ready(Ok(())),
             #[cfg(feature = "tls-no-provider")]
             Kind::Tls(stream) => stream.get_ref().poll_read_ready(cx),
         }

@@ -239,6 +239,19 @@ impl<IO> TlsStream<IO> {
         self.rec.plain_read < self.rec.plain.len()
     }
 
+    /// Whether a read can make progress without the transport: plaintext
+    /// waits, or a whole record does. A read that returns plaintext leaves
+    /// the records after it unprocessed, and their bytes may have come in
+    /// the same read from the socket, which cleared its readiness: a wait
+    /// for the socket alone would never see them.
+    pub(crate) fn has_buffered(&self) -> bool {
+        let rec = &self.rec;
+        self.has_plain()
+            || (rec.in_len >= 5
+                && rec.in_len
+                    >= 5 + usize::from(u16::from_be_bytes([rec.incoming[3], rec.incoming[4]])))
+    }
+
     /// The protocol the client and the server agreed on with ALPN.
     pub fn alpn_protocol(&self) -> Option<&[u8]> {
         self.rec.tls.conn.alpn_protocol()
@@ -625,7 +638,7 @@ where
     type Dormant = DormantTls<IO::Dormant>;
 
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.has_plain() {
+        if self.has_buffered() {
             return Poll::Ready(Ok(()));
         }
         self.io.poll_read_ready(cx)
