@@ -19,7 +19,6 @@
 mod common;
 use common::*;
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::io::{self, ErrorKind};
 use std::net::SocketAddr;
@@ -28,10 +27,8 @@ use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use common::differential::{CONCURRENCY, PAUSE, STREAM, describe, split_cases};
 use dormant::tls::{TlsConfig, TlsListener};
-use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -42,65 +39,8 @@ use tokio_rustls::rustls::version::TLS13;
 use tokio_rustls::rustls::{ClientConfig, ProtocolVersion, RootCertStore, ServerConfig};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-/// Describes the request: method, path and query, body and trailers (as
-/// tests/http1_differential.rs).
-async fn describe<B>(req: Request<B>) -> Result<Response<Full<Bytes>>, Infallible>
-where
-    B: http_body::Body<Data = Bytes>,
-    B::Error: std::fmt::Display,
-{
-    let line = format!("{} {}", req.method(), req.uri());
-    let text = match req.into_body().collect().await {
-        Ok(c) => {
-            let trailers = c.trailers().map(|t| format!("{t:?}")).unwrap_or_default();
-            let body = c.to_bytes();
-            format!(
-                "{line} body={} trailers={trailers}",
-                String::from_utf8_lossy(&body)
-            )
-        }
-        Err(e) => format!("{line} error={e}"),
-    };
-    Ok(Response::new(Full::new(Bytes::from(text))))
-}
-
-/// The stream of tests/http1_differential.rs, byte for byte.
-const STREAM: &[u8] = b"POST /p1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello\
-GET /g1?q=1 HTTP/1.1\r\nHost: x\r\n\r\n\
-POST /c1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\
-5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n\
-HEAD /h1 HTTP/1.1\r\nHost: x\r\n\r\n\
-POST /e1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\nbody\
-GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-
 /// `park_after` of dormant, as in tests/http1_differential.rs.
 const PARK_AFTER: Duration = Duration::from_millis(1);
-
-/// Pause between records: long enough for dormant to park when hyper is
-/// between messages (as in tests/http1_differential.rs). Equality is the
-/// assertion; the pause only makes parking possible.
-const PAUSE: Duration = Duration::from_millis(10);
-
-/// How many cases run at once.
-const CONCURRENCY: usize = 16;
-
-/// A tiny xorshift64 (no rand crate), seeded as the plain test seeds it.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// The crypto provider dormant's features chose, for the test's own
 /// configurations.
@@ -287,7 +227,10 @@ fn run(addr: SocketAddr, config: &Arc<ClientConfig>, cuts: &[usize]) -> (String,
     let mut buf = Vec::new();
     let end = loop {
         let mut chunk = [0u8; 8192];
-        match block("read", tls.read(&mut chunk)) {
+        match block(
+            &format!("read from {addr}, cuts {cuts:?}"),
+            tls.read(&mut chunk),
+        ) {
             Ok(0) => break End::CloseNotify,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == ErrorKind::UnexpectedEof => break End::Closed,
@@ -376,6 +319,7 @@ fn split_pipelines_over_tls_match_hyper_over_tokio_rustls() {
     let reference = serve_hyper_tls(cert.server.clone());
     let (to_dormant, to_hyper) = (cert.client(), cert.client());
 
+    println!("dormant on {}, reference on {}", srv.addr, reference.addr);
     // The reference: hyper over tokio-rustls, one record.
     let want = run(reference.addr, &to_hyper, &[]);
     assert_eq!(want.0.matches("HTTP/1.1 200 OK").count(), 6, "{want:?}");
@@ -384,13 +328,7 @@ fn split_pipelines_over_tls_match_hyper_over_tokio_rustls() {
     assert_eq!(want.1, End::CloseNotify, "{want:?}");
     assert_eq!(run(srv.addr, &to_dormant, &[]), want, "dormant, one record");
 
-    let mut cases: Vec<Vec<usize>> = (1..STREAM.len()).map(|i| vec![i]).collect();
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
-    for _ in 0..1000 {
-        let a = 1 + rng.below(STREAM.len() - 2);
-        let b = a + 1 + rng.below(STREAM.len() - a - 1);
-        cases.push(vec![a, b]);
-    }
+    let cases = split_cases();
 
     for batch in cases.chunks(CONCURRENCY) {
         std::thread::scope(|s| {

@@ -4,6 +4,8 @@
 //! and checks that several test files share.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod differential;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::io::{self, Read, Write};
