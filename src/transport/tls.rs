@@ -378,26 +378,28 @@ impl<IO> TlsStream<IO> {
     }
 
     /// The session failed: encodes the alert rustls queued, if any, for the
-    /// caller to send, and refuses everything from now on. rustls is never
-    /// handed the failed bytes again (it would queue a second fatal alert).
+    /// caller to send, and refuses everything from now on.
+    ///
+    /// rustls hands out queued records before it looks at incoming bytes,
+    /// and is asked for them only while it has some: it never sees the
+    /// failed bytes again (it would queue a second fatal alert), nor an
+    /// empty buffer in their place (handshake messages it has started to
+    /// join are ranges of the old one: it would index out of bounds).
     fn fail(&mut self) {
         self.rec.tls.failed = true;
         self.rec.in_len = 0;
-        loop {
+        while self.rec.tls.conn.wants_write() {
             let status = self.rec.tls.conn.process_tls_records(&mut []);
-            match status.state {
-                Ok(ConnectionState::EncodeTlsData(mut data)) => {
-                    let start = self.rec.outgoing.len();
-                    match data.encode(room(&mut self.rec.outgoing, 64)) {
-                        Ok(n) => self.rec.outgoing.truncate(start + n),
-                        Err(_) => {
-                            self.rec.outgoing.truncate(start);
-                            return;
-                        }
-                    }
+            let Ok(ConnectionState::EncodeTlsData(mut data)) = status.state else {
+                return;
+            };
+            let start = self.rec.outgoing.len();
+            match data.encode(room(&mut self.rec.outgoing, 64)) {
+                Ok(n) => self.rec.outgoing.truncate(start + n),
+                Err(_) => {
+                    self.rec.outgoing.truncate(start);
+                    return;
                 }
-                Ok(ConnectionState::TransmitTlsData(data)) => data.done(),
-                _ => return,
             }
         }
     }
