@@ -13,6 +13,8 @@ pub(crate) struct Config {
     pub(crate) max_connections: Option<usize>,
     pub(crate) http2: bool,
     pub(crate) peer_addr: bool,
+    #[cfg(feature = "tls-no-provider")]
+    pub(crate) tls_info: bool,
     pub(crate) shutdown_grace: Option<Duration>,
     pub(crate) tls_handshake_timeout: Option<Duration>,
 }

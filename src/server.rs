@@ -69,6 +69,8 @@ pub struct Builder {
     max_headers: usize,
     shutdown_grace: Option<Duration>,
     peer_addr: bool,
+    #[cfg(feature = "tls-no-provider")]
+    tls_info: bool,
     tls_handshake_timeout: Option<Duration>,
 }
 
@@ -90,6 +92,8 @@ impl Default for Builder {
             max_headers: HYPER_MAX_HEADERS,
             shutdown_grace: None,
             peer_addr: false,
+            #[cfg(feature = "tls-no-provider")]
+            tls_info: false,
             tls_handshake_timeout: Some(DEFAULT_TLS_HANDSHAKE_TIMEOUT),
         }
     }
@@ -255,6 +259,24 @@ impl Builder {
         self
     }
 
+    /// Whether every request on a TLS connection carries what its handshake
+    /// negotiated as a [`TlsInfo`](crate::tls::TlsInfo) extension: the
+    /// server name the client asked for, the ALPN protocol, the TLS version
+    /// and cipher suite, and the client's certificates (mutual TLS).
+    ///
+    /// Off by default, like [`peer_addr`](Self::peer_addr): when on, a
+    /// connection keeps the facts from its handshake on (a small
+    /// allocation, plus a copy of the client's certificate chain if it
+    /// sent one, held while it is idle too), and every request gets an
+    /// extension.
+    ///
+    /// Default is `false`.
+    #[cfg(feature = "tls-no-provider")]
+    pub fn tls_info(&mut self, enabled: bool) -> &mut Self {
+        self.tls_info = enabled;
+        self
+    }
+
     /// How long a client may take to complete a TLS handshake, counted from
     /// accept (TLS listeners only; see [`tls`](crate)). A connection still
     /// handshaking then is closed and counted in
@@ -338,6 +360,8 @@ impl Builder {
             max_connections: self.max_connections,
             http2: self.http2,
             peer_addr: self.peer_addr,
+            #[cfg(feature = "tls-no-provider")]
+            tls_info: self.tls_info,
             shutdown_grace: self.shutdown_grace,
             tls_handshake_timeout: self.tls_handshake_timeout,
         };

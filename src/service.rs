@@ -79,6 +79,9 @@ pub(crate) struct ConnService<S, A> {
     pub(crate) inner: Arc<S>,
     /// `Some` when the builder turned the `PeerAddr` extension on.
     pub(crate) peer: Option<A>,
+    /// `Some` when the builder turned the `TlsInfo` extension on.
+    #[cfg(feature = "tls-no-provider")]
+    pub(crate) tls: Option<crate::tls::TlsInfo>,
     pub(crate) tracker: Arc<Tracker>,
 }
 
@@ -100,6 +103,10 @@ where
         let upgrade = Pending::check(&mut req, &self.tracker);
         if let Some(peer) = &self.peer {
             req.extensions_mut().insert(PeerAddr(peer.clone()));
+        }
+        #[cfg(feature = "tls-no-provider")]
+        if let Some(tls) = &self.tls {
+            req.extensions_mut().insert(tls.clone());
         }
         let req = req.map(|incoming| Body::new(incoming, Some(&self.tracker)));
         let inner = match &span {

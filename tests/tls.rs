@@ -5,8 +5,9 @@
 //! record travels with the parked and the dormant session), TLS 1.2 and
 //! 1.3, ALPN (h2 and HTTP/1.1), the client's close with and without
 //! `close_notify`, stalled handshakes, plaintext on the TLS port, a
-//! certificate reload, KeyUpdate, graceful shutdown and session
-//! resumption.
+//! certificate reload, KeyUpdate, graceful shutdown, session resumption,
+//! and what handlers learn of the handshake (`TlsInfo`: server name, ALPN,
+//! version, cipher suite, the client's certificate with mutual TLS).
 //!
 //! Built only with a crypto provider (features `tls` or `tls-ring`): with
 //! `tls-no-provider` alone neither the server's PEM loader nor the test's
@@ -32,10 +33,11 @@ use std::sync::{Arc, LazyLock, PoisonError, RwLock, RwLockReadGuard, RwLockWrite
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use dormant::tls::{TlsConfig, TlsListener};
+use dormant::tls::{TlsConfig, TlsInfo, TlsListener};
 use http::{Request, StatusCode, Version};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
@@ -43,10 +45,11 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::crypto::CryptoProvider;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tokio_rustls::rustls::version::{TLS12, TLS13};
 use tokio_rustls::rustls::{
-    ClientConfig, ClientConnection, HandshakeKind, ProtocolVersion, RootCertStore, ServerConfig,
-    SupportedProtocolVersion,
+    CipherSuite, ClientConfig, ClientConnection, HandshakeKind, ProtocolVersion, RootCertStore,
+    ServerConfig, SupportedProtocolVersion,
 };
 
 /// Held shared by every test, exclusively by the one that counts the
@@ -92,8 +95,13 @@ struct Cert {
 
 impl Cert {
     fn new() -> Cert {
-        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
-            .expect("make a certificate");
+        Cert::for_names(&["localhost"])
+    }
+
+    /// A self-signed certificate for `names` (DNS names or IP addresses).
+    fn for_names(names: &[&str]) -> Cert {
+        let names: Vec<String> = names.iter().map(|name| name.to_string()).collect();
+        let made = rcgen::generate_simple_self_signed(names).expect("make a certificate");
         let dir = TempDir::new();
         let (cert, key) = (dir.path.join("cert.pem"), dir.path.join("key.pem"));
         std::fs::write(&cert, made.cert.pem()).unwrap();
@@ -294,6 +302,12 @@ impl TlsClient {
     fn connect(addr: SocketAddr, config: &Arc<ClientConfig>) -> TlsClient {
         TlsClient::handshake(tcp(addr), config).expect("TLS handshake")
     }
+
+    /// Connects to `addr` as the server `name` (`localhost` for
+    /// [`connect`](Self::connect)) and completes the handshake.
+    fn connect_as(addr: SocketAddr, config: &Arc<ClientConfig>, name: &str) -> TlsClient {
+        TlsClient::handshake_as(tcp(addr), config, name).expect("TLS handshake")
+    }
 }
 
 impl TlsClient<Tap> {
@@ -329,8 +343,12 @@ fn tcp(addr: SocketAddr) -> TcpStream {
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> TlsClient<IO> {
     fn handshake(io: IO, config: &Arc<ClientConfig>) -> io::Result<TlsClient<IO>> {
+        TlsClient::handshake_as(io, config, "localhost")
+    }
+
+    fn handshake_as(io: IO, config: &Arc<ClientConfig>, name: &str) -> io::Result<TlsClient<IO>> {
         let connector = TlsConnector::from(config.clone());
-        let name = ServerName::try_from("localhost").unwrap();
+        let name = ServerName::try_from(name.to_owned()).unwrap();
         let tls = block("handshake", connector.connect(name, io))?;
         Ok(TlsClient {
             tls,
@@ -1418,4 +1436,222 @@ fn resumed_session_after_the_first_went_dormant() {
         second.get_ok("/second/again");
         first.get_ok("/first/last");
     }
+}
+
+/// Answers with what the request's [`TlsInfo`] says (`none` without one):
+/// `sni=… alpn=… version=… suite=… kind=… certs=…`, the certificates as
+/// hex, each one's DER.
+fn info_service() -> impl Servable<Full<Bytes>> + Clone {
+    service_fn(|req: Request<dormant::Body>| async move {
+        let text = match req.extensions().get::<TlsInfo>() {
+            None => "none".to_owned(),
+            Some(tls) => describe_info(
+                tls.server_name(),
+                tls.alpn_protocol(),
+                tls.protocol_version(),
+                tls.cipher_suite(),
+                tls.handshake_kind(),
+                tls.peer_certificates(),
+            ),
+        };
+        Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(Bytes::from(text))))
+    })
+}
+
+fn describe_info(
+    sni: Option<&str>,
+    alpn: Option<&[u8]>,
+    version: ProtocolVersion,
+    suite: CipherSuite,
+    kind: HandshakeKind,
+    certs: Option<&[CertificateDer<'_>]>,
+) -> String {
+    let hex = |der: &CertificateDer<'_>| der.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let certs = certs.map(|certs| certs.iter().map(hex).collect::<Vec<_>>());
+    format!(
+        "sni={sni:?} alpn={:?} version={version:?} suite={suite:?} kind={kind:?} certs={certs:?}",
+        alpn.map(String::from_utf8_lossy)
+    )
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> TlsClient<IO> {
+    /// What [`info_service`] should answer this client, presenting
+    /// `certs`: the facts its own session negotiated, with `sni`.
+    fn expected_info(&self, sni: Option<&str>, certs: Option<&[CertificateDer<'_>]>) -> String {
+        let conn = self.conn();
+        describe_info(
+            sni,
+            conn.alpn_protocol(),
+            conn.protocol_version().unwrap(),
+            conn.negotiated_cipher_suite().unwrap().suite(),
+            conn.handshake_kind().unwrap(),
+            certs,
+        )
+    }
+
+    /// `GET path` from [`info_service`]: the body.
+    fn get_info(&mut self, path: &str) -> String {
+        self.send(get(path).as_bytes());
+        let response = self.response();
+        let (head, body) = response.split_once("\r\n\r\n").expect("a response");
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+        body.to_owned()
+    }
+}
+
+/// 13. `TlsInfo`: off by default; when on, every request carries what its
+///     connection's handshake negotiated — the server name the client
+///     asked for (none for an IP address), ALPN, version, cipher suite,
+///     full or resumed — on HTTP/1.1 and HTTP/2, the same after the
+///     connection went dormant and woke.
+#[test]
+fn tls_info_reports_what_the_handshake_negotiated() {
+    let _fds = shared();
+    let cert = Cert::for_names(&["localhost", "127.0.0.1"]);
+    let off = serve_tls(&ladder(None), &cert.config(), info_service());
+    let mut c = TlsClient::connect(off.addr, &tls13(&cert));
+    assert_eq!(c.get_info("/off"), "none");
+
+    let mut b = ladder(Duration::from_millis(10));
+    b.tls_info(true);
+    let srv = serve_tls(&b, &cert.config(), info_service());
+    // The name the client connects to, its TLS version and ALPN offer,
+    // the server name the handler should see.
+    let http1: &[&[u8]] = &[b"http/1.1"];
+    let cases = [
+        ("localhost", &TLS13, http1, Some("localhost")),
+        ("localhost", &TLS12, &[], Some("localhost")),
+        ("127.0.0.1", &TLS13, http1, None),
+        ("127.0.0.1", &TLS12, http1, None),
+    ];
+    for (name, version, alpn, sni) in cases {
+        srv.wait_for("the last client's connection closed", all_closed);
+        let before = srv.stats();
+        let config = client_config(&[&cert], &[version], alpn);
+        let mut c = TlsClient::connect_as(srv.addr, &config, name);
+        let expected = c.expected_info(sni, None);
+        assert_eq!(c.get_info("/one"), expected, "{name} {version:?}");
+        srv.wait_for("dormant", |s| s.dormancies == before.dormancies + 1);
+        assert_eq!(c.get_info("/two"), expected, "{name} {version:?}, woken");
+
+        // A second client resumes the first one's session: a resumed
+        // handshake, the same server name.
+        let mut resumed = TlsClient::connect_as(srv.addr, &config, name);
+        assert_eq!(
+            resumed.conn().handshake_kind(),
+            Some(HandshakeKind::Resumed)
+        );
+        let expected = resumed.expected_info(sni, None);
+        assert!(expected.contains("kind=Resumed"), "{expected}");
+        assert_eq!(resumed.get_info("/resumed"), expected, "{name} {version:?}");
+    }
+
+    let c = TlsClient::connect(srv.addr, &client_config(&[&cert], &[&TLS13], &[b"h2"]));
+    let expected = c.expected_info(Some("localhost"), None);
+    assert!(expected.contains("alpn=Some(\"h2\")"), "{expected}");
+    block("h2", async {
+        let (mut send, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(c.tls))
+                .await
+                .expect("h2 handshake");
+        let conn = tokio::spawn(conn);
+        for path in ["/h2/one", "/h2/two"] {
+            let (status, version, got) = h2_post(&mut send, path, "").await;
+            assert_eq!((status, version), (StatusCode::OK, Version::HTTP_2));
+            assert_eq!(got, expected);
+        }
+        drop(send);
+        conn.await.unwrap().expect("h2 connection");
+    });
+}
+
+/// A certificate authority and a client certificate it signed, for
+/// mutual TLS.
+struct ClientCa {
+    ca: CertificateDer<'static>,
+    client: CertificateDer<'static>,
+    client_key: PrivateKeyDer<'static>,
+}
+
+impl ClientCa {
+    fn new() -> ClientCa {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = params.self_signed(&ca_key).unwrap();
+        let client_key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["client".to_owned()]).unwrap();
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let client = params.signed_by(&client_key, &ca, &ca_key).unwrap();
+        ClientCa {
+            ca: ca.der().clone(),
+            client: client.der().clone(),
+            client_key: PrivateKeyDer::try_from(client_key.serialize_der()).unwrap(),
+        }
+    }
+
+    /// `cert`'s server configuration, requiring a client certificate
+    /// signed by this authority.
+    fn server_config(&self, cert: &Cert) -> ServerConfig {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.ca.clone()).unwrap();
+        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .unwrap();
+        ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(
+                vec![cert.der.clone()],
+                PrivateKeyDer::from_pem_file(&cert.key).unwrap(),
+            )
+            .unwrap()
+    }
+
+    /// A TLS 1.3 client trusting `cert`, presenting the client
+    /// certificate.
+    fn client_config(&self, cert: &Cert) -> Arc<ClientConfig> {
+        let mut roots = RootCertStore::empty();
+        roots.add(cert.der.clone()).unwrap();
+        let config = ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(vec![self.client.clone()], self.client_key.clone_key())
+            .unwrap();
+        Arc::new(config)
+    }
+}
+
+/// 14. Mutual TLS: the client's certificate reaches the handler (before
+///     and after a dormancy); a client without one fails its handshake
+///     (counted) and the other is served on.
+#[test]
+fn mutual_tls_shows_the_client_certificate_to_the_handler() {
+    let _fds = shared();
+    let cert = Cert::new();
+    let ca = ClientCa::new();
+    let mut b = ladder(Duration::from_millis(10));
+    b.tls_info(true);
+    let srv = serve_tls(&b, &TlsConfig::new(ca.server_config(&cert)), info_service());
+
+    let mut c = TlsClient::connect(srv.addr, &ca.client_config(&cert));
+    let expected = c.expected_info(Some("localhost"), Some(std::slice::from_ref(&ca.client)));
+    assert_eq!(c.get_info("/first"), expected);
+    srv.wait_for("dormant", |s| s.dormancies == 1);
+    assert_eq!(c.get_info("/after-dormancy"), expected);
+
+    // TLS 1.3: the client's handshake ends before the server checks its
+    // (missing) certificate; the server's answer is an alert. (A request
+    // sent at once could reach the server after it closed, and the reset
+    // that answers it would discard the alert on the client's side.)
+    let before = srv.stats();
+    let mut anonymous = TlsClient::connect(srv.addr, &tls13(&cert));
+    let error = anonymous.read_some().expect_err("refused");
+    assert!(error.to_string().contains("CertificateRequired"), "{error}");
+    srv.wait_for("the failed handshake counted", |s| {
+        s.tls_handshake_failures == before.tls_handshake_failures + 1
+    });
+    assert_eq!(c.get_info("/still"), expected);
 }

@@ -121,10 +121,14 @@ where
 {
     let shared = &state.shared;
     let tracker = Arc::new(Tracker::default());
+    #[cfg(feature = "tls-no-provider")]
+    let tls = stream.tls_info();
     let io = ConnIo::new(stream, replay, tracker.clone(), CloseWatch::Watch);
     let svc = ConnService {
         inner: service.clone(),
         peer,
+        #[cfg(feature = "tls-no-provider")]
+        tls,
         tracker: tracker.clone(),
     };
     let config = &shared.config;

@@ -168,6 +168,10 @@ where
             head_since: (origin == Origin::Accepted).then_some(accepted),
         };
         let mut first = origin == Origin::Accepted;
+        #[cfg(feature = "tls-no-provider")]
+        if first && state.shared.config.tls_info {
+            stream.keep_tls_info();
+        }
         loop {
             // PARKED: no hyper state, no buffer. Whatever is not needed
             // across the wait is computed inside it, so the task does not

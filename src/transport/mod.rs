@@ -104,6 +104,18 @@ mod sealed {
             false
         }
 
+        /// From now on, keeps what the TLS handshake negotiates, for
+        /// [`tls_info`](Self::tls_info).
+        #[cfg(feature = "tls-no-provider")]
+        fn keep_tls_info(&mut self) {}
+
+        /// What the TLS handshake negotiated, once it is complete, when
+        /// the transport was asked to [`keep_tls_info`](Self::keep_tls_info).
+        #[cfg(feature = "tls-no-provider")]
+        fn tls_info(&self) -> Option<crate::tls::TlsInfo> {
+            None
+        }
+
         /// Erases the transport, for the upgrade hand-off.
         fn into_stream(self) -> Stream;
 

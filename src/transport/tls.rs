@@ -47,6 +47,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::{Peer, Seam, Stream, Transport};
 use crate::lot::Parkable;
+use crate::tls::{TlsInfo, recording_server_name};
 
 /// The largest TLS record on the wire: 16 KiB of plaintext plus TLS 1.2's
 /// largest expansion and the header.
@@ -95,6 +96,17 @@ pub(crate) struct Tls {
     /// The session failed (a fatal alert was queued): nothing more is read
     /// or written through it.
     failed: bool,
+    /// `Some` when the server reports [`TlsInfo`] to handlers.
+    info: Option<Box<Info>>,
+}
+
+/// What a session that reports [`TlsInfo`] has learnt of its handshake.
+enum Info {
+    /// The handshake is under way; the server name is known once the
+    /// ClientHello is processed.
+    Handshaking(Option<Box<str>>),
+    /// The handshake is complete.
+    Done(TlsInfo),
 }
 
 impl fmt::Debug for Tls {
@@ -193,6 +205,7 @@ impl<IO> TlsStream<IO> {
                 eof: false,
                 closing: false,
                 failed: false,
+                info: None,
             }),
         ))
     }
@@ -268,9 +281,48 @@ impl<IO> TlsStream<IO> {
         self.rec.plain_read == self.rec.plain.len() && self.rec.sent == self.rec.outgoing.len()
     }
 
+    /// From now on, notes what the handshake negotiates, for
+    /// [`tls_info`](Self::tls_info).
+    pub(crate) fn keep_info(&mut self) {
+        let tls = &mut self.rec.tls;
+        if tls.info.is_none() && tls.conn.is_handshaking() {
+            tls.info = Some(Box::new(Info::Handshaking(None)));
+        }
+    }
+
+    /// What the handshake negotiated, once it is complete, if the stream
+    /// was asked to [`keep_info`](Self::keep_info).
+    pub(crate) fn tls_info(&self) -> Option<TlsInfo> {
+        match self.rec.tls.info.as_deref() {
+            Some(Info::Done(info)) => Some(info.clone()),
+            _ => None,
+        }
+    }
+
+    /// [`process_records`](Self::process_records), noting what the
+    /// handshake negotiates while it is under way and the server reports
+    /// it.
+    fn process(&mut self, write: &[u8]) -> io::Result<Step> {
+        if !matches!(self.rec.tls.info.as_deref(), Some(Info::Handshaking(_))) {
+            return self.process_records(write);
+        }
+        let (step, asked) = recording_server_name(|| self.process_records(write));
+        let tls = &mut *self.rec.tls;
+        if let Some(Info::Handshaking(name)) = tls.info.as_deref_mut() {
+            if asked.is_some() {
+                *name = asked;
+            }
+            if !tls.conn.is_handshaking() {
+                tls.info =
+                    TlsInfo::new(&tls.conn, name.take()).map(|info| Box::new(Info::Done(info)));
+            }
+        }
+        step
+    }
+
     /// Processes the records at hand; with `write` non-empty, encrypts as
     /// much of it as one record holds once the session can send data.
-    fn process(&mut self, write: &[u8]) -> io::Result<Step> {
+    fn process_records(&mut self, write: &[u8]) -> io::Result<Step> {
         if self.rec.tls.failed {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -714,6 +766,14 @@ where
 
     fn handshaking(&self) -> bool {
         self.rec.tls.conn.is_handshaking()
+    }
+
+    fn keep_tls_info(&mut self) {
+        self.keep_info();
+    }
+
+    fn tls_info(&self) -> Option<TlsInfo> {
+        TlsStream::tls_info(self)
     }
 
     fn into_stream(self) -> Stream {
