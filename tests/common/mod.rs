@@ -77,6 +77,7 @@ impl<A> Serve<A> {
             std::thread::sleep(Duration::from_millis(2));
         }
         thread.join().expect("server thread panicked");
+        assert_no_server_panic();
     }
 
     fn stop(&mut self) {
@@ -86,6 +87,7 @@ impl<A> Serve<A> {
         if let Some(thread) = self.thread.take() {
             thread.join().expect("server thread panicked");
         }
+        assert_no_server_panic();
     }
 
     /// Waits (polling, bounded) until `cond(stats)` holds; panics with the
@@ -276,10 +278,36 @@ where
     }
 }
 
-/// The multi-threaded runtime a test server runs on.
+/// The name of a test server's runtime threads.
+const SERVER_THREAD: &str = "test-server";
+
+/// Panics on test servers' threads so far, in this test binary.
+static SERVER_PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Fails the test if a task of any test server in this binary panicked:
+/// tokio catches a task's panic, so a connection killed by one would
+/// otherwise pass unnoticed when its client only sees a close.
+pub fn assert_no_server_panic() {
+    let panics = SERVER_PANICS.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(panics, 0, "a test server's task panicked (message above)");
+}
+
+/// The multi-threaded runtime a test server runs on. Panics on its
+/// threads are counted for [`assert_no_server_panic`].
 pub fn server_runtime() -> tokio::runtime::Runtime {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() == Some(SERVER_THREAD) {
+                SERVER_PANICS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            previous(info);
+        }));
+    });
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_name(SERVER_THREAD)
         .enable_all()
         .build()
         .unwrap()
@@ -382,6 +410,7 @@ impl<A> Harness<A> {
             .block_on(async { tokio::time::timeout(CLIENT_TIMEOUT, serving).await })
             .expect("serve did not return after shutdown")
             .expect("serve panicked");
+        assert_no_server_panic();
     }
 }
 
