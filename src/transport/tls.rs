@@ -8,15 +8,21 @@
 //! are on their way:
 //!
 //! ```text
-//! TlsStream { io, tls: Box<Tls>, incoming, outgoing, plain }
-//!   incoming  ciphertext read and not yet processed: a record buffer
-//!             (18.5 KiB, from a per-thread cache) while reading; between
-//!             reads only a partial record is kept, copied to its own size
-//!   outgoing  records encrypted and not yet written: freed once written
-//!   plain     plaintext decrypted and not yet read: freed once read
-//!   tls       the session (keys, sequence numbers, state): what a parked
-//!             or dormant connection keeps beside its fd
+//! TlsStream { io, tls: Box<Tls>, bufs: Option<Box<Buffers>> }
+//!   tls         the session (keys, sequence numbers, state) and, between
+//!               reads, the start of a record that arrived, copied to its
+//!               size: what a parked or dormant connection keeps beside
+//!               its fd
+//!   bufs        while bytes move, from a per-thread cache, given back
+//!               when a read finds nothing:
+//!     incoming  ciphertext read and not yet processed: a record buffer
+//!               (18.5 KiB)
+//!     outgoing  records encrypted and not yet written: freed once written
+//!     plain     plaintext decrypted and not yet read: freed once read
 //! ```
+//!
+//! A waiting stream is thus its transport and two pointers; the lot's
+//! parked slots hold it whole.
 //!
 //! The handshake runs inside the reads (the server waits for the
 //! ClientHello like for a request), so a connection still handshaking is
@@ -56,31 +62,14 @@ const RECORD: usize = 16 * 1024 + 2048 + 5;
 /// The most plaintext encrypted per record.
 const MAX_PLAINTEXT: usize = 16 * 1024;
 
-/// How many record buffers one thread keeps for reuse.
-const CACHED_RECORDS: usize = 16;
+/// How many [`Buffers`] one thread keeps for reuse.
+const CACHED_BUFFERS: usize = 16;
 
 thread_local! {
-    static RECORDS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// A zeroed record buffer of [`RECORD`] bytes, from this thread's cache.
-fn take_record() -> Vec<u8> {
-    RECORDS
-        .with(|cache| cache.borrow_mut().pop())
-        .unwrap_or_else(|| vec![0; RECORD])
-}
-
-/// Gives a record buffer back to this thread's cache (or frees it).
-fn give_record(buf: Vec<u8>) {
-    if buf.len() != RECORD {
-        return;
-    }
-    let _ = RECORDS.try_with(|cache| {
-        let mut cache = cache.borrow_mut();
-        if cache.len() < CACHED_RECORDS {
-            cache.push(buf);
-        }
-    });
+    // Boxed: a stream takes the box itself, so taking and giving back
+    // moves a pointer, never allocates.
+    #[allow(clippy::vec_box)]
+    static BUFFERS: RefCell<Vec<Box<Buffers>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The session: what a TLS connection keeps while it waits.
@@ -128,8 +117,35 @@ pub struct TlsStream<IO> {
 /// transport.
 struct Records {
     tls: Box<Tls>,
+    /// `Some` while bytes move (see [`shed`](TlsStream::shed)).
+    bufs: Option<Box<Buffers>>,
+}
+
+impl Records {
+    /// The session and the buffers, taken from this thread's cache if the
+    /// stream has none; the start of a record the session kept moves into
+    /// them.
+    fn split(&mut self) -> (&mut Tls, &mut Buffers) {
+        let tls = &mut *self.tls;
+        let bufs = self
+            .bufs
+            .get_or_insert_with(|| Buffers::take(std::mem::take(&mut tls.partial)));
+        (tls, bufs)
+    }
+
+    /// The bytes read and not yet processed.
+    fn unprocessed(&self) -> &[u8] {
+        match &self.bufs {
+            Some(bufs) => &bufs.incoming[..bufs.in_len],
+            None => &self.tls.partial,
+        }
+    }
+}
+
+/// What a stream uses while bytes move.
+struct Buffers {
+    /// [`RECORD`] bytes, `in_len` of them filled.
     incoming: Vec<u8>,
-    /// Bytes of `incoming` filled.
     in_len: usize,
     outgoing: Vec<u8>,
     /// Bytes of `outgoing` already written.
@@ -137,6 +153,61 @@ struct Records {
     plain: Vec<u8>,
     /// Bytes of `plain` already read.
     plain_read: usize,
+}
+
+impl Buffers {
+    /// Buffers from this thread's cache (or new ones), holding `partial`
+    /// (the start of a record, shorter than a record) first.
+    fn take(partial: Vec<u8>) -> Box<Buffers> {
+        let mut bufs = BUFFERS
+            .with(|cache| cache.borrow_mut().pop())
+            .unwrap_or_else(|| {
+                Box::new(Buffers {
+                    incoming: vec![0; RECORD],
+                    in_len: 0,
+                    outgoing: Vec::new(),
+                    sent: 0,
+                    plain: Vec::new(),
+                    plain_read: 0,
+                })
+            });
+        let n = partial.len().min(RECORD);
+        bufs.incoming[..n].copy_from_slice(&partial[..n]);
+        bufs.in_len = n;
+        bufs
+    }
+
+    /// Gives quiet buffers back to this thread's cache (or frees them);
+    /// returns the start of a record they held, copied to its size.
+    fn give(mut self: Box<Self>) -> Vec<u8> {
+        let partial = self.incoming[..self.in_len].to_vec();
+        self.in_len = 0;
+        self.outgoing = Vec::new();
+        self.sent = 0;
+        self.plain = Vec::new();
+        self.plain_read = 0;
+        let _ = BUFFERS.try_with(|cache| {
+            let mut cache = cache.borrow_mut();
+            if cache.len() < CACHED_BUFFERS {
+                cache.push(self);
+            }
+        });
+        partial
+    }
+
+    /// Whether no plaintext waits to be read and no record to be written.
+    fn is_quiet(&self) -> bool {
+        self.plain_read == self.plain.len() && self.sent == self.outgoing.len()
+    }
+
+    /// Drops the first `n` processed bytes of `incoming`.
+    fn consume(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.incoming.copy_within(n..self.in_len, 0);
+        self.in_len -= n;
+    }
 }
 
 /// What processing the records at hand led to.
@@ -210,19 +281,10 @@ impl<IO> TlsStream<IO> {
         ))
     }
 
-    fn from_parts(io: IO, mut tls: Box<Tls>) -> Self {
-        let incoming = std::mem::take(&mut tls.partial);
+    fn from_parts(io: IO, tls: Box<Tls>) -> Self {
         TlsStream {
             io,
-            rec: Records {
-                tls,
-                in_len: incoming.len(),
-                incoming,
-                outgoing: Vec::new(),
-                sent: 0,
-                plain: Vec::new(),
-                plain_read: 0,
-            },
+            rec: Records { tls, bufs: None },
         }
     }
 
@@ -249,7 +311,7 @@ impl<IO> TlsStream<IO> {
 
     /// Whether decrypted bytes wait to be read.
     pub(crate) fn has_plain(&self) -> bool {
-        self.rec.plain_read < self.rec.plain.len()
+        (self.rec.bufs.as_ref()).is_some_and(|bufs| bufs.plain_read < bufs.plain.len())
     }
 
     /// Whether a read can make progress without the transport: plaintext
@@ -258,11 +320,13 @@ impl<IO> TlsStream<IO> {
     /// the same read from the socket, which cleared its readiness: a wait
     /// for the socket alone would never see them.
     pub(crate) fn has_buffered(&self) -> bool {
-        let rec = &self.rec;
         self.has_plain()
-            || (rec.in_len >= 5
-                && rec.in_len
-                    >= 5 + usize::from(u16::from_be_bytes([rec.incoming[3], rec.incoming[4]])))
+            || match self.rec.unprocessed() {
+                bytes @ [_, _, _, high, low, ..] => {
+                    bytes.len() >= 5 + usize::from(u16::from_be_bytes([*high, *low]))
+                }
+                _ => false,
+            }
     }
 
     /// The protocol the client and the server agreed on with ALPN.
@@ -278,7 +342,7 @@ impl<IO> TlsStream<IO> {
     /// Whether no plaintext waits to be read and no record to be written:
     /// the session alone is left.
     fn is_quiet(&self) -> bool {
-        self.rec.plain_read == self.rec.plain.len() && self.rec.sent == self.rec.outgoing.len()
+        self.rec.bufs.as_ref().is_none_or(|bufs| bufs.is_quiet())
     }
 
     /// From now on, notes what the handshake negotiates, for
@@ -330,14 +394,13 @@ impl<IO> TlsStream<IO> {
             ));
         }
         loop {
-            let UnbufferedStatus { discard, state } = self
-                .rec
-                .tls
+            let (tls, bufs) = self.rec.split();
+            let UnbufferedStatus { discard, state } = tls
                 .conn
-                .process_tls_records(&mut self.rec.incoming[..self.rec.in_len]);
+                .process_tls_records(&mut bufs.incoming[..bufs.in_len]);
             let step = match state {
                 Err(error) => {
-                    self.consume(discard);
+                    bufs.consume(discard);
                     self.fail();
                     return Err(tls_error(error));
                 }
@@ -348,7 +411,7 @@ impl<IO> TlsStream<IO> {
                         match record {
                             Ok(record) => {
                                 extra += record.discard;
-                                self.rec.plain.extend_from_slice(record.payload);
+                                bufs.plain.extend_from_slice(record.payload);
                             }
                             Err(error) => {
                                 failure = Some(error);
@@ -356,7 +419,7 @@ impl<IO> TlsStream<IO> {
                             }
                         }
                     }
-                    self.consume(discard + extra);
+                    bufs.consume(discard + extra);
                     return match failure {
                         Some(error) => {
                             self.fail();
@@ -367,7 +430,7 @@ impl<IO> TlsStream<IO> {
                 }
                 Ok(ConnectionState::EncodeTlsData(mut data)) => {
                     append(
-                        &mut self.rec.outgoing,
+                        &mut bufs.outgoing,
                         256,
                         |room| data.encode(room),
                         |e| match e {
@@ -387,12 +450,12 @@ impl<IO> TlsStream<IO> {
                 Ok(ConnectionState::WriteTraffic(mut traffic)) => {
                     if write.is_empty() {
                         Some(Ok(Step::NeedRead))
-                    } else if self.rec.tls.closing {
+                    } else if tls.closing {
                         Some(Ok(Step::Closed))
                     } else {
                         let chunk = &write[..write.len().min(MAX_PLAINTEXT)];
                         append(
-                            &mut self.rec.outgoing,
+                            &mut bufs.outgoing,
                             chunk.len() + 64,
                             |room| traffic.encrypt(chunk, room),
                             |e| match e {
@@ -404,11 +467,11 @@ impl<IO> TlsStream<IO> {
                     }
                 }
                 Ok(ConnectionState::PeerClosed) => {
-                    self.rec.tls.eof = true;
+                    tls.eof = true;
                     Some(Ok(Step::Eof))
                 }
                 Ok(ConnectionState::Closed) => {
-                    self.rec.tls.eof = true;
+                    tls.eof = true;
                     Some(Ok(Step::Closed))
                 }
                 // Early data is never enabled here, and later states are
@@ -417,7 +480,7 @@ impl<IO> TlsStream<IO> {
                     "unexpected TLS connection state".into(),
                 ))),
             };
-            self.consume(discard);
+            bufs.consume(discard);
             match step {
                 Some(Ok(step)) => return Ok(step),
                 Some(Err(error)) => {
@@ -438,51 +501,30 @@ impl<IO> TlsStream<IO> {
     /// empty buffer in their place (handshake messages it has started to
     /// join are ranges of the old one: it would index out of bounds).
     fn fail(&mut self) {
-        self.rec.tls.failed = true;
-        self.rec.in_len = 0;
-        while self.rec.tls.conn.wants_write() {
-            let status = self.rec.tls.conn.process_tls_records(&mut []);
+        let (tls, bufs) = self.rec.split();
+        tls.failed = true;
+        bufs.in_len = 0;
+        while tls.conn.wants_write() {
+            let status = tls.conn.process_tls_records(&mut []);
             let Ok(ConnectionState::EncodeTlsData(mut data)) = status.state else {
                 return;
             };
-            let start = self.rec.outgoing.len();
-            match data.encode(room(&mut self.rec.outgoing, 64)) {
-                Ok(n) => self.rec.outgoing.truncate(start + n),
+            let start = bufs.outgoing.len();
+            match data.encode(room(&mut bufs.outgoing, 64)) {
+                Ok(n) => bufs.outgoing.truncate(start + n),
                 Err(_) => {
-                    self.rec.outgoing.truncate(start);
+                    bufs.outgoing.truncate(start);
                     return;
                 }
             }
         }
     }
 
-    /// Drops the first `n` processed bytes of `incoming`.
-    fn consume(&mut self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        self.rec.incoming.copy_within(n..self.rec.in_len, 0);
-        self.rec.in_len -= n;
-    }
-
-    /// Gives back what the stream holds while it waits: a record buffer
-    /// with no byte in it, or with the start of a record (kept, copied to
-    /// its size), and written or read buffers.
+    /// Before a wait: gives the buffers back if they are quiet; the start
+    /// of a record they hold stays with the session, copied to its size.
     fn shed(&mut self) {
-        if self.rec.incoming.len() == RECORD {
-            let buf = std::mem::take(&mut self.rec.incoming);
-            if self.rec.in_len > 0 {
-                self.rec.incoming = buf[..self.rec.in_len].to_vec();
-            }
-            give_record(buf);
-        }
-        if self.rec.plain_read == self.rec.plain.len() && self.rec.plain.capacity() > 0 {
-            self.rec.plain = Vec::new();
-            self.rec.plain_read = 0;
-        }
-        if self.rec.sent == self.rec.outgoing.len() && self.rec.outgoing.capacity() > 0 {
-            self.rec.outgoing = Vec::new();
-            self.rec.sent = 0;
+        if let Some(bufs) = self.rec.bufs.take_if(|bufs| bufs.is_quiet()) {
+            self.rec.tls.partial = bufs.give();
         }
     }
 }
@@ -490,17 +532,19 @@ impl<IO> TlsStream<IO> {
 impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
     /// Writes `outgoing` to the transport until it is empty.
     fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while self.rec.sent < self.rec.outgoing.len() {
-            let n =
-                ready!(Pin::new(&mut self.io).poll_write(cx, &self.rec.outgoing[self.rec.sent..]))?;
+        let Some(bufs) = self.rec.bufs.as_deref_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        while bufs.sent < bufs.outgoing.len() {
+            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &bufs.outgoing[bufs.sent..]))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
-            self.rec.sent += n;
+            bufs.sent += n;
         }
-        if self.rec.outgoing.capacity() > 0 {
-            self.rec.outgoing = Vec::new();
-            self.rec.sent = 0;
+        if bufs.outgoing.capacity() > 0 {
+            bufs.outgoing = Vec::new();
+            bufs.sent = 0;
         }
         Poll::Ready(Ok(()))
     }
@@ -508,18 +552,14 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
     /// Reads more records from the transport: `Ready(Ok(false))` at its
     /// end.
     fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
-        if self.rec.incoming.len() != RECORD {
-            let mut buf = take_record();
-            buf[..self.rec.in_len].copy_from_slice(&self.rec.incoming[..self.rec.in_len]);
-            self.rec.incoming = buf;
-        }
-        if self.rec.in_len == RECORD {
+        let (_, bufs) = self.rec.split();
+        if bufs.in_len == RECORD {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "TLS record larger than the protocol allows",
             )));
         }
-        let mut read = ReadBuf::new(&mut self.rec.incoming[self.rec.in_len..]);
+        let mut read = ReadBuf::new(&mut bufs.incoming[bufs.in_len..]);
         match Pin::new(&mut self.io).poll_read(cx, &mut read) {
             Poll::Pending => {
                 self.shed();
@@ -527,7 +567,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
             }
             Poll::Ready(Ok(())) => {
                 let n = read.filled().len();
-                self.rec.in_len += n;
+                bufs.in_len += n;
                 Poll::Ready(Ok(n > 0))
             }
             Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
@@ -536,14 +576,13 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
 
     /// Copies waiting plaintext into `buf`.
     fn read_plain(&mut self, buf: &mut ReadBuf<'_>) {
-        let n = buf
-            .remaining()
-            .min(self.rec.plain.len() - self.rec.plain_read);
-        buf.put_slice(&self.rec.plain[self.rec.plain_read..self.rec.plain_read + n]);
-        self.rec.plain_read += n;
-        if self.rec.plain_read == self.rec.plain.len() {
-            self.rec.plain.clear();
-            self.rec.plain_read = 0;
+        let (_, bufs) = self.rec.split();
+        let n = buf.remaining().min(bufs.plain.len() - bufs.plain_read);
+        buf.put_slice(&bufs.plain[bufs.plain_read..bufs.plain_read + n]);
+        bufs.plain_read += n;
+        if bufs.plain_read == bufs.plain.len() {
+            bufs.plain.clear();
+            bufs.plain_read = 0;
         }
     }
 }
@@ -556,7 +595,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         loop {
-            if this.rec.plain_read < this.rec.plain.len() {
+            if this.has_plain() {
                 this.read_plain(buf);
                 return Poll::Ready(Ok(()));
             }
@@ -582,7 +621,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
                 // the stream, as clients that just close expect; a record
                 // cut short is an error.
                 this.rec.tls.eof = true;
-                if this.rec.in_len > 0 {
+                if !this.rec.unprocessed().is_empty() {
                     return Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         "the peer closed the connection in the middle of a TLS record",
@@ -640,19 +679,18 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if !this.rec.tls.closing {
-            this.rec.tls.closing = true;
+            let (tls, bufs) = this.rec.split();
+            tls.closing = true;
             // `close_notify`, if the session got that far; a handshake cut
             // short just closes.
-            let status = this
-                .rec
-                .tls
+            let status = tls
                 .conn
-                .process_tls_records(&mut this.rec.incoming[..this.rec.in_len]);
+                .process_tls_records(&mut bufs.incoming[..bufs.in_len]);
             if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
-                let start = this.rec.outgoing.len();
-                match traffic.queue_close_notify(room(&mut this.rec.outgoing, 64)) {
-                    Ok(n) => this.rec.outgoing.truncate(start + n),
-                    Err(_) => this.rec.outgoing.truncate(start),
+                let start = bufs.outgoing.len();
+                match traffic.queue_close_notify(room(&mut bufs.outgoing, 64)) {
+                    Ok(n) => bufs.outgoing.truncate(start + n),
+                    Err(_) => bufs.outgoing.truncate(start),
                 }
             }
         }
@@ -707,7 +745,6 @@ where
             ));
         }
         self.shed();
-        self.rec.tls.partial = std::mem::take(&mut self.rec.incoming);
         Ok(DormantTls {
             fd: self.io.into_dormant()?,
             tls: self.rec.tls,
@@ -729,8 +766,10 @@ where
 
     fn close_dormant(mut dormant: DormantTls<IO::Dormant>) {
         // `close_notify`, if the handshake is done and the socket takes
-        // the few bytes at once; a close without it otherwise.
-        let status = dormant.tls.conn.process_tls_records(&mut []);
+        // the few bytes at once; a close without it otherwise. (rustls is
+        // given the bytes it was given last, as it must be.)
+        let tls = &mut *dormant.tls;
+        let status = tls.conn.process_tls_records(&mut tls.partial);
         if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
             let mut alert = [0; 64];
             if let Ok(n) = traffic.queue_close_notify(&mut alert) {
