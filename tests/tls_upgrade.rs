@@ -4,7 +4,8 @@
 //! tokio-rustls under the client, certificates made with rcgen), and
 //! upgraded TLS streams that sleep in the parking lot with their session
 //! between messages: woken by each message, by the client's close (a close
-//! frame, `close_notify`, a bare TCP close) and by graceful shutdown.
+//! frame, `close_notify`, a bare TCP close), by graceful shutdown, and at
+//! once when their session holds bytes no socket event will announce.
 //! `examples/websocket.rs`'s handler serves wss:// from PEM files.
 //!
 //! Built only with a crypto provider (features `tls` or `tls-ring`), as
@@ -870,4 +871,150 @@ fn websocket_example_closes_with_1009_over_tls() {
         next_message(&mut ws).is_none(),
         "the session ends with close_notify"
     );
+}
+
+// Bytes a sleeping stream's session holds: a TLS stream can go to sleep
+// with plaintext or a whole record that no socket event will announce,
+// which must wake it at once, as an `Upgraded`'s leftover bytes do.
+
+/// 8. The first WebSocket frame in a TLS record of its own, in the same
+///    TCP write as the upgrade request: hyper reads the request's record
+///    only, and the session decrypts the frame's when hyper writes the
+///    101. The stream is handed off with that plaintext in its session;
+///    put to sleep at once, it must be handed back at once, not failed.
+#[test]
+fn frame_in_a_record_of_its_own_after_the_upgrade_request() {
+    let _fds = shared();
+    early_frame_to_a_sleeping_websocket(Early::TwoRecords);
+}
+
+/// Puts `stream` to sleep in the lot; each wake-up reads once
+/// (`read_pooled`) and echoes what it read but dashes, which it drops: a
+/// read of dashes alone writes nothing. Reports how a wake-up that is not
+/// a read ended.
+fn sleep_echo_but_dashes(lot: Lot, stream: Upgraded, events: Sender<String>) {
+    lot.clone().sleep(stream, move |woken| async move {
+        let mut stream = match woken {
+            Woken::Readable(stream) => stream,
+            other => return drop(events.send(format!("woken: {other:?}"))),
+        };
+        match stream.read_pooled().await {
+            Ok(Some(bytes)) => {
+                let echo: Vec<u8> = bytes.iter().copied().filter(|&b| b != b'-').collect();
+                drop(bytes);
+                if !echo.is_empty() {
+                    if let Err(error) = stream.write_all(&echo).await {
+                        return drop(events.send(format!("write failed: {error}")));
+                    }
+                }
+                sleep_echo_but_dashes(lot, stream, events);
+            }
+            Ok(None) => drop(events.send("end".to_owned())),
+            Err(error) => drop(events.send(format!("read failed: {error}"))),
+        }
+    });
+}
+
+/// An upgrade service (the echo protocol of [`UPGRADE`]) whose streams
+/// sleep as [`sleep_echo_but_dashes`] has them; returns it, the lot once a
+/// stream was handed off, and what the streams report.
+fn echo_but_dashes() -> (
+    impl Servable<Empty<Bytes>>,
+    Arc<Mutex<Option<Lot>>>,
+    mpsc::Receiver<String>,
+) {
+    let (events_tx, events) = mpsc::channel();
+    let lot_seen = Arc::new(Mutex::new(None));
+    let service = {
+        let lot_seen = lot_seen.clone();
+        service_fn(move |mut req: Request<dormant::Body>| {
+            let upgrade = upgrade::on(&mut req).expect("an upgrade request");
+            let (lot_seen, events) = (lot_seen.clone(), events_tx.clone());
+            tokio::spawn(async move {
+                let parts = upgrade.await.expect("hand-off");
+                *lot_seen.lock().unwrap() = Some(parts.lot.clone());
+                let lot = parts.lot.clone();
+                sleep_echo_but_dashes(lot, Upgraded::from(parts), events);
+            });
+            async {
+                Ok::<_, Infallible>(
+                    Response::builder()
+                        .status(StatusCode::SWITCHING_PROTOCOLS)
+                        .header(CONNECTION, "upgrade")
+                        .header(header::UPGRADE, "echo")
+                        .body(Empty::new())
+                        .unwrap(),
+                )
+            }
+        })
+    };
+    (service, lot_seen, events)
+}
+
+/// Reads `n` bytes of plaintext; if they do not come, panics saying what
+/// the server's stream reported.
+fn read_echo(tls: &mut Tls, n: usize, events: &mpsc::Receiver<String>) -> Vec<u8> {
+    let mut buf = vec![0; n];
+    let read = client_rt()
+        .block_on(async { tokio::time::timeout(CLIENT_TIMEOUT, tls.read_exact(&mut buf)).await });
+    match read {
+        Ok(Ok(_)) => buf,
+        Ok(Err(error)) => panic!(
+            "the echo: {error}; the server's stream: {:?}",
+            events.recv_timeout(CLIENT_TIMEOUT)
+        ),
+        Err(_) => panic!(
+            "the echo: timed out; the server's stream: {:?}",
+            events.try_recv()
+        ),
+    }
+}
+
+/// Sends `records` (two TLS records) in one TCP write to a stream of
+/// [`echo_but_dashes`] asleep in the lot, and reads the echo `want`; then
+/// the stream sleeps again. Three times, on one connection.
+fn records_together_at_a_sleeping_stream(records: [&str; 2], want: &str) {
+    let cert = Cert::new();
+    let (service, lot, events) = echo_but_dashes();
+    let srv = serve_tls(&cert, service);
+    let sleeping = || lot.lock().unwrap().as_ref().map_or(0, Lot::sleeping);
+    let mut tls = tls_connect(srv.addr, &cert.client(&TLS13));
+    tls_send(&mut tls, UPGRADE.as_bytes());
+    let (head, rest) = tls_read_head(&mut tls);
+    assert_eq!((head.as_str(), rest.as_slice()), (SWITCHED, &b""[..]));
+    wait("asleep", || sleeping() == 1);
+    for _ in 0..3 {
+        let sent = in_one_write(&mut tls, |tls| {
+            for record in records {
+                tls_send(tls, record.as_bytes());
+            }
+        });
+        assert_eq!(sent.len(), 2, "{records:?}: {sent:?}");
+        assert_eq!(read_echo(&mut tls, want.len(), &events), want.as_bytes());
+        wait("asleep again", || sleeping() == 1);
+    }
+    assert!(events.try_recv().is_err(), "nothing ended");
+}
+
+/// 9. Two TLS records reach a sleeping upgraded stream in one TCP write.
+///    It wakes, reads once (the first record), and writes the echo: to
+///    encrypt it, the session first processes what it holds, and decrypts
+///    the second record. Going back to sleep with that plaintext unread,
+///    the stream must be handed back at once, as with leftover bytes, not
+///    failed (which closes it and loses the bytes): both are answered.
+#[test]
+fn plaintext_decrypted_by_a_write_wakes_the_sleeping_stream_at_once() {
+    let _fds = shared();
+    records_together_at_a_sleeping_stream(["first ", "second"], "first second");
+}
+
+/// 10. As 9, but the first record needs no answer ("-"), so nothing is
+///     written: the second stays a whole record in the session, its bytes
+///     already read from the socket with the first. Going back to sleep
+///     with it, the stream must be handed back at once: no socket event
+///     will ever announce those bytes.
+#[test]
+fn a_record_left_in_the_session_wakes_the_sleeping_stream_at_once() {
+    let _fds = shared();
+    records_together_at_a_sleeping_stream(["-", "x"], "x");
 }
