@@ -363,6 +363,24 @@ impl Harness<PathBuf> {
 }
 
 impl<A> Harness<A> {
+    /// Serves `service` on a listener of the test's own (a
+    /// `dormant::tls::TlsListener`, say): `bind` runs on the harness's
+    /// runtime and returns the listener and the address clients connect
+    /// to.
+    pub fn start_listener<L, S, B, Fut>(
+        builder: &dormant::Builder,
+        service: S,
+        bind: impl FnOnce() -> Fut,
+    ) -> Harness<A>
+    where
+        L: dormant::Listener,
+        Fut: Future<Output = (L, A)>,
+        S: Servable<B>,
+        B: ResponseBody,
+    {
+        Harness::start_on(builder, service, None, |rt| rt.block_on(bind()))
+    }
+
     fn start_on<L, S, B>(
         builder: &dormant::Builder,
         service: S,
