@@ -482,7 +482,10 @@ impl Lot {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let callback: Box<dyn Callback> = Box::new(callback);
-        if !stream.leftover.is_empty() {
+        // Bytes already read (by hyper, or into a TLS session, where a
+        // write decrypts what came with the records before it) would wait
+        // for a readiness the socket never gives again.
+        if !stream.leftover.is_empty() || stream.stream.has_buffered() {
             return callback.call(Woken::Readable(stream));
         }
         match &self.0 {

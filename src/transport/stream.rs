@@ -82,6 +82,18 @@ impl Stream {
             Kind::Tls(stream) => stream.get_ref().poll_read_ready(cx),
         }
     }
+
+    /// Whether a read can return bytes the socket no longer has: the
+    /// plaintext or whole records a TLS session holds (see
+    /// [`TlsStream::has_buffered`](super::TlsStream)). Such a stream must
+    /// not wait for the socket.
+    pub(crate) fn has_buffered(&self) -> bool {
+        match &self.0 {
+            Kind::Tcp(_) | Kind::Unix(_) => false,
+            #[cfg(feature = "tls-no-provider")]
+            Kind::Tls(stream) => stream.has_buffered(),
+        }
+    }
 }
 
 impl From<TcpStream> for Stream {

@@ -737,9 +737,11 @@ where
     }
 
     fn into_dormant(mut self) -> io::Result<DormantTls<IO::Dormant>> {
-        if !self.is_quiet() {
-            // The driver parks only quiet connections: a read found
-            // nothing, and every write was flushed.
+        if !self.is_quiet() || self.has_buffered() {
+            // The driver parks only quiet connections (a read found
+            // nothing, and every write was flushed), and the upgrade lot
+            // hands back a stream with bytes to read: a record held here
+            // would wait for a readiness the socket never gives again.
             return Err(io::Error::other(
                 "a TLS connection with data on its way cannot park",
             ));
