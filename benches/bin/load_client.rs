@@ -34,13 +34,15 @@
 //! connected conns=5000 connect_errors=0 slow_connects=0 max_connect_ms=1.2 ramp_ms=2500
 //! window start
 //! window end
-//! result requests=500123 p50_us=61.2 p99_us=140.3 p999_us=410.0 max_us=1200.5 errors=0 alive=5000
+//! result requests=500123 p50_us=61.2 p99_us=140.3 p999_us=410.0 max_us=1200.5 errors=0 alive=5000 client_ticks=840
 //! ```
 //!
 //! and exits after the last line, closing its connections with a reset
 //! (zero linger, so that no `TIME_WAIT` outlives the run). `alive` counts
 //! the connections still open at the window's end; `errors` counts every
-//! failure of the run, connects included.
+//! failure of the run, connects included; `client_ticks` is the client's
+//! own CPU time in the window (clock ticks, `/proc/self/stat`), to show
+//! whether it kept up.
 //!
 //! One thread on a current-thread runtime: the script pins the client to
 //! one CPU, where a multi-thread runtime's workers would only share that
@@ -171,14 +173,16 @@ async fn run(args: Args) -> ExitCode {
     shared.window.set(Some((start.into_std(), end.into_std())));
     sleep_until(start).await;
     println!("window start");
+    let ticks = cpu_ticks();
     sleep_until(end).await;
     println!("window end");
+    let ticks = cpu_ticks().zip(ticks).map(|(end, start)| end - start);
     shared.stop.set(true);
 
     let histogram = shared.latencies.borrow();
     let us = |q: f64| histogram.quantile(q) as f64 / 1e3;
     println!(
-        "result requests={} p50_us={:.1} p99_us={:.1} p999_us={:.1} max_us={:.1} errors={} alive={}",
+        "result requests={} p50_us={:.1} p99_us={:.1} p999_us={:.1} max_us={:.1} errors={} alive={} client_ticks={}",
         histogram.count(),
         us(0.5),
         us(0.99),
@@ -186,8 +190,21 @@ async fn run(args: Args) -> ExitCode {
         us(1.0),
         shared.errors.get(),
         shared.alive.get(),
+        ticks.map_or_else(|| "?".to_owned(), |t| t.to_string()),
     );
     ExitCode::SUCCESS
+}
+
+/// The client's own user + system CPU time so far, in clock ticks (from
+/// `/proc/self/stat`), to show whether it kept up; `None` if unreadable.
+fn cpu_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields 14 and 15, counted after the command name's closing parenthesis
+    // (field 2, which may hold spaces).
+    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split(' ').skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some(user + system)
 }
 
 /// Spawns one task per connection, at most `connect_rate` a second, and
