@@ -102,7 +102,11 @@ trap 'exit 130' INT TERM
 # clock ticks (no subprocess, so that it reads the instant it is called).
 cpu() {
     local -a f
-    read -r -a f <"/proc/$1/stat"
+    if ! read -r -a f 2>/dev/null <"/proc/$1/stat"; then
+        echo "load.sh: the server (pid $1) is gone:" >&2
+        cat "$tmp/server.log" >&2
+        exit 1
+    fi
     ticks=$((f[13] + f[14]))
 }
 
@@ -157,7 +161,7 @@ start() {
 # start with WORD, within TIMEOUT seconds.
 next_line() {
     if ! read -r -t "$2" line <&3; then
-        echo "load.sh: no '$1' line from the client within $2 s" >&2
+        echo "load.sh: no '$1' line from the client (it ended, or took over $2 s)" >&2
         exit 1
     fi
     case $line in
