@@ -6,6 +6,7 @@
 //! curl --unix-socket /tmp/hello.sock http://localhost/
 //! RUST_LOG=dormant=debug cargo run --example hello
 //! PARK_AFTER_MS=100 cargo run --release --example hello   # benches/wrk.sh
+//! DORMANT_AFTER_MS=off cargo run --release --example hello # benches/load.sh
 //! PEER_ADDR=on cargo run --release --example hello         # benches/instructions.sh
 //! ```
 //!
@@ -14,13 +15,17 @@
 //! refuses to start if a file is already there).
 //!
 //! `PARK_AFTER_MS` sets [`park_after`](dormant::Builder::park_after) in
-//! milliseconds (`none`: never park); it exists for the `park_after` sweep
-//! of `benches/wrk.sh`. `PEER_ADDR=on` turns the
+//! milliseconds (`off` or `none`: never park); it exists for the
+//! `park_after` sweep of `benches/wrk.sh` and the ablations of
+//! `benches/load.sh`. `DORMANT_AFTER_MS` sets
+//! [`dormant_after`](dormant::Builder::dormant_after) the same way (`off` or
+//! `none`: parked connections stay in tokio). `PEER_ADDR=on` turns the
 //! [`PeerAddr`](dormant::PeerAddr) extension on, to measure its cost.
 //! `TOKIO_WORKER_THREADS` sets the number of runtime threads, as for any
 //! `#[tokio::main]` program.
 
 use std::convert::Infallible;
+use std::time::Duration;
 
 use dormant::Listener;
 use http::{Request, Response};
@@ -70,16 +75,30 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// The server, with the settings the benches vary.
 fn server() -> Result<dormant::Server, Box<dyn std::error::Error>> {
     let mut builder = dormant::Server::builder();
-    if let Ok(ms) = std::env::var("PARK_AFTER_MS") {
-        builder.park_after(match ms.as_str() {
-            "none" => None,
-            ms => Some(std::time::Duration::from_millis(ms.parse()?)),
-        });
+    if let Some(after) = millis("PARK_AFTER_MS")? {
+        builder.park_after(after);
+    }
+    if let Some(after) = millis("DORMANT_AFTER_MS")? {
+        builder.dormant_after(after);
     }
     if std::env::var("PEER_ADDR").is_ok_and(|v| v == "on") {
         builder.peer_addr(true);
     }
     Ok(builder.build()?)
+}
+
+/// Reads a duration in milliseconds from the environment variable `name`:
+/// `None` if it is unset, `Some(None)` for `off` or `none`.
+fn millis(name: &str) -> Result<Option<Option<Duration>>, Box<dyn std::error::Error>> {
+    let Ok(ms) = std::env::var(name) else {
+        return Ok(None);
+    };
+    Ok(Some(match ms.as_str() {
+        "off" | "none" => None,
+        ms => Some(Duration::from_millis(
+            ms.parse().map_err(|e| format!("{name}={ms}: {e}"))?,
+        )),
+    }))
 }
 
 /// Serves until Ctrl-C, then shuts down gracefully.

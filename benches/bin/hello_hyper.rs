@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Not an example of dormant: it lives with the benches that run it
-//! (`benches/wrk.sh`, `benches/syscalls.sh`, `benches/instructions.sh`) and
+//! (`benches/wrk.sh`, `benches/syscalls.sh`, `benches/instructions.sh`,
+//! `benches/load.sh`) and
 //! is declared in Cargo.toml as the example `hello_hyper`, so that cargo
 //! builds it with the dev-dependencies. It and `hello` both run on tokio's
 //! multi-thread runtime, which takes its worker count from

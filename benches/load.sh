@@ -1,0 +1,320 @@
+#!/bin/bash
+# Keep-alive connections that think between requests: server CPU time per
+# request, latency and RSS per connection of dormant (examples/hello.rs)
+# against hyper-util (benches/bin/hello_hyper.rs), interleaved in one run.
+#
+#   benches/load.sh [ROUNDS] [WINDOW]       # default 3 rounds, 20 s window: the full matrix (~27 min)
+#   CELLS="5000:3" VARIANTS=default benches/load.sh 1 10
+#   CELLS="200:0.2 200:3" benches/load.sh 1 5   # a smoke run
+#
+# CELLS lists the cells as CONNS:THINK (THINK in seconds), default
+# "5000:0.005 5000:0.2 5000:3 15000:3". VARIANTS lists the dormant servers run
+# in each cell against hyper-util, default "default park_off dormant_off":
+# `default` is examples/hello with its defaults, `park_off` sets
+# PARK_AFTER_MS=off (park_after(None): connections keep hyper, never park),
+# `dormant_off` DORMANT_AFTER_MS=off (dormant_after(None): parked connections
+# stay in tokio, never DORMANT).
+#
+# A run: the server starts with one tokio worker thread
+# (TOKIO_WORKER_THREADS=1), pinned to CPU SERVER_CPU (default 0); its RSS is
+# read (VmRSS, /proc/PID/status). The client (benches/bin/load_client.rs, a
+# process of its own, one thread, pinned to CPU CLIENT_CPU, default 1) opens
+# CONNS keep-alive connections, CONNECT_RATE a second (default 2,000, so the
+# accept queue never overflows); each sends `GET /` after a think time drawn
+# from an exponential distribution of mean THINK, reads the response, and
+# thinks again. Then the warm-up: WARMUP seconds (default per cell
+# max(5, 4 THINK): a few think times, past dormant_after's 1 s). Then the
+# window: WINDOW seconds in which the client counts the requests that
+# complete and their latency (from before the request's write to the
+# response's last byte). The client prints `window start` and `window end`
+# at those instants; the script then reads the server's CPU time (user +
+# system, /proc/PID/stat, in clock ticks: 10 ms) and, at the start, its RSS.
+#
+# A round runs hyper-util and each variant once, one after the other, each
+# in a fresh server process; the order alternates from round to round
+# (variants then hyper-util in odd rounds, hyper-util then the variants in
+# reverse in even ones). Printed per run: requests in the window, requests/s,
+# the server's and the client's CPU use in the window (% of a core: a
+# server at 100 is saturated, a client near 100 may not keep up), server CPU
+# µs per request, latency p50/p99/p99.9 (µs), RSS per connection
+# ((RSS with the connections open - RSS before) / connections, bytes) and
+# errors; per round the ratios variant / hyper-util of the same round; per
+# cell the median of those per-round ratios and their range; at the end a
+# summary of every cell's medians. Expect about CONNS x WINDOW / THINK
+# requests in a window when THINK is far above the latency (tokio's 1 ms
+# timer adds ~0.5 ms to each think time, which counts at THINK = 5 ms; at
+# 5,000 connections and 5 ms the server's core saturates instead).
+#
+# Connect errors, slow connects (over 500 ms: a dropped SYN), failed
+# requests (malformed response, close, no response in 10 s; never retried)
+# and anything a server prints are reported on stderr and in the errors
+# column. Every wait is bounded; servers and clients are killed on exit.
+# Needs bash, taskset (util-linux) and a free port (LOAD_ADDR, default
+# 127.0.0.1:3921); raises `ulimit -n` to the hard limit (CONNS + 64 must
+# fit); CARGO_TARGET_DIR is honoured.
+set -euo pipefail
+
+ROUNDS=${1:-3}
+WINDOW=${2:-20}
+CELLS=${CELLS:-"5000:0.005 5000:0.2 5000:3 15000:3"}
+VARIANTS=${VARIANTS:-"default park_off dormant_off"}
+ADDR=${LOAD_ADDR:-127.0.0.1:3921}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
+CONNECT_RATE=${CONNECT_RATE:-2000}
+HZ=$(getconf CLK_TCK)
+
+cd "$(dirname "$0")/.."
+cargo build --release --quiet --example hello --example hello_hyper --example load_client
+TARGET=${CARGO_TARGET_DIR:-target}/release/examples
+
+ulimit -n "$(ulimit -Hn)"
+for cell in $CELLS; do
+    if [ $((${cell%%:*} + 64)) -gt "$(ulimit -n)" ]; then
+        echo "load.sh: cell $cell: ${cell%%:*} connections do not fit in ulimit -n $(ulimit -n)" >&2
+        exit 1
+    fi
+done
+for variant in $VARIANTS; do
+    case $variant in
+    default | park_off | dormant_off) ;;
+    *)
+        echo "load.sh: unknown variant $variant (default, park_off, dormant_off)" >&2
+        exit 1
+        ;;
+    esac
+done
+
+tmp=$(mktemp -d)
+mkfifo "$tmp/client"
+server=""
+client=""
+cleanup() {
+    for p in $client $server; do
+        kill "$p" 2>/dev/null || true
+    done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# cpu PID: sets $ticks to the process's user + system time so far, in
+# clock ticks (no subprocess, so that it reads the instant it is called).
+cpu() {
+    local -a f
+    if ! read -r -a f 2>/dev/null <"/proc/$1/stat"; then
+        echo "load.sh: the server (pid $1) is gone:" >&2
+        cat "$tmp/server.log" >&2
+        exit 1
+    fi
+    ticks=$((f[13] + f[14]))
+}
+
+# rss PID: the process's resident set, in KiB.
+rss() {
+    awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
+}
+
+# calc EXPR: prints the value of an awk expression.
+calc() {
+    awk "BEGIN { print $1 }"
+}
+
+# stop PID: terminates PID and waits for it, at most 5 s before SIGKILL.
+stop() {
+    kill "$1" 2>/dev/null || true
+    i=0
+    while kill -0 "$1" 2>/dev/null && [ "$i" -lt 100 ]; do
+        sleep 0.05
+        i=$((i + 1))
+    done
+    kill -KILL "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
+
+# start VARIANT: starts the server of VARIANT (hyper, or a dormant variant)
+# on ADDR, pinned, and waits until it listens; sets $server.
+start() {
+    local bin=hello
+    local -a vars=()
+    case $1 in
+    hyper) bin=hello_hyper ;;
+    park_off) vars=(PARK_AFTER_MS=off) ;;
+    dormant_off) vars=(DORMANT_AFTER_MS=off) ;;
+    esac
+    env -u PARK_AFTER_MS -u DORMANT_AFTER_MS -u PEER_ADDR -u RUST_LOG "${vars[@]}" \
+        TOKIO_WORKER_THREADS=1 taskset -c "$SERVER_CPU" "$TARGET/$bin" "$ADDR" >"$tmp/server.log" 2>&1 &
+    server=$!
+    local i=0
+    until grep -q "^listening on" "$tmp/server.log"; do
+        i=$((i + 1))
+        if [ "$i" -gt 200 ] || ! kill -0 "$server" 2>/dev/null; then
+            echo "load.sh: $bin did not start:" >&2
+            cat "$tmp/server.log" >&2
+            exit 1
+        fi
+        sleep 0.05
+    done
+}
+
+# next_line WORD TIMEOUT: reads the client's next line into $line, which must
+# start with WORD, within TIMEOUT seconds.
+next_line() {
+    if ! read -r -t "$2" line <&3; then
+        echo "load.sh: no '$1' line from the client (it ended, or took over $2 s)" >&2
+        exit 1
+    fi
+    case $line in
+    "$1"*) ;;
+    *)
+        echo "load.sh: expected '$1' from the client, got: $line" >&2
+        exit 1
+        ;;
+    esac
+}
+
+# run VARIANT CONNS THINK WARMUP: one run; sets res[...] (the client's
+# result fields) and cpu_us, srv_pct, cli_pct, rss_conn, note.
+run() {
+    local conns=$2 ramp limit rss0 rss1 c0 c1 kv
+    start "$1"
+    rss0=$(rss "$server")
+    ramp=$((conns / CONNECT_RATE + 1))
+    limit=$(calc "int($ramp + $4 + $WINDOW + 60)")
+    timeout -s KILL "$limit" taskset -c "$CLIENT_CPU" \
+        "$TARGET/load_client" "$ADDR" "$conns" "$3" "$4" "$WINDOW" "$CONNECT_RATE" >"$tmp/client" &
+    client=$!
+    exec 3<"$tmp/client"
+    next_line connected $((ramp + 15))
+    declare -gA res=()
+    for kv in ${line#connected }; do
+        res[${kv%%=*}]=${kv#*=}
+    done
+    next_line "window start" "$(calc "int($4 + 10)")"
+    cpu "$server"
+    c0=$ticks
+    rss1=$(rss "$server")
+    next_line "window end" $((${WINDOW%.*} + 10))
+    cpu "$server"
+    c1=$ticks
+    next_line result 30
+    for kv in ${line#result }; do
+        res[${kv%%=*}]=${kv#*=}
+    done
+    exec 3<&-
+    wait "$client" || true
+    client=""
+    if ! kill -0 "$server" 2>/dev/null; then
+        echo "load.sh: the $1 server died:" >&2
+        cat "$tmp/server.log" >&2
+        exit 1
+    fi
+    stop "$server"
+    server=""
+
+    cpu_us=$(calc "${res[requests]} ? ($c1 - $c0) / $HZ * 1e6 / ${res[requests]} : 0")
+    srv_pct=$(printf %.0f "$(calc "($c1 - $c0) / $HZ / $WINDOW * 100")")
+    cli_pct="?"
+    if [ "${res[client_ticks]}" != "?" ]; then
+        cli_pct=$(printf %.0f "$(calc "${res[client_ticks]} / $HZ / $WINDOW * 100")")
+    fi
+    rss_conn=$(calc "int(($rss1 - $rss0) * 1024 / ${res[conns]})")
+    note=""
+    if [ "${res[errors]}" != 0 ] || [ "${res[alive]}" != "$conns" ] || [ "${res[slow_connects]}" != 0 ]; then
+        note="!"
+        echo "load.sh: WARNING: $1, $conns connections: ${res[connect_errors]} connect errors," \
+            "${res[slow_connects]} slow connects, ${res[errors]} errors, ${res[alive]} alive at the end" >&2
+    fi
+    if grep -qv "^listening on" "$tmp/server.log"; then
+        note="!"
+        echo "load.sh: WARNING: the $1 server printed:" >&2
+        grep -v "^listening on" "$tmp/server.log" | head -5 >&2
+    fi
+}
+
+# median: the median of the numbers on stdin, one a line.
+median() {
+    sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# name VARIANT: the server's name in the tables.
+name() {
+    case $1 in
+    hyper) echo hyper-util ;;
+    default) echo dormant ;;
+    *) echo "$1" ;;
+    esac
+}
+
+row='%-6s %-25s %9s %9s %6s %6s %10s %9s %9s %9s %11s %7s\n'
+declare -A m=() # m[cell variant round metric]
+summary=""
+echo "load bench: servers with 1 worker thread on CPU $SERVER_CPU, client on CPU $CLIENT_CPU," \
+    "$ROUNDS rounds, window ${WINDOW}s, $CONNECT_RATE connects/s"
+for cell in $CELLS; do
+    conns=${cell%%:*}
+    think=${cell#*:}
+    warmup=${WARMUP:-$(calc "($think * 4 > 5) ? $think * 4 : 5")}
+    echo
+    echo "cell: $conns connections, think time Exp(mean ${think}s) (offered ~$(calc "int($conns / $think)") requests/s), warm-up ${warmup}s"
+    # shellcheck disable=SC2059
+    printf "$row" round server requests req/s "srv %" "cli %" "cpu µs/req" "p50 µs" "p99 µs" "p99.9 µs" "RSS B/conn" errors
+    for r in $(seq "$ROUNDS"); do
+        if [ $((r % 2)) = 1 ]; then
+            order="$VARIANTS hyper"
+        else
+            order="hyper $(echo "$VARIANTS" | tr ' ' '\n' | grep . | tac | tr '\n' ' ')"
+        fi
+        for v in $order; do
+            run "$v" "$conns" "$think" "$warmup"
+            k="$cell $v $r"
+            m[$k cpu]=$cpu_us
+            m[$k p50]=${res[p50_us]}
+            m[$k p99]=${res[p99_us]}
+            m[$k p999]=${res[p999_us]}
+            m[$k rss]=$rss_conn
+            # shellcheck disable=SC2059
+            printf "$row" "$r" "$(name "$v")" "${res[requests]}" "$(printf %.1f "$(calc "${res[requests]} / $WINDOW")")" \
+                "$srv_pct" "$cli_pct" "$(printf %.2f "$cpu_us")" "${res[p50_us]}" "${res[p99_us]}" "${res[p999_us]}" \
+                "$rss_conn" "${res[errors]}$note"
+        done
+        for v in $VARIANTS; do
+            k="$cell $v $r"
+            h="$cell hyper $r"
+            for x in cpu p50 p99 p999 rss; do
+                m[$k $x/]=$(calc "${m[$h $x]} ? ${m[$k $x]} / ${m[$h $x]} : 0")
+            done
+            # shellcheck disable=SC2059
+            printf "$row" "$r" "$(name "$v") / hyper-util" - - - - \
+                "$(printf %.3f "${m[$k cpu/]}")" "$(printf %.3f "${m[$k p50/]}")" \
+                "$(printf %.3f "${m[$k p99/]}")" "$(printf %.3f "${m[$k p999/]}")" \
+                "$(printf %.3f "${m[$k rss/]}")" -
+        done
+    done
+    for v in $VARIANTS; do
+        declare -A med=()
+        for x in cpu p50 p99 p999 rss; do
+            med[$x]=$(for r in $(seq "$ROUNDS"); do echo "${m[$cell $v $r $x/]}"; done | median)
+            med[$x abs]=$(for r in $(seq "$ROUNDS"); do echo "${m[$cell $v $r $x]}"; done | median)
+            med[$x hyper]=$(for r in $(seq "$ROUNDS"); do echo "${m[$cell hyper $r $x]}"; done | median)
+        done
+        cpus=$(for r in $(seq "$ROUNDS"); do printf '%.3f\n' "${m[$cell $v $r cpu/]}"; done | sort -g)
+        # shellcheck disable=SC2059
+        printf "$row" median "$(name "$v") / hyper-util" - - - - \
+            "$(printf %.3f "${med[cpu]}")" "$(printf %.3f "${med[p50]}")" \
+            "$(printf %.3f "${med[p99]}")" "$(printf %.3f "${med[p999]}")" \
+            "$(printf %.3f "${med[rss]}")" -
+        echo "       CPU per request ratio by round: $(echo "$cpus" | paste -sd ' ')"
+        summary+=$(printf '%6s %6s %-12s %12s %18s %8s %8s %8s %16s %8s' "$conns" "${think}s" "$(name "$v")" \
+            "$(printf '%.3f' "${med[cpu]}")" \
+            "$(printf '%.2f / %.2f' "${med[cpu abs]}" "${med[cpu hyper]}")" \
+            "$(printf '%.3f' "${med[p50]}")" "$(printf '%.3f' "${med[p99]}")" "$(printf '%.3f' "${med[p999]}")" \
+            "$(printf '%s / %s' "${med[rss abs]}" "${med[rss hyper]}")" "$(printf '%.3f' "${med[rss]}")")$'\n'
+        unset med
+    done
+done
+echo
+echo "summary: medians over $ROUNDS rounds; ratios are medians of the per-round ratios variant / hyper-util"
+printf '%6s %6s %-12s %12s %18s %8s %8s %8s %16s %8s\n' conns think server "cpu ratio" "cpu µs/req v / h" \
+    "p50" "p99" "p99.9" "RSS B/conn v / h" "RSS"
+printf '%s' "$summary"
