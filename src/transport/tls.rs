@@ -144,7 +144,8 @@ impl Records {
 
 /// What a stream uses while bytes move.
 struct Buffers {
-    /// [`RECORD`] bytes, `in_len` of them filled.
+    /// [`RECORD`] bytes while reading (or the start of a record, until a
+    /// read needs room), `in_len` of them filled.
     incoming: Vec<u8>,
     in_len: usize,
     outgoing: Vec<u8>,
@@ -157,13 +158,15 @@ struct Buffers {
 
 impl Buffers {
     /// Buffers from this thread's cache (or new ones), holding `partial`
-    /// (the start of a record, shorter than a record) first.
+    /// (the start of a record) first. New ones get their record buffer
+    /// from the first read that needs it ([`Self::make_room`]): a write
+    /// needs none.
     fn take(partial: Vec<u8>) -> Box<Buffers> {
         let mut bufs = BUFFERS
             .with(|cache| cache.borrow_mut().pop())
             .unwrap_or_else(|| {
                 Box::new(Buffers {
-                    incoming: vec![0; RECORD],
+                    incoming: Vec::new(),
                     in_len: 0,
                     outgoing: Vec::new(),
                     sent: 0,
@@ -171,16 +174,31 @@ impl Buffers {
                     plain_read: 0,
                 })
             });
-        let n = partial.len().min(RECORD);
-        bufs.incoming[..n].copy_from_slice(&partial[..n]);
-        bufs.in_len = n;
+        bufs.in_len = partial.len();
+        if bufs.incoming.len() == RECORD && partial.len() <= RECORD {
+            bufs.incoming[..partial.len()].copy_from_slice(&partial);
+        } else {
+            bufs.incoming = partial;
+        }
         bufs
+    }
+
+    /// Makes `incoming` a whole record buffer, to read into.
+    fn make_room(&mut self) {
+        if self.incoming.len() != RECORD {
+            let mut record = vec![0; RECORD.max(self.in_len)];
+            record[..self.in_len].copy_from_slice(&self.incoming[..self.in_len]);
+            self.incoming = record;
+        }
     }
 
     /// Gives quiet buffers back to this thread's cache (or frees them);
     /// returns the start of a record they held, copied to its size.
     fn give(mut self: Box<Self>) -> Vec<u8> {
         let partial = self.incoming[..self.in_len].to_vec();
+        if self.incoming.len() != RECORD {
+            self.incoming = Vec::new();
+        }
         self.in_len = 0;
         self.outgoing = Vec::new();
         self.sent = 0;
@@ -553,7 +571,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
     /// end.
     fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
         let (_, bufs) = self.rec.split();
-        if bufs.in_len == RECORD {
+        bufs.make_room();
+        if bufs.in_len >= RECORD {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "TLS record larger than the protocol allows",
