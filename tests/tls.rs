@@ -22,14 +22,14 @@
 ))]
 
 mod common;
+use common::tls::*;
 use common::*;
 
 use std::future::Future;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream};
-use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::{Arc, LazyLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -42,14 +42,13 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
-use tokio_rustls::rustls::crypto::CryptoProvider;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tokio_rustls::rustls::version::{TLS12, TLS13};
 use tokio_rustls::rustls::{
     CipherSuite, ClientConfig, ClientConnection, HandshakeKind, ProtocolVersion, RootCertStore,
-    ServerConfig, SupportedProtocolVersion,
+    ServerConfig,
 };
 
 /// Held shared by every test, exclusively by the one that counts the
@@ -75,95 +74,6 @@ fn ladder(dormant_after: impl Into<Option<Duration>>) -> dormant::Builder {
 /// Longer than `park_after` of [`ladder`], many times over.
 const PAUSE: Duration = Duration::from_millis(30);
 
-/// The crypto provider dormant's features chose, for the test's own
-/// configurations.
-fn provider() -> Arc<CryptoProvider> {
-    #[cfg(feature = "tls")]
-    return Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
-    #[cfg(not(feature = "tls"))]
-    Arc::new(tokio_rustls::rustls::crypto::ring::default_provider())
-}
-
-/// A self-signed certificate for `localhost` and its key, as PEM files in
-/// a temporary directory.
-struct Cert {
-    der: CertificateDer<'static>,
-    cert: PathBuf,
-    key: PathBuf,
-    _dir: TempDir,
-}
-
-impl Cert {
-    fn new() -> Cert {
-        Cert::for_names(&["localhost"])
-    }
-
-    /// A self-signed certificate for `names` (DNS names or IP addresses).
-    fn for_names(names: &[&str]) -> Cert {
-        let names: Vec<String> = names.iter().map(|name| name.to_string()).collect();
-        let made = rcgen::generate_simple_self_signed(names).expect("make a certificate");
-        let dir = TempDir::new();
-        let (cert, key) = (dir.path.join("cert.pem"), dir.path.join("key.pem"));
-        std::fs::write(&cert, made.cert.pem()).unwrap();
-        std::fs::write(&key, made.key_pair.serialize_pem()).unwrap();
-        Cert {
-            der: made.cert.der().clone(),
-            cert,
-            key,
-            _dir: dir,
-        }
-    }
-
-    /// The server's configuration, from the PEM files.
-    fn config(&self) -> TlsConfig {
-        TlsConfig::from_pem_files(&self.cert, &self.key).expect("load the PEM files")
-    }
-
-    /// A `rustls::ServerConfig` made by the test itself (no ALPN: dormant
-    /// adds its own).
-    fn server_config(&self) -> ServerConfig {
-        ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![self.der.clone()],
-                PrivateKeyDer::from_pem_file(&self.key).unwrap(),
-            )
-            .unwrap()
-    }
-}
-
-/// A client configuration trusting `trust`, limited to `versions` (all
-/// that rustls supports if empty), offering `alpn`.
-fn client_config(
-    trust: &[&Cert],
-    versions: &[&'static SupportedProtocolVersion],
-    alpn: &[&[u8]],
-) -> Arc<ClientConfig> {
-    let mut roots = RootCertStore::empty();
-    for cert in trust {
-        roots.add(cert.der.clone()).unwrap();
-    }
-    let versions = if versions.is_empty() {
-        &[&TLS13, &TLS12][..]
-    } else {
-        versions
-    };
-    let mut config = ClientConfig::builder_with_provider(provider())
-        .with_protocol_versions(versions)
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    Arc::new(config)
-}
-
-/// A TLS 1.3 client trusting `cert`, without ALPN.
-fn tls13(cert: &Cert) -> Arc<ClientConfig> {
-    client_config(&[cert], &[&TLS13], &[])
-}
-
 /// Serves `service` over TLS with `config` on 127.0.0.1 (a free port).
 fn serve_tls<S, B>(builder: &dormant::Builder, config: &TlsConfig, service: S) -> Serve
 where
@@ -175,29 +85,6 @@ where
         let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = tcp.local_addr().unwrap();
         (TlsListener::new(tcp, config), addr)
-    })
-}
-
-/// The runtime every client of this binary runs on: each call blocks on
-/// it, so the tests read like the raw-socket suites.
-fn client_rt() -> &'static tokio::runtime::Runtime {
-    static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap()
-    });
-    &RT
-}
-
-/// Runs `f` on the client runtime; panics if it takes longer than
-/// [`CLIENT_TIMEOUT`], so a hang fails the test.
-fn block<F: Future>(what: &str, f: F) -> F::Output {
-    client_rt().block_on(async {
-        tokio::time::timeout(CLIENT_TIMEOUT, f)
-            .await
-            .unwrap_or_else(|_| panic!("{what}: timed out"))
     })
 }
 
@@ -438,23 +325,6 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsClient<IO> {
         assert_eq!(self.response(), ok(&format!("GET {path} read=")));
     }
 }
-
-/// The TLS records in `bytes`: each one's content type and length.
-fn records(mut bytes: &[u8]) -> Vec<(u8, usize)> {
-    let mut records = Vec::new();
-    while !bytes.is_empty() {
-        assert!(bytes.len() >= 5, "a record header cut short: {bytes:?}");
-        let len = usize::from(u16::from_be_bytes([bytes[3], bytes[4]]));
-        assert!(bytes.len() >= 5 + len, "a record cut short");
-        records.push((bytes[0], len));
-        bytes = &bytes[5 + len..];
-    }
-    records
-}
-
-/// TLS's `application_data` content type (every TLS 1.3 record after the
-/// handshake has it on the outside).
-const APPLICATION_DATA: u8 = 23;
 
 /// Reads a raw socket until the server closes it; returns the bytes.
 fn raw_to_close(stream: &mut StdTcpStream) -> Vec<u8> {

@@ -17,13 +17,13 @@
 ))]
 
 mod common;
+use common::tls::*;
 use common::*;
 
-use std::future::Future;
 use std::io::{self, ErrorKind};
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -33,84 +33,12 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_rustls::rustls::crypto::CryptoProvider;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer, ServerName};
-use tokio_rustls::rustls::version::TLS13;
-use tokio_rustls::rustls::{ClientConfig, ProtocolVersion, RootCertStore, ServerConfig};
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::rustls::{ClientConfig, ProtocolVersion, ServerConfig};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// `park_after` of dormant, as in tests/http1_differential.rs.
 const PARK_AFTER: Duration = Duration::from_millis(1);
-
-/// The crypto provider dormant's features chose, for the test's own
-/// configurations.
-fn provider() -> Arc<CryptoProvider> {
-    #[cfg(feature = "tls")]
-    return Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
-    #[cfg(not(feature = "tls"))]
-    Arc::new(tokio_rustls::rustls::crypto::ring::default_provider())
-}
-
-/// A self-signed certificate for `localhost`; the server configuration
-/// both servers use, and a TLS 1.3 client configuration trusting it.
-struct Cert {
-    der: CertificateDer<'static>,
-    server: ServerConfig,
-}
-
-impl Cert {
-    fn new() -> Cert {
-        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
-            .expect("make a certificate");
-        let der = made.cert.der().clone();
-        let key = PrivatePkcs8KeyDer::from(made.key_pair.serialize_der());
-        let server = ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![der.clone()], key.into())
-            .unwrap();
-        Cert { der, server }
-    }
-
-    /// A TLS 1.3 client trusting the certificate, without ALPN (so
-    /// HTTP/1.1 on both servers). One a server: no session ticket of one
-    /// server is offered to the other.
-    fn client(&self) -> Arc<ClientConfig> {
-        let mut roots = RootCertStore::empty();
-        roots.add(self.der.clone()).unwrap();
-        Arc::new(
-            ClientConfig::builder_with_provider(provider())
-                .with_protocol_versions(&[&TLS13])
-                .unwrap()
-                .with_root_certificates(roots)
-                .with_no_client_auth(),
-        )
-    }
-}
-
-/// The runtime every client runs on: each call blocks on it (from the
-/// test's threads), so the cases read like the raw-socket test.
-fn client_rt() -> &'static tokio::runtime::Runtime {
-    static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap()
-    });
-    &RT
-}
-
-/// Runs `f` on the client runtime; panics if it takes longer than
-/// [`CLIENT_TIMEOUT`], so a hang fails the test.
-fn block<F: Future>(what: &str, f: F) -> F::Output {
-    client_rt().block_on(async {
-        tokio::time::timeout(CLIENT_TIMEOUT, f)
-            .await
-            .unwrap_or_else(|_| panic!("{what}: timed out"))
-    })
-}
 
 /// A TCP stream that keeps a copy of what it writes, to check that each
 /// part went out as one TLS record in one TCP write.
@@ -149,23 +77,6 @@ impl AsyncWrite for Recorded {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.tcp).poll_shutdown(cx)
     }
-}
-
-/// TLS's `application_data` content type (every TLS 1.3 record after the
-/// handshake has it on the outside).
-const APPLICATION_DATA: u8 = 23;
-
-/// The TLS records in `bytes`: each one's content type and length.
-fn records(mut bytes: &[u8]) -> Vec<(u8, usize)> {
-    let mut records = Vec::new();
-    while !bytes.is_empty() {
-        assert!(bytes.len() >= 5, "a record header cut short: {bytes:?}");
-        let len = usize::from(u16::from_be_bytes([bytes[3], bytes[4]]));
-        assert!(bytes.len() >= 5 + len, "a record cut short");
-        records.push((bytes[0], len));
-        bytes = &bytes[5 + len..];
-    }
-    records
 }
 
 /// How a TLS client saw its connection end.
@@ -306,7 +217,7 @@ fn split_pipelines_over_tls_match_hyper_over_tokio_rustls() {
     let cert = Cert::new();
     let mut b = dormant::Server::builder();
     b.park_after(PARK_AFTER);
-    let config = TlsConfig::new(cert.server.clone());
+    let config = TlsConfig::new(cert.server_config());
     let srv = serve_listener_with(
         &b,
         service_fn(describe::<dormant::Body>),
@@ -316,8 +227,8 @@ fn split_pipelines_over_tls_match_hyper_over_tokio_rustls() {
             (TlsListener::new(tcp, config), addr)
         },
     );
-    let reference = serve_hyper_tls(cert.server.clone());
-    let (to_dormant, to_hyper) = (cert.client(), cert.client());
+    let reference = serve_hyper_tls(cert.server_config());
+    let (to_dormant, to_hyper) = (tls13(&cert), tls13(&cert));
 
     println!("dormant on {}, reference on {}", srv.addr, reference.addr);
     // The reference: hyper over tokio-rustls, one record.

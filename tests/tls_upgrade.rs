@@ -22,6 +22,7 @@
 ))]
 
 mod common;
+use common::tls::*;
 use common::*;
 
 #[allow(dead_code, unreachable_pub)]
@@ -29,18 +30,16 @@ use common::*;
 mod websocket;
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use dormant::tls::{TlsConfig, TlsListener};
+use dormant::tls::TlsListener;
 use dormant::upgrade::{self, Lot, Upgraded, Woken};
 use futures_util::{SinkExt, StreamExt};
 use http::header::{self, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY};
@@ -51,10 +50,9 @@ use hyper::service::service_fn;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
-use tokio_rustls::rustls::crypto::CryptoProvider;
-use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::rustls::ClientConfig;
+use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::version::{TLS12, TLS13};
-use tokio_rustls::rustls::{ClientConfig, RootCertStore, SupportedProtocolVersion};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -71,58 +69,6 @@ fn shared() -> RwLockReadGuard<'static, ()> {
 
 fn exclusive() -> RwLockWriteGuard<'static, ()> {
     FDS.write().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The crypto provider dormant's features chose, for the client.
-fn provider() -> Arc<CryptoProvider> {
-    #[cfg(feature = "tls")]
-    return Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
-    #[cfg(not(feature = "tls"))]
-    Arc::new(tokio_rustls::rustls::crypto::ring::default_provider())
-}
-
-/// A self-signed certificate for `localhost` and its key, as PEM files in
-/// a temporary directory (as `examples/websocket.rs` takes them).
-struct Cert {
-    der: CertificateDer<'static>,
-    cert: PathBuf,
-    key: PathBuf,
-    _dir: TempDir,
-}
-
-impl Cert {
-    fn new() -> Cert {
-        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
-            .expect("make a certificate");
-        let dir = TempDir::new();
-        let (cert, key) = (dir.path.join("cert.pem"), dir.path.join("key.pem"));
-        std::fs::write(&cert, made.cert.pem()).unwrap();
-        std::fs::write(&key, made.key_pair.serialize_pem()).unwrap();
-        Cert {
-            der: made.cert.der().clone(),
-            cert,
-            key,
-            _dir: dir,
-        }
-    }
-
-    /// The server's configuration, from the PEM files.
-    fn config(&self) -> TlsConfig {
-        TlsConfig::from_pem_files(&self.cert, &self.key).expect("load the PEM files")
-    }
-
-    /// A client trusting this certificate, limited to `version`.
-    fn client(&self, version: &'static SupportedProtocolVersion) -> Arc<ClientConfig> {
-        let mut roots = RootCertStore::empty();
-        roots.add(self.der.clone()).unwrap();
-        Arc::new(
-            ClientConfig::builder_with_provider(provider())
-                .with_protocol_versions(&[version])
-                .unwrap()
-                .with_root_certificates(roots)
-                .with_no_client_auth(),
-        )
-    }
 }
 
 /// Parks after 3 ms, goes dormant after 10 ms: the connection that asks
@@ -151,29 +97,6 @@ where
 
 fn all_closed(s: &dormant::Stats) -> bool {
     s.active + s.parked + s.dormant == 0
-}
-
-/// The runtime every client of this binary runs on: each call blocks on
-/// it, so the tests read like the raw-socket suites.
-fn client_rt() -> &'static tokio::runtime::Runtime {
-    static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap()
-    });
-    &RT
-}
-
-/// Runs `f` on the client runtime; panics if it takes longer than
-/// [`CLIENT_TIMEOUT`], so a hang fails the test.
-fn block<F: Future>(what: &str, f: F) -> F::Output {
-    client_rt().block_on(async {
-        tokio::time::timeout(CLIENT_TIMEOUT, f)
-            .await
-            .unwrap_or_else(|_| panic!("{what}: timed out"))
-    })
 }
 
 /// A client's TCP stream whose writes the test can hold back, to send
@@ -248,23 +171,6 @@ fn in_one_write(tls: &mut Tls, write: impl FnOnce(&mut Tls)) -> Vec<(u8, usize)>
     block("one TCP write", tcp.write_all(&held)).expect("one TCP write");
     records(&held)
 }
-
-/// The TLS records in `bytes`: each one's content type and length.
-fn records(mut bytes: &[u8]) -> Vec<(u8, usize)> {
-    let mut records = Vec::new();
-    while !bytes.is_empty() {
-        assert!(bytes.len() >= 5, "a record header cut short: {bytes:?}");
-        let len = usize::from(u16::from_be_bytes([bytes[3], bytes[4]]));
-        assert!(bytes.len() >= 5 + len, "a record cut short");
-        records.push((bytes[0], len));
-        bytes = &bytes[5 + len..];
-    }
-    records
-}
-
-/// TLS's `application_data` content type (every TLS 1.3 record after the
-/// handshake has it on the outside).
-const APPLICATION_DATA: u8 = 23;
 
 /// Writes `bytes` as one TLS record and flushes.
 fn tls_send(tls: &mut Tls, bytes: &[u8]) {
@@ -582,7 +488,7 @@ fn wss_sleeps_in_the_lot_between_messages() {
     for version in [&TLS13, &TLS12] {
         let (service, s) = sleeping_wss();
         let srv = serve_tls(&cert, service);
-        let mut tls = tls_connect(srv.addr, &cert.client(version));
+        let mut tls = tls_connect(srv.addr, &client_config(&[&cert], &[version], &[]));
         tls_send(&mut tls, get("/").as_bytes());
         let (head, rest) = tls_read_head(&mut tls);
         assert_eq!(
@@ -665,7 +571,7 @@ const RESET: &str = "error: WebSocket protocol error: Connection reset without c
 fn client_close_while_asleep_releases_the_stream() {
     let _fds = exclusive();
     let cert = Cert::new();
-    let config = cert.client(&TLS13);
+    let config = client_config(&[&cert], &[&TLS13], &[]);
     let (service, s) = sleeping_wss();
     let srv = serve_tls(&cert, service);
     // Warm up the runtimes (lazily opened descriptors), then the baseline.
@@ -731,9 +637,12 @@ fn early_frame_to_a_sleeping_websocket(early: Early) {
     let cert = Cert::new();
     let (service, s) = sleeping_wss();
     let srv = serve_tls(&cert, service);
-    let mut ws = upgrade_with_early_frame(srv.addr, &cert.client(&TLS13), early, || {
-        format!("{:?}", s.events.recv_timeout(CLIENT_TIMEOUT))
-    });
+    let mut ws = upgrade_with_early_frame(
+        srv.addr,
+        &client_config(&[&cert], &[&TLS13], &[]),
+        early,
+        || format!("{:?}", s.events.recv_timeout(CLIENT_TIMEOUT)),
+    );
     let with_frame = format!("tls=true read_buf={:?}", Bytes::from(early_frame()));
     let hand_off = s.hand_off();
     match early {
@@ -771,7 +680,7 @@ fn frame_in_the_record_of_the_upgrade_request() {
 fn graceful_shutdown_while_asleep_closes_each_websocket() {
     let _fds = shared();
     let cert = Cert::new();
-    let config = cert.client(&TLS13);
+    let config = client_config(&[&cert], &[&TLS13], &[]);
     let (service, s) = sleeping_wss();
     let mut srv = serve_tls(&cert, service);
     let mut clients: Vec<Ws> = (0..3)
@@ -813,7 +722,7 @@ fn websocket_example_serves_wss() {
     let _fds = shared();
     let cert = Cert::new();
     let srv = serve_tls(&cert, service_fn(websocket::handle));
-    let mut ws = wss(srv.addr, &cert.client(&TLS13));
+    let mut ws = wss(srv.addr, &client_config(&[&cert], &[&TLS13], &[]));
     let big: Vec<u8> = (0..50_000u32).map(|i| i as u8).collect();
     for message in [Message::text("hello"), Message::binary(big)] {
         echoed(&mut ws, message);
@@ -833,7 +742,7 @@ fn websocket_example_answers_a_frame_sent_with_the_upgrade_request() {
     let _fds = shared();
     let cert = Cert::new();
     let srv = serve_tls(&cert, service_fn(websocket::handle));
-    let config = cert.client(&TLS13);
+    let config = client_config(&[&cert], &[&TLS13], &[]);
     let mut open = Vec::new();
     for early in [Early::OneRecord, Early::TwoRecords] {
         let mut ws = upgrade_with_early_frame(srv.addr, &config, early, || {
@@ -854,7 +763,7 @@ fn websocket_example_closes_with_1009_over_tls() {
     let _fds = shared();
     let cert = Cert::new();
     let srv = serve_tls(&cert, service_fn(websocket::handle));
-    let mut ws = wss(srv.addr, &cert.client(&TLS13));
+    let mut ws = wss(srv.addr, &client_config(&[&cert], &[&TLS13], &[]));
     let limit = websocket::config()
         .max_message_size
         .expect("the example limits messages");
@@ -978,7 +887,7 @@ fn records_together_at_a_sleeping_stream(records: [&str; 2], want: &str) {
     let (service, lot, events) = echo_but_dashes();
     let srv = serve_tls(&cert, service);
     let sleeping = || lot.lock().unwrap().as_ref().map_or(0, Lot::sleeping);
-    let mut tls = tls_connect(srv.addr, &cert.client(&TLS13));
+    let mut tls = tls_connect(srv.addr, &client_config(&[&cert], &[&TLS13], &[]));
     tls_send(&mut tls, UPGRADE.as_bytes());
     let (head, rest) = tls_read_head(&mut tls);
     assert_eq!((head.as_str(), rest.as_slice()), (SWITCHED, &b""[..]));

@@ -5,6 +5,11 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod differential;
+#[cfg(all(
+    feature = "tls-no-provider",
+    any(feature = "tls", feature = "tls-ring")
+))]
+pub mod tls;
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -1,0 +1,150 @@
+//! What the TLS test binaries share: the crypto provider, certificates
+//! made in the test (rcgen), client configurations, the client runtime,
+//! and reading TLS records off the wire. Built only with a crypto provider
+//! (features `tls` or `tls-ring`).
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock};
+
+use dormant::tls::TlsConfig;
+use tokio_rustls::rustls::crypto::CryptoProvider;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::version::{TLS12, TLS13};
+use tokio_rustls::rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion};
+
+use super::{CLIENT_TIMEOUT, TempDir};
+
+/// The crypto provider dormant's features chose, for the tests' own
+/// configurations.
+pub fn provider() -> Arc<CryptoProvider> {
+    #[cfg(feature = "tls")]
+    return Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
+    #[cfg(not(feature = "tls"))]
+    Arc::new(tokio_rustls::rustls::crypto::ring::default_provider())
+}
+
+/// A self-signed certificate and its key, as PEM files in a temporary
+/// directory (as `TlsConfig::from_pem_files` and the examples take them).
+pub struct Cert {
+    pub der: CertificateDer<'static>,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    _dir: TempDir,
+}
+
+impl Cert {
+    /// A certificate for `localhost`.
+    pub fn new() -> Cert {
+        Cert::for_names(&["localhost"])
+    }
+
+    /// A certificate for `names` (DNS names or IP addresses).
+    pub fn for_names(names: &[&str]) -> Cert {
+        let names: Vec<String> = names.iter().map(|name| name.to_string()).collect();
+        let made = rcgen::generate_simple_self_signed(names).expect("make a certificate");
+        let dir = TempDir::new();
+        let (cert, key) = (dir.path.join("cert.pem"), dir.path.join("key.pem"));
+        std::fs::write(&cert, made.cert.pem()).unwrap();
+        std::fs::write(&key, made.key_pair.serialize_pem()).unwrap();
+        Cert {
+            der: made.cert.der().clone(),
+            cert,
+            key,
+            _dir: dir,
+        }
+    }
+
+    /// The server's configuration, from the PEM files.
+    pub fn config(&self) -> TlsConfig {
+        TlsConfig::from_pem_files(&self.cert, &self.key).expect("load the PEM files")
+    }
+
+    /// A `rustls::ServerConfig` made by the test itself (no ALPN, no
+    /// client authentication).
+    pub fn server_config(&self) -> ServerConfig {
+        ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![self.der.clone()], self.key_der())
+            .unwrap()
+    }
+
+    /// The private key.
+    pub fn key_der(&self) -> PrivateKeyDer<'static> {
+        PrivateKeyDer::from_pem_file(&self.key).unwrap()
+    }
+}
+
+/// A client configuration trusting `trust`, limited to `versions` (all
+/// that rustls supports if empty), offering `alpn`. Each call makes a new
+/// one, with a session cache of its own.
+pub fn client_config(
+    trust: &[&Cert],
+    versions: &[&'static SupportedProtocolVersion],
+    alpn: &[&[u8]],
+) -> Arc<ClientConfig> {
+    let mut roots = RootCertStore::empty();
+    for cert in trust {
+        roots.add(cert.der.clone()).unwrap();
+    }
+    let versions = if versions.is_empty() {
+        &[&TLS13, &TLS12][..]
+    } else {
+        versions
+    };
+    let mut config = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
+/// A TLS 1.3 client trusting `cert`, without ALPN.
+pub fn tls13(cert: &Cert) -> Arc<ClientConfig> {
+    client_config(&[cert], &[&TLS13], &[])
+}
+
+/// The runtime every TLS client of a test binary runs on: each call
+/// blocks on it, so the tests read like the raw-socket suites.
+pub fn client_rt() -> &'static tokio::runtime::Runtime {
+    static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    });
+    &RT
+}
+
+/// Runs `f` on the client runtime; panics if it takes longer than
+/// [`CLIENT_TIMEOUT`], so a hang fails the test.
+pub fn block<F: Future>(what: &str, f: F) -> F::Output {
+    client_rt().block_on(async {
+        tokio::time::timeout(CLIENT_TIMEOUT, f)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: timed out"))
+    })
+}
+
+/// TLS's `application_data` content type (every TLS 1.3 record after the
+/// handshake has it on the outside).
+pub const APPLICATION_DATA: u8 = 23;
+
+/// The TLS records in `bytes`: each one's content type and length.
+pub fn records(mut bytes: &[u8]) -> Vec<(u8, usize)> {
+    let mut records = Vec::new();
+    while !bytes.is_empty() {
+        assert!(bytes.len() >= 5, "a record header cut short: {bytes:?}");
+        let len = usize::from(u16::from_be_bytes([bytes[3], bytes[4]]));
+        assert!(bytes.len() >= 5 + len, "a record cut short");
+        records.push((bytes[0], len));
+        bytes = &bytes[5 + len..];
+    }
+    records
+}
