@@ -18,3 +18,21 @@ pub(crate) struct Config {
     pub(crate) shutdown_grace: Option<Duration>,
     pub(crate) tls_handshake_timeout: Option<Duration>,
 }
+
+/// The most the parking lot may be late on a deadline.
+const MAX_LOT_SLACK: Duration = Duration::from_millis(100);
+
+impl Config {
+    /// How late the parking lot may act on a deadline, so that it acts on
+    /// many at once: a sixteenth of the shortest duration it counts down
+    /// (`dormant_after`, the idle timeout), between 1 ms and 100 ms.
+    pub(crate) fn lot_slack(&self) -> Duration {
+        [self.dormant_after, self.timeouts.idle]
+            .into_iter()
+            .flatten()
+            .min()
+            .map_or(MAX_LOT_SLACK, |shortest| {
+                (shortest / 16).clamp(Duration::from_millis(1), MAX_LOT_SLACK)
+            })
+    }
+}

@@ -300,6 +300,8 @@ impl<T: Parkable, W> Clone for Lot<T, W> {
 
 struct Shared<T: Parkable, W> {
     registry: mio::Registry,
+    /// How late the lot may act on a deadline (see [`Lot::drive`]).
+    slack: Duration,
     inner: Mutex<Inner<T, W>>,
     clock: Clock,
     /// Woken when a deadline queue goes from empty to non-empty.
@@ -368,9 +370,12 @@ fn token_source<D: AsFd>(fd: &D) -> std::os::fd::RawFd {
 impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
     /// A lot that reports to `owner`, and the poll its driver runs
     /// ([`Lot::drive`]).
-    pub(crate) fn new(owner: Box<dyn Owner<T>>) -> io::Result<(Self, Poll)> {
+    /// A lot that may act on a deadline up to `slack` late, to act on
+    /// many at once (see [`Lot::drive`]).
+    pub(crate) fn new(owner: Box<dyn Owner<T>>, slack: Duration) -> io::Result<(Self, Poll)> {
         let poll = Poll::new()?;
         let lot = Lot(Arc::new(Shared {
+            slack,
             registry: poll.registry().try_clone()?,
             inner: Mutex::new(Inner {
                 parked: Slab::default(),
@@ -707,6 +712,14 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
     /// Runs the lot until its poll fails: hands ready connections to the
     /// owner, closes those the peer closed or whose idle deadline passed.
     /// The caller stops it at shutdown by dropping the future.
+    ///
+    /// Deadlines are acted on in batches: after a pass the lot sleeps at
+    /// least the lot's `slack` (unless an event wakes it), so a deadline
+    /// is acted on up to `slack` late. Every parked connection has a
+    /// deadline (`dormant_after`), and most are stale by then (the
+    /// connection woke): without the slack, a lot whose connections park
+    /// a few thousand times a second woke its task and tokio's timer once
+    /// for nearly every park (`benches/wake_instructions.sh`).
     pub(crate) async fn drive(&self, poll: Poll) -> io::Result<()> {
         // Deprecated in tokio 1.54 because an arbitrary `AsRawFd` type might
         // close or swap its fd while registered; `mio::Poll` owns its epoll
@@ -721,9 +734,16 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
             // Unconstrained: the readiness polls of task-less PARKED
             // connections must not be refused for want of coop budget (a
             // refused poll wakes the key again, and this task would spin).
-            let next = unconstrained(async { self.expire(Instant::now()) }).await;
+            let now = Instant::now();
+            let next = unconstrained(async { self.expire(now) }).await;
             if let Some(next) = next {
-                timer.as_mut().reset(Instant::now() + next);
+                // A timer already set within the slack of the deadline
+                // stays: moving it costs more than waking a little early.
+                let at = now + next.max(self.0.slack);
+                let set = timer.deadline();
+                if at < set || at > set + self.0.slack {
+                    timer.as_mut().reset(at);
+                }
             }
             tokio::select! {
                 guard = poll.readable_mut() => {
