@@ -56,7 +56,9 @@
 //! mio registers edge-triggered, so every event is acted on; an fd that
 //! became readable before it was registered is reported on registration.
 //! The same task closes connections whose idle deadline passed, sleeping
-//! until the front deadline; there is no timer per connection.
+//! until the front deadline, or at least the lot's slack (deadlines are
+//! acted on in batches, see [`Lot::drive`]); there is no timer per
+//! connection.
 //!
 //! # Sleepers
 //!
@@ -368,10 +370,9 @@ fn token_source<D: AsFd>(fd: &D) -> std::os::fd::RawFd {
 }
 
 impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
-    /// A lot that reports to `owner`, and the poll its driver runs
+    /// A lot that reports to `owner` and may act on a deadline up to
+    /// `slack` late, to act on many at once; and the poll its driver runs
     /// ([`Lot::drive`]).
-    /// A lot that may act on a deadline up to `slack` late, to act on
-    /// many at once (see [`Lot::drive`]).
     pub(crate) fn new(owner: Box<dyn Owner<T>>, slack: Duration) -> io::Result<(Self, Poll)> {
         let poll = Poll::new()?;
         let lot = Lot(Arc::new(Shared {
