@@ -81,7 +81,7 @@ pub(crate) struct ConnService<S, A> {
     pub(crate) peer: Option<A>,
     /// `Some` when the builder turned the `TlsInfo` extension on.
     #[cfg(feature = "tls-no-provider")]
-    pub(crate) tls: Option<crate::tls::TlsInfo>,
+    pub(crate) tls: Option<crate::transport::TlsInfo>,
     pub(crate) tracker: Arc<Tracker>,
 }
 

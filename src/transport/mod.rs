@@ -1,17 +1,19 @@
 //! Transports: what a connection's bytes travel on, as the driver, the lot
 //! and the upgrade hand-off see it.
 //!
-//! A connection is a *transport* (TCP, a Unix socket; TLS over either, in
-//! a later change) carrying a *protocol* (HTTP/1.1, HTTP/2, an upgraded
-//! stream). The protocol drivers need from a transport only four things,
-//! and this module's [`Transport`] trait is exactly those:
+//! A connection is a *transport* (TCP, a Unix socket, TLS over either)
+//! carrying a *protocol* (HTTP/1.1, HTTP/2, an upgraded stream). The
+//! protocol drivers need from a transport only four things, and this
+//! module's [`Transport`] trait is exactly those:
 //!
-//! | need | TCP, Unix socket | TLS (how it will fit) |
+//! | need | TCP, Unix socket | TLS (`tls.rs`) |
 //! |---|---|---|
-//! | hyper's reads and writes | tokio's `AsyncRead`/`AsyncWrite` | the same, over records decrypted into a pool buffer |
-//! | a wait for readiness that holds no buffer | tokio's readiness flag ([`Parkable::poll_read_ready`]) | the socket's flag, then decrypt whatever arrived |
+//! | hyper's reads and writes | tokio's `AsyncRead`/`AsyncWrite` | the same, over records decrypted into buffers taken from a per-thread cache while bytes move |
+//! | a wait for readiness that holds no buffer | tokio's readiness flag ([`Parkable::poll_read_ready`]) | the socket's flag, unless the session holds plaintext or a whole record already |
 //! | the peer's close while a request is answered ([`Seam::poll_peer`]) | a one-byte peek (TCP); a small read kept for hyper (Unix sockets: std has no stable peek) | a read: `close_notify` or application data, never a peek |
-//! | a *parked* form: the fd plus an optional state ([`Parkable::Dormant`]) | the socket alone: 4 bytes, so a DORMANT slot stays 8 | the fd plus the boxed session (keys, sequence numbers), no record buffer |
+//! | a *parked* form: the fd plus an optional state ([`Parkable::Dormant`]) | the socket alone: 4 bytes, so a DORMANT slot stays 8 | the fd plus the boxed session (keys, sequence numbers, the start of a record), no record buffer |
+//!
+//! What a TLS handshake negotiated, for handlers, is `tls_info.rs`.
 //!
 //! A transport is a tokio stream type; nothing wraps it, so ACTIVE
 //! connections pay nothing for the seam. The trait is sealed: the lot's
@@ -24,6 +26,8 @@ mod stream;
 mod tcp;
 #[cfg(feature = "tls-no-provider")]
 mod tls;
+#[cfg(feature = "tls-no-provider")]
+mod tls_info;
 mod unix;
 
 use std::fmt;
@@ -33,6 +37,10 @@ pub(crate) use sealed::{Peer, Seam};
 pub use stream::Stream;
 #[cfg(feature = "tls-no-provider")]
 pub use tls::TlsStream;
+#[cfg(feature = "tls-no-provider")]
+pub(crate) use tls_info::RecordServerName;
+#[cfg(feature = "tls-no-provider")]
+pub use tls_info::TlsInfo;
 
 /// A connection's byte stream: [`tokio::net::TcpStream`],
 /// [`tokio::net::UnixStream`], or (feature `tls`) a `TlsStream` over
@@ -112,7 +120,7 @@ mod sealed {
         /// What the TLS handshake negotiated, once it is complete, when
         /// the transport was asked to [`keep_tls_info`](Self::keep_tls_info).
         #[cfg(feature = "tls-no-provider")]
-        fn tls_info(&self) -> Option<crate::tls::TlsInfo> {
+        fn tls_info(&self) -> Option<super::TlsInfo> {
             None
         }
 

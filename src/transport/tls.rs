@@ -51,9 +51,9 @@ use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::tls_info::{TlsInfo, recording_server_name};
 use super::{Peer, Seam, Stream, Transport};
 use crate::lot::Parkable;
-use crate::tls::{TlsInfo, recording_server_name};
 
 /// The largest TLS record on the wire: 16 KiB of plaintext plus TLS 1.2's
 /// largest expansion and the header.
