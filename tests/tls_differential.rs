@@ -30,7 +30,6 @@ use std::time::Duration;
 use common::differential::{CONCURRENCY, PAUSE, STREAM, describe, split_cases};
 use dormant::tls::{TlsConfig, TlsListener};
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls::pki_types::ServerName;
@@ -155,61 +154,16 @@ fn run(addr: SocketAddr, config: &Arc<ClientConfig>, cuts: &[usize]) -> (String,
 }
 
 /// The reference: hyper's HTTP/1 server (default settings, as the plain
-/// differential test's reference) over tokio-rustls's `TlsAcceptor`, on its
-/// own runtime thread.
-struct HyperTls {
-    addr: SocketAddr,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for HyperTls {
-    fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            if !std::thread::panicking() {
-                thread.join().expect("hyper TLS thread panicked");
-            }
-        }
-    }
-}
-
-fn serve_hyper_tls(config: ServerConfig) -> HyperTls {
+/// differential test's reference) over tokio-rustls's `TlsAcceptor`.
+fn serve_hyper_tls(config: ServerConfig) -> PlainHyper {
     let acceptor = TlsAcceptor::from(Arc::new(config));
-    let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let thread = std::thread::spawn(move || {
-        let rt = server_runtime();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            addr_tx.send(listener.local_addr().unwrap()).unwrap();
-            loop {
-                let (stream, _) = tokio::select! {
-                    _ = &mut rx => break,
-                    accepted = listener.accept() => accepted.unwrap(),
-                };
-                let acceptor = acceptor.clone();
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(stream).await else {
-                        return;
-                    };
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(
-                            TokioIo::new(tls),
-                            service_fn(describe::<hyper::body::Incoming>),
-                        )
-                        .await;
-                });
-            }
-        });
-    });
-    HyperTls {
-        addr: addr_rx.recv().expect("hyper TLS started"),
-        shutdown: Some(tx),
-        thread: Some(thread),
-    }
+    serve_hyper_over(
+        move |tcp| {
+            let acceptor = acceptor.clone();
+            async move { acceptor.accept(tcp).await.ok() }
+        },
+        describe::<hyper::body::Incoming>,
+    )
 }
 
 #[test]

@@ -803,6 +803,19 @@ where
     F: Fn(Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
 {
+    serve_hyper_over(|tcp| async move { Some(tcp) }, handler)
+}
+
+/// [`serve_plain_hyper`] over the streams `accept` makes of each accepted
+/// TCP connection (`None` drops it): a TLS acceptor, for one.
+pub fn serve_hyper_over<A, AFut, IO, F, Fut>(accept: A, handler: F) -> PlainHyper
+where
+    A: Fn(tokio::net::TcpStream) -> AFut + Clone + Send + 'static,
+    AFut: std::future::Future<Output = Option<IO>> + Send + 'static,
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    F: Fn(Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
+{
     let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
@@ -815,10 +828,13 @@ where
                     _ = &mut rx => break,
                     accepted = listener.accept() => accepted.unwrap(),
                 };
-                let handler = handler.clone();
+                let (accept, handler) = (accept.clone(), handler.clone());
                 tokio::spawn(async move {
+                    let Some(io) = accept(stream).await else {
+                        return;
+                    };
                     let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service_fn(handler))
+                        .serve_connection(hyper_util::rt::TokioIo::new(io), service_fn(handler))
                         .await;
                 });
             }
