@@ -45,6 +45,12 @@
 # timer adds ~0.5 ms to each think time, which counts at THINK = 5 ms; at
 # 5,000 connections and 5 ms the server's core saturates instead).
 #
+# With SYSCALLS=1, each run also counts the server's system calls in the
+# window (perf's syscall tracepoints; needs `perf` and tracepoint access,
+# e.g. root) and prints them per request: all of them, epoll_wait,
+# epoll_ctl, recvfrom, writev and write. Counting costs the server a little
+# CPU time: take the CPU column from a run without it.
+#
 # Connect errors, slow connects (over 500 ms: a dropped SYN), failed
 # requests (malformed response, close, no response in 10 s; never retried)
 # and anything a server prints are reported on stderr and in the errors
@@ -62,6 +68,11 @@ ADDR=${LOAD_ADDR:-127.0.0.1:3921}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 CONNECT_RATE=${CONNECT_RATE:-2000}
+SYSCALLS=${SYSCALLS:-0}
+SYSCALL_EVENTS=raw_syscalls:sys_enter
+for call in epoll_wait epoll_ctl recvfrom writev write; do
+    SYSCALL_EVENTS+=",syscalls:sys_enter_$call"
+done
 HZ=$(getconf CLK_TCK)
 
 cd "$(dirname "$0")/.."
@@ -89,8 +100,9 @@ tmp=$(mktemp -d)
 mkfifo "$tmp/client"
 server=""
 client=""
+counter=""
 cleanup() {
-    for p in $client $server; do
+    for p in $counter $client $server; do
         kill "$p" 2>/dev/null || true
     done
     rm -rf "$tmp"
@@ -193,10 +205,19 @@ run() {
     next_line "window start" "$(calc "int($4 + 10)")"
     cpu "$server"
     c0=$ticks
+    if [ "$SYSCALLS" = 1 ]; then
+        perf stat -x, -o "$tmp/syscalls" -e "$SYSCALL_EVENTS" -p "$server" &
+        counter=$!
+    fi
     rss1=$(rss "$server")
     next_line "window end" $((${WINDOW%.*} + 10))
     cpu "$server"
     c1=$ticks
+    if [ -n "$counter" ]; then
+        kill -INT "$counter"
+        wait "$counter" || true
+        counter=""
+    fi
     next_line result 30
     for kv in ${line#result }; do
         res[${kv%%=*}]=${kv#*=}
@@ -277,6 +298,12 @@ for cell in $CELLS; do
             printf "$row" "$r" "$(name "$v")" "${res[requests]}" "$(printf %.1f "$(calc "${res[requests]} / $WINDOW")")" \
                 "$srv_pct" "$cli_pct" "$(printf %.2f "$cpu_us")" "${res[p50_us]}" "${res[p99_us]}" "${res[p999_us]}" \
                 "$rss_conn" "${res[errors]}$note"
+            if [ "$SYSCALLS" = 1 ]; then
+                # perf's CSV: count,unit,event,...
+                awk -F, -v n="${res[requests]}" '
+                    $1 ~ /^[0-9]+$/ { sub(/^(raw_)?syscalls:sys_enter_?/, "", $3); out = out sprintf(" %s %.2f", ($3 == "" ? "all" : $3), n ? $1 / n : 0) }
+                    END { print "       system calls per request:" out }' "$tmp/syscalls"
+            fi
         done
         for v in $VARIANTS; do
             k="$cell $v $r"
