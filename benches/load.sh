@@ -51,6 +51,11 @@
 # epoll_ctl, recvfrom, writev and write. Counting costs the server a little
 # CPU time: take the CPU column from a run without it.
 #
+# With PROFILE=1, each run also samples the server in its window
+# (`perf record -F 2000`, call graphs off) and prints where its CPU time
+# went: the kernel, the server's binary, libc (malloc, memcpy) and the rest,
+# as shares of the samples. Same caveat.
+#
 # Connect errors, slow connects (over 500 ms: a dropped SYN), failed
 # requests (malformed response, close, no response in 10 s; never retried)
 # and anything a server prints are reported on stderr and in the errors
@@ -69,6 +74,7 @@ SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 CONNECT_RATE=${CONNECT_RATE:-2000}
 SYSCALLS=${SYSCALLS:-0}
+PROFILE=${PROFILE:-0}
 SYSCALL_EVENTS=raw_syscalls:sys_enter
 for call in epoll_wait epoll_ctl recvfrom writev write; do
     SYSCALL_EVENTS+=",syscalls:sys_enter_$call"
@@ -101,8 +107,9 @@ mkfifo "$tmp/client"
 server=""
 client=""
 counter=""
+profiler=""
 cleanup() {
-    for p in $counter $client $server; do
+    for p in $counter $profiler $client $server; do
         kill "$p" 2>/dev/null || true
     done
     rm -rf "$tmp"
@@ -209,15 +216,21 @@ run() {
         perf stat -x, -o "$tmp/syscalls" -e "$SYSCALL_EVENTS" -p "$server" &
         counter=$!
     fi
+    if [ "$PROFILE" = 1 ]; then
+        perf record -q -F 2000 -o "$tmp/perf.data" -p "$server" 2>/dev/null &
+        profiler=$!
+    fi
     rss1=$(rss "$server")
     next_line "window end" $((${WINDOW%.*} + 10))
     cpu "$server"
     c1=$ticks
-    if [ -n "$counter" ]; then
-        kill -INT "$counter"
-        wait "$counter" || true
-        counter=""
-    fi
+    local p
+    for p in $counter $profiler; do
+        kill -INT "$p"
+        wait "$p" || true
+    done
+    counter=""
+    profiler=""
     next_line result 30
     for kv in ${line#result }; do
         res[${kv%%=*}]=${kv#*=}
@@ -303,6 +316,16 @@ for cell in $CELLS; do
                 awk -F, -v n="${res[requests]}" '
                     $1 ~ /^[0-9]+$/ { sub(/^(raw_)?syscalls:sys_enter_?/, "", $3); out = out sprintf(" %s %.2f", ($3 == "" ? "all" : $3), n ? $1 / n : 0) }
                     END { print "       system calls per request:" out }' "$tmp/syscalls"
+            fi
+            if [ "$PROFILE" = 1 ]; then
+                # Shares of the samples by binary (perf's "dso"), and each
+                # share of the CPU µs per request measured above.
+                perf report -i "$tmp/perf.data" --sort dso --stdio -g none 2>/dev/null | awk -v us="$cpu_us" '
+                    $1 ~ /%$/ { pct = $1 + 0; name = $2
+                                if (name ~ /kernel/) k += pct; else if (name ~ /^libc/) c += pct
+                                else if (name ~ /^hello/) b += pct; else o += pct }
+                    END { printf "       CPU by place: kernel %.1f%% (%.1f µs/req), server binary %.1f%% (%.1f), libc %.1f%% (%.1f), other %.1f%%\n",
+                          k, k * us / 100, b, b * us / 100, c, c * us / 100, o }'
             fi
         done
         for v in $VARIANTS; do
