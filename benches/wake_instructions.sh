@@ -30,6 +30,13 @@
 # hyper-util of the same round, and the medians. Needs valgrind (with
 # callgrind_control) and a free port (WAKE_ADDR, default 127.0.0.1:3922);
 # CARGO_TARGET_DIR is honoured.
+#
+# With PARTS=1, each run also prints (to stderr) the inclusive instructions
+# per request of the functions a wake goes through: spawning and ending the
+# task, building hyper and taking it apart, the PARKED wait, the lot's park
+# and wake, the watchdog, tokio's timer and I/O driver. Build with
+# CARGO_PROFILE_RELEASE_DEBUG=line-tables-only (and a CARGO_TARGET_DIR of
+# its own) so that inlined functions keep their names.
 set -eu
 
 ROUNDS=${1:-1}
@@ -37,6 +44,7 @@ CELLS=${CELLS:-"100:0.2 300:3"}
 VARIANTS=${VARIANTS:-"default park_off dormant_off"}
 ADDR=${WAKE_ADDR:-127.0.0.1:3922}
 WINDOW=${WINDOW:-20}
+PARTS=${PARTS:-0}
 
 cd "$(dirname "$0")/.."
 cargo build --release --quiet --example hello --example hello_hyper --example load_client
@@ -96,8 +104,31 @@ run() {
         echo "$1: the client counted $errors errors" >&2
     fi
     ir=$(cat "$OUT"/cg.*.* 2>/dev/null | awk '/^summary:/ { s += $2 } END { print s + 0 }')
+    if [ "$PARTS" = 1 ]; then
+        parts "$1" "$requests"
+    fi
     rm -f "$OUT"/cg.* "$OUT/result"
     echo "$ir $requests" | awk '{ printf "%.0f %d", ($2 > 0) ? $1 / $2 : 0, $2 }'
+}
+
+# parts VARIANT REQUESTS: prints to stderr the inclusive instructions per
+# request of the functions a wake goes through (those that ran).
+parts() {
+    local pattern
+    for pattern in \
+        'tokio::task::spawn::spawn ' 'Harness<T,S>::complete ' \
+        'dormant::conn::activate ' 'Builder::serve_connection ' \
+        'dormant::conn::h1::Driver<T,S,B>::finish ' \
+        'hyper::proto::h1::dispatch::Dispatcher<D,Bs,I,T>::poll_catch ' \
+        'dormant::conn::parked::ParkedWait<T> as core::future::future::Future>::poll ' \
+        'dormant::lot::Lot<T,W>::park ' 'SlotWaker<T,W> as alloc::task::Wake>::wake_by_ref ' \
+        'dormant::timeout::Watchdog::poll ' 'process_at_time ' \
+        'tokio::runtime::io::driver::Driver::turn '; do
+        callgrind_annotate --auto=no --inclusive=yes "$OUT"/cg.*.* 2>/dev/null |
+            awk -v p="$pattern" -v n="$2" -v v="$1" 'index($0, p) && !done {
+                x = $1; gsub(",", "", x); sub(/^ *[0-9,]+ *\([^)]*\) */, ""); sub(/ \[.*/, ""); sub(/^.*\/registry\/src\/[^\/]*\//, "")
+                printf "  %-11s %8.0f  %s\n", v, x / n, $0; done = 1 }' >&2
+    done
 }
 
 median() {
