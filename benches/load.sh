@@ -13,7 +13,8 @@
 # `default` is examples/hello with its defaults, `park_off` sets
 # PARK_AFTER_MS=off (park_after(None): connections keep hyper, never park),
 # `dormant_off` DORMANT_AFTER_MS=off (dormant_after(None): parked connections
-# stay in tokio, never DORMANT).
+# stay in tokio, never DORMANT); `dormant_10s` (not run by default)
+# DORMANT_AFTER_MS=10000, a longer dormant_after than the default 1 s.
 #
 # A run: the server starts with one tokio worker thread
 # (TOKIO_WORKER_THREADS=1), pinned to CPU SERVER_CPU (default 0); its RSS is
@@ -94,9 +95,9 @@ for cell in $CELLS; do
 done
 for variant in $VARIANTS; do
     case $variant in
-    default | park_off | dormant_off) ;;
+    default | park_off | dormant_off | dormant_10s) ;;
     *)
-        echo "load.sh: unknown variant $variant (default, park_off, dormant_off)" >&2
+        echo "load.sh: unknown variant $variant (default, park_off, dormant_off, dormant_10s)" >&2
         exit 1
         ;;
     esac
@@ -160,6 +161,7 @@ start() {
     hyper) bin=hello_hyper ;;
     park_off) vars=(PARK_AFTER_MS=off) ;;
     dormant_off) vars=(DORMANT_AFTER_MS=off) ;;
+    dormant_10s) vars=(DORMANT_AFTER_MS=10000) ;;
     esac
     env -u PARK_AFTER_MS -u DORMANT_AFTER_MS -u PEER_ADDR -u RUST_LOG "${vars[@]}" \
         TOKIO_WORKER_THREADS=1 taskset -c "$SERVER_CPU" "$TARGET/$bin" "$ADDR" >"$tmp/server.log" 2>&1 &

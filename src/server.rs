@@ -118,7 +118,9 @@ impl Builder {
     /// parking lot (DORMANT): no task, no tokio registration, 8 bytes of
     /// slab plus the kernel's socket. Waking a dormant connection costs a
     /// new task and a few syscalls more than waking a parked one (see
-    /// README, "Latency"). `None` keeps parked connections in tokio.
+    /// README, "Latency"): for clients that idle a few seconds between
+    /// requests, a longer `dormant_after` saves CPU for little memory (see
+    /// README, "Load"). `None` keeps parked connections in tokio.
     ///
     /// A connection whose client pipelined part of a request stays PARKED
     /// (it holds those bytes), as do HTTP/2 connections (they never park).
