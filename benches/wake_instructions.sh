@@ -115,6 +115,7 @@ run() {
 # request of the functions a wake goes through (those that ran).
 parts() {
     local pattern
+    callgrind_annotate --auto=no --inclusive=yes "$OUT"/cg.*.* >"$OUT/annotated" 2>/dev/null
     for pattern in \
         'tokio::task::spawn::spawn ' 'Harness<T,S>::complete ' \
         'dormant::conn::activate ' 'Builder::serve_connection ' \
@@ -124,11 +125,11 @@ parts() {
         'dormant::lot::Lot<T,W>::park ' 'SlotWaker<T,W> as alloc::task::Wake>::wake_by_ref ' \
         'dormant::timeout::Watchdog::poll ' 'process_at_time ' \
         'tokio::runtime::io::driver::Driver::turn '; do
-        callgrind_annotate --auto=no --inclusive=yes "$OUT"/cg.*.* 2>/dev/null |
-            awk -v p="$pattern" -v n="$2" -v v="$1" 'index($0, p) && !done {
+        awk -v p="$pattern" -v n="$2" -v v="$1" 'index($0, p) && !done {
                 x = $1; gsub(",", "", x); sub(/^ *[0-9,]+ *\([^)]*\) */, ""); sub(/ \[.*/, ""); sub(/^.*\/registry\/src\/[^\/]*\//, "")
-                printf "  %-11s %8.0f  %s\n", v, x / n, $0; done = 1 }' >&2
+                printf "  %-11s %8.0f  %s\n", v, x / n, $0; done = 1 }' "$OUT/annotated" >&2
     done
+    rm -f "$OUT/annotated"
 }
 
 median() {
