@@ -30,13 +30,10 @@ use common::*;
 mod websocket;
 
 use std::convert::Infallible;
-use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use dormant::tls::TlsListener;
@@ -47,7 +44,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Empty;
 use hyper::body::Bytes;
 use hyper::service::service_fn;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::ClientConfig;
@@ -99,50 +96,8 @@ fn all_closed(s: &dormant::Stats) -> bool {
     s.active + s.parked + s.dormant == 0
 }
 
-/// A client's TCP stream whose writes the test can hold back, to send
-/// several TLS records in one TCP write.
-struct Cork {
-    tcp: TcpStream,
-    /// Writes go here instead of the socket while it is `Some`.
-    held: Option<Vec<u8>>,
-}
-
-impl AsyncRead for Cork {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.tcp).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Cork {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match &mut self.held {
-            Some(held) => {
-                held.extend_from_slice(buf);
-                Poll::Ready(Ok(buf.len()))
-            }
-            None => Pin::new(&mut self.tcp).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.tcp).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.tcp).poll_shutdown(cx)
-    }
-}
-
 /// The client's TLS stream.
-type Tls = tokio_rustls::client::TlsStream<Cork>;
+type Tls = tokio_rustls::client::TlsStream<Tap>;
 
 /// A wss:// client.
 type Ws = WebSocketStream<Tls>;
@@ -153,11 +108,7 @@ fn tls_connect(addr: SocketAddr, config: &Arc<ClientConfig>) -> Tls {
     tcp.set_nodelay(true).unwrap();
     let connector = TlsConnector::from(config.clone());
     let name = ServerName::try_from("localhost").unwrap();
-    block(
-        "TLS handshake",
-        connector.connect(name, Cork { tcp, held: None }),
-    )
-    .expect("TLS handshake")
+    block("TLS handshake", connector.connect(name, Tap::new(tcp))).expect("TLS handshake")
 }
 
 /// Runs `write` on `tls` with the socket corked, then sends every byte it

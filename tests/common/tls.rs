@@ -1,13 +1,20 @@
 //! What the TLS test binaries share: the crypto provider, certificates
 //! made in the test (rcgen), client configurations, the client runtime,
-//! and reading TLS records off the wire. Built only with a crypto provider
+//! reading TLS records off the wire, and a client TCP stream whose writes
+//! a test can hold back or cut ([`Tap`]). Built only with a crypto provider
 //! (features `tls` or `tls-ring`).
 
 use std::future::Future;
+use std::io;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use dormant::tls::TlsConfig;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio_rustls::rustls::crypto::CryptoProvider;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -147,4 +154,84 @@ pub fn records(mut bytes: &[u8]) -> Vec<(u8, usize)> {
         bytes = &bytes[5 + len..];
     }
     records
+}
+
+/// A TCP stream whose writes the test can hold back, to send the
+/// ciphertext itself (cut where it likes), or cut in two with a pause.
+pub struct Tap {
+    pub tcp: TcpStream,
+    /// Writes go here instead of the socket while it is `Some`.
+    pub held: Option<Vec<u8>>,
+    /// Cut the write with this index after this many bytes, then pause.
+    pub cut: Option<(usize, usize, Duration)>,
+    /// Writes made so far (the rest of a cut write is one more).
+    writes: usize,
+    /// Writes cut so far.
+    pub cuts: usize,
+    /// The pause after a cut write, before the next one.
+    pausing: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Tap {
+    pub fn new(tcp: TcpStream) -> Tap {
+        Tap {
+            tcp,
+            held: None,
+            cut: None,
+            writes: 0,
+            cuts: 0,
+            pausing: None,
+        }
+    }
+}
+
+impl AsyncRead for Tap {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Tap {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        if let Some(held) = &mut this.held {
+            held.extend_from_slice(buf);
+            return Poll::Ready(Ok(buf.len()));
+        }
+        if let Some(sleep) = &mut this.pausing {
+            ready!(sleep.as_mut().poll(cx));
+            this.pausing = None;
+        }
+        let cut = this
+            .cut
+            .filter(|&(index, at, _)| index == this.writes && at < buf.len());
+        let buf = match cut {
+            Some((_, at, _)) => &buf[..at],
+            None => buf,
+        };
+        let n = ready!(Pin::new(&mut this.tcp).poll_write(cx, buf))?;
+        this.writes += 1;
+        if let Some((_, at, pause)) = cut {
+            assert_eq!(n, at, "a short write on loopback");
+            this.cuts += 1;
+            this.pausing = Some(Box::pin(tokio::time::sleep(pause)));
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
 }
