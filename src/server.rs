@@ -29,7 +29,10 @@ use crate::shutdown::{Level, Signal};
 use crate::state::{Open, ServeState, Shared};
 use crate::stats::{Counters, Stats};
 use crate::timeout::Timeouts;
-use crate::transport::Transport;
+use crate::transport::{Seam, Transport};
+
+/// How a listener's connections are served.
+type Served<L> = <<L as Listener>::Io as Transport>::Served;
 use crate::upgrade::{self, StreamLot};
 
 /// hyper's own default for its read buffer limit, which bounds a request
@@ -585,20 +588,22 @@ where
         service,
     } = serve;
     let service = Arc::new(service);
-    let state = start(&server.shared, &service);
+    let state = start(&server.shared, &service)?;
     accept_until(listener, signal, &state, &service).await;
     drain(&state).await;
     Ok(())
 }
 
-/// Makes the state of a `serve` call and starts its parking lot.
-fn start<T, S, B>(shared: &Arc<Shared>, service: &Arc<S>) -> Arc<ServeState<T>>
+/// Makes the state of a `serve` call and starts its parking lot, which
+/// every connection is registered with: without it nothing is served.
+fn start<T, S, B>(shared: &Arc<Shared>, service: &Arc<S>) -> io::Result<Arc<ServeState<T>>>
 where
-    T: Transport,
+    T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
-    let mut poll = None;
+    let poll = mio::Poll::new()?;
+    let registry = poll.registry().try_clone()?;
     let state = Arc::new_cyclic(|weak: &Weak<ServeState<T>>| {
         // The lot reports to the state it belongs to, weakly: the state
         // keeps the lot.
@@ -607,17 +612,7 @@ where
             service: service.clone(),
             body: PhantomData,
         };
-        // Also without `dormant_after`: upgraded streams may sleep there.
-        let lot = match StreamLot::new(Box::new(owner), shared.config.lot_slack()) {
-            Ok((lot, p)) => {
-                poll = Some(p);
-                Some(lot)
-            }
-            Err(error) => {
-                error!(%error, "no parking lot: connections stay parked in tokio");
-                None
-            }
-        };
+        let lot = StreamLot::new(Box::new(owner), shared.config.lot_slack(), registry);
         ServeState {
             shared: shared.clone(),
             signal: Signal::default(),
@@ -626,17 +621,15 @@ where
             held: Held::new(shared.config.max_connections),
         }
     });
-    if let Some(poll) = poll {
-        tokio::spawn(drive_lot(state.clone(), poll));
-    }
-    state
+    tokio::spawn(drive_lot(state.clone(), poll));
+    Ok(state)
 }
 
 /// Accepts and serves connections until `signal` completes.
 async fn accept_until<L, S, B, F>(
     mut listener: L,
     signal: F,
-    state: &Arc<ServeState<L::Io>>,
+    state: &Arc<ServeState<Served<L>>>,
     service: &Arc<S>,
 ) where
     L: Listener,
@@ -662,6 +655,15 @@ async fn accept_until<L, S, B, F>(
             Ok((stream, peer)) => {
                 backoff = MIN_BACKOFF;
                 state.shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
+                let stream = match stream.serve_in(&state.lot) {
+                    Ok(stream) => stream,
+                    Err(error) => {
+                        // Out of memory, or of epoll watches: the socket
+                        // is closed.
+                        error!(%error, "registering an accepted connection failed");
+                        continue;
+                    }
+                };
                 let open = Open::accepted(state);
                 tokio::spawn(conn::serve(
                     stream,
@@ -700,12 +702,10 @@ async fn accept_until<L, S, B, F>(
 /// Graceful shutdown: closes idle connections, lets requests in flight
 /// finish (within the grace period), and waits for every connection to
 /// be gone.
-async fn drain<T: Transport>(state: &ServeState<T>) {
+async fn drain<T: Seam>(state: &ServeState<T>) {
     debug!("graceful shutdown: draining connections");
     state.signal.raise(Level::Draining);
-    if let Some(lot) = &state.lot {
-        lot.close_all();
-    }
+    state.lot.close_all();
     match state.shared.config.shutdown_grace {
         Some(grace) => {
             if tokio::time::timeout(grace, state.held.all_released())
@@ -725,7 +725,7 @@ async fn drain<T: Transport>(state: &ServeState<T>) {
 /// the peer's close), in a new task. It still counts as held.
 fn spawn_woken<T, S, B>(state: &Arc<ServeState<T>>, stream: T, service: &Arc<S>)
 where
-    T: Transport,
+    T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
@@ -754,7 +754,7 @@ where
 /// What the parking lot of a `serve` call reports to: connections it hands
 /// back are served in new tasks, and what it closes is counted. Holds the
 /// state weakly: the state keeps the lot, which keeps this.
-struct LotOwner<T: Transport, S, B> {
+struct LotOwner<T: Seam, S, B> {
     state: Weak<ServeState<T>>,
     service: Arc<S>,
     body: PhantomData<fn() -> B>,
@@ -762,7 +762,7 @@ struct LotOwner<T: Transport, S, B> {
 
 impl<T, S, B> lot::Owner<T> for LotOwner<T, S, B>
 where
-    T: Transport,
+    T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
@@ -814,16 +814,24 @@ where
 }
 
 /// Drives the parking lot of one `serve` call until shutdown.
-async fn drive_lot<T: Transport>(state: Arc<ServeState<T>>, poll: mio::Poll) {
-    let Some(lot) = &state.lot else { return };
+async fn drive_lot<T: Seam>(state: Arc<ServeState<T>>, poll: mio::Poll) {
+    let lot = &state.lot;
+    // Every connection reads and writes through the lot: it runs until the
+    // last one is gone after shutdown began.
+    let done = async {
+        state.signal.reached(Level::Draining).await;
+        state.held.all_released().await;
+    };
     tokio::select! {
         biased;
-        () = state.signal.reached(Level::Draining) => {}
+        () = done => {}
         res = lot.drive(poll) => {
             if let Err(error) = res {
-                error!(%error, "parking lot failed; closing its connections");
+                error!(%error, "parking lot failed; closing every connection");
             }
+            // No connection can make progress without it.
             lot.close_all();
+            state.signal.raise(Level::Forced);
         }
     }
 }

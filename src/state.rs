@@ -13,7 +13,7 @@ use crate::config::Config;
 use crate::pool::Pool;
 use crate::shutdown::Signal;
 use crate::stats::Counters;
-use crate::transport::Transport;
+use crate::transport::Seam;
 use crate::upgrade::{self, StreamLot};
 
 /// What every connection of a server shares.
@@ -26,11 +26,11 @@ pub(crate) struct Shared {
 }
 
 /// What the connections of one `serve` call share.
-pub(crate) struct ServeState<T: Transport> {
+pub(crate) struct ServeState<T: Seam> {
     pub(crate) shared: Arc<Shared>,
     pub(crate) signal: Signal,
-    /// `None` only if the lot could not be made.
-    pub(crate) lot: Option<StreamLot<T>>,
+    /// Where every connection is registered, and waits without a task.
+    pub(crate) lot: StreamLot<T>,
     /// The same lot, as upgraded streams see it.
     pub(crate) upgrade_lot: upgrade::Lot,
     pub(crate) held: Held,
@@ -39,12 +39,12 @@ pub(crate) struct ServeState<T: Transport> {
 /// A connection task's handle on its `serve` call. The connection counts as
 /// held from accept until it is closed: when this handle drops, unless it
 /// went into the parking lot, which then holds it.
-pub(crate) struct Open<T: Transport> {
+pub(crate) struct Open<T: Seam> {
     state: Arc<ServeState<T>>,
     held: bool,
 }
 
-impl<T: Transport> Open<T> {
+impl<T: Seam> Open<T> {
     /// A newly accepted connection.
     pub(crate) fn accepted(state: &Arc<ServeState<T>>) -> Self {
         state.held.acquire();
@@ -69,14 +69,14 @@ impl<T: Transport> Open<T> {
     }
 }
 
-impl<T: Transport> Deref for Open<T> {
+impl<T: Seam> Deref for Open<T> {
     type Target = ServeState<T>;
     fn deref(&self) -> &ServeState<T> {
         &self.state
     }
 }
 
-impl<T: Transport> Drop for Open<T> {
+impl<T: Seam> Drop for Open<T> {
     fn drop(&mut self) {
         if self.held {
             self.state.held.release(1);

@@ -111,7 +111,7 @@ use crate::error::Error;
 use crate::lot::{self, Wakeup};
 use crate::pool::{self, PoolStats};
 use crate::shutdown::Shutdown;
-use crate::transport::Transport;
+use crate::transport::Seam;
 
 pub use crate::pool::PooledBytes;
 pub use crate::transport::Stream;
@@ -420,10 +420,11 @@ trait Beds: Send + Sync {
 /// A lot whose sleepers are upgraded streams.
 pub(crate) type StreamLot<T> = lot::Lot<T, Box<dyn Callback>>;
 
-impl<T: Transport> Beds for StreamLot<T> {
+impl<T: Seam> Beds for StreamLot<T> {
     fn sleep(&self, stream: Stream, callback: Box<dyn Callback>) {
-        match T::from_stream(stream) {
-            Ok(stream) => lot::Lot::sleep(self, stream, callback),
+        match T::dormant_from_stream(stream) {
+            Ok(Ok(dormant)) => lot::Lot::sleep(self, dormant, callback),
+            Ok(Err(error)) => callback.call(Woken::Failed(error)),
             Err(_) => callback.call(Woken::Failed(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "the stream came from a server with another kind of listener than this lot's",
@@ -436,25 +437,23 @@ impl<T: Transport> Beds for StreamLot<T> {
     }
 }
 
-impl<T: Transport> Wakeup<T> for Box<dyn Callback> {
-    fn call(self, woke: lot::Woke<T>) {
-        let up = |stream: T| Upgraded::from(stream.into_stream());
-        Callback::call(
-            self,
-            match woke {
-                lot::Woke::Readable(stream) => Woken::Readable(up(stream)),
-                lot::Woke::Eof(stream) => Woken::Eof(up(stream)),
-                lot::Woke::Shutdown(stream) => Woken::Shutdown(up(stream)),
-                lot::Woke::Failed(error) => Woken::Failed(error),
-            },
-        );
+impl<T: Seam> Wakeup<T> for Box<dyn Callback> {
+    fn call(self, woke: lot::Woke<T::Dormant>) {
+        let up = |dormant| T::dormant_into_stream(dormant).map(Upgraded::from);
+        let woken = match woke {
+            lot::Woke::Readable(dormant) => up(dormant).map(Woken::Readable),
+            lot::Woke::Eof(dormant) => up(dormant).map(Woken::Eof),
+            lot::Woke::Shutdown(dormant) => up(dormant).map(Woken::Shutdown),
+            lot::Woke::Failed(error) => Err(error),
+        };
+        Callback::call(self, woken.unwrap_or_else(Woken::Failed));
     }
 }
 
 impl Lot {
-    /// The handle on a serve call's lot (`None` if it could not be made).
-    pub(crate) fn new<T: Transport>(lot: Option<StreamLot<T>>) -> Self {
-        Lot(lot.map(|lot| Arc::new(Box::new(lot) as Box<dyn Beds>)))
+    /// The handle on a serve call's lot.
+    pub(crate) fn new<T: Seam>(lot: StreamLot<T>) -> Self {
+        Lot(Some(Arc::new(Box::new(lot) as Box<dyn Beds>)))
     }
 
     /// Puts `stream` to sleep in the parking lot with `callback`, its

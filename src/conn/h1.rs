@@ -78,17 +78,18 @@ use tracing::debug;
 
 use super::Active;
 use super::parked::Clocks;
+use crate::error::Error;
 use crate::io::{CloseWatch, ConnIo, Replay};
 use crate::service::{ConnService, HttpService, ResBody};
 use crate::shutdown::{Level, Shutdown, Watch};
 use crate::state::ServeState;
 use crate::timeout::{Expiry, Watchdog};
 use crate::track::{HandOffResult, Tracker};
-use crate::transport::Transport;
+use crate::transport::Seam;
 use crate::upgrade;
 
 /// hyper's HTTP/1 connection over dormant's transport.
-type Connection<T, S> = http1::Connection<ConnIo<T>, ConnService<S, <T as Transport>::Addr>>;
+type Connection<T, S> = http1::Connection<ConnIo<T>, ConnService<S, <T as Seam>::Addr>>;
 
 /// Why the driver stopped polling hyper.
 #[derive(Clone, Copy, Debug)]
@@ -115,7 +116,7 @@ pub(super) async fn serve<T, S, B>(
     head_since: Instant,
 ) -> Active<T>
 where
-    T: Transport,
+    T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
@@ -151,7 +152,7 @@ where
 /// with.
 struct Driver<T, S, B>
 where
-    T: Transport,
+    T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
@@ -168,7 +169,7 @@ where
 
 impl<T, S, B> Driver<T, S, B>
 where
-    T: Transport,
+    T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
@@ -239,7 +240,7 @@ where
 /// I2).
 fn take_apart<T, S, B>(conn: Connection<T, S>, watchdog: &Watchdog) -> Active<T>
 where
-    T: Transport,
+    T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
@@ -267,7 +268,7 @@ fn hand_off<T, S, B>(
     tx: oneshot::Sender<HandOffResult>,
     state: &ServeState<T>,
 ) where
-    T: Transport,
+    T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
@@ -287,8 +288,18 @@ fn hand_off<T, S, B>(
     } else {
         [&read_buf[..], &rest[..]].concat().into()
     };
+    let stream = match stream.into_stream() {
+        Ok(stream) => stream,
+        Err(error) => {
+            // Moving the socket back into tokio failed (out of memory for
+            // its registration): the socket is closed.
+            debug!(%error, "upgrade hand-off failed");
+            let _ = tx.send(Err(Error::closed()));
+            return;
+        }
+    };
     let parts = upgrade::Parts::new(
-        stream.into_stream(),
+        stream,
         read_buf,
         state.upgrade_lot.clone(),
         Shutdown::new(&state.signal),

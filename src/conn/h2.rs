@@ -17,7 +17,7 @@ use crate::shutdown::Level;
 use crate::state::ServeState;
 use crate::timeout::{Timeouts, Watchdog};
 use crate::track::Tracker;
-use crate::transport::Transport;
+use crate::transport::Seam;
 
 /// Serves an HTTP/2 connection until it ends.
 pub(super) async fn serve<T, S, B>(
@@ -27,7 +27,7 @@ pub(super) async fn serve<T, S, B>(
     service: Arc<S>,
     state: &ServeState<T>,
 ) where
-    T: Transport,
+    T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {

@@ -47,7 +47,7 @@ use crate::io::Replay;
 use crate::service::{HttpService, ResBody};
 use crate::state::{Open, ServeState};
 use crate::stats::Gauge;
-use crate::transport::Transport;
+use crate::transport::Seam;
 use parked::{Clocks, ParkedWait, Wake};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -153,7 +153,7 @@ pub(crate) fn serve<T, S, B>(
     origin: Origin,
 ) -> impl Future<Output = ()> + Send
 where
-    T: Transport,
+    T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
@@ -258,7 +258,7 @@ fn activate<'a, T, S, B>(
     clocks: &Clocks,
 ) -> ActiveFuture<'a, T>
 where
-    T: Transport,
+    T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
@@ -291,15 +291,13 @@ where
 /// Puts a parked connection in the lot without its task, if it carries
 /// nothing and has no request head on the clock; gives it back otherwise,
 /// or if the lot refuses it.
-fn park_taskless<T: Transport>(
+fn park_taskless<T: Seam>(
     stream: T,
     carried: &Bytes,
     clocks: &Clocks,
     state: &ServeState<T>,
 ) -> Result<(), T> {
-    let Some(lot) = &state.lot else {
-        return Err(stream);
-    };
+    let lot = &state.lot;
     if !carried.is_empty() || clocks.head_since.is_some() {
         return Err(stream);
     }

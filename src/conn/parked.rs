@@ -17,7 +17,7 @@ use crate::lot::Parkable;
 use crate::shutdown::{Level, Watch};
 use crate::state::ServeState;
 use crate::timeout::Expiry;
-use crate::transport::Transport;
+use crate::transport::Seam;
 
 /// The clocks a connection keeps while PARKED.
 #[derive(Clone, Copy, Debug)]
@@ -53,7 +53,7 @@ pin_project! {
     /// buffer; or until `deadline` (closes), or shutdown. Written out by
     /// hand because it is most of a PARKED connection's task: an `async`
     /// block would keep more.
-    pub(super) struct ParkedWait<'a, T: Transport> {
+    pub(super) struct ParkedWait<'a, T: Seam> {
         stream: &'a mut T,
         state: &'a ServeState<T>,
         carried: Bytes,
@@ -70,7 +70,7 @@ pin_project! {
     }
 }
 
-impl<'a, T: Transport> ParkedWait<'a, T> {
+impl<'a, T: Seam> ParkedWait<'a, T> {
     pub(super) fn new(
         stream: &'a mut T,
         state: &'a ServeState<T>,
@@ -112,7 +112,7 @@ impl<'a, T: Transport> ParkedWait<'a, T> {
     }
 }
 
-impl<T: Transport> ParkedWait<'_, T> {
+impl<T: Seam> ParkedWait<'_, T> {
     /// The handshake deadline passed: closes the connection if it is
     /// still handshaking (`Ready`); otherwise the handshake completed in
     /// time, and the timer moves on to the request head's deadline,
@@ -150,13 +150,13 @@ impl<T: Transport> ParkedWait<'_, T> {
 }
 
 /// The deadline of a PARKED wait passed.
-fn timed_out<T: Transport>(why: Expiry, state: &ServeState<T>) -> Wake {
+fn timed_out<T: Seam>(why: Expiry, state: &ServeState<T>) -> Wake {
     debug!(?why, "timeout while parked");
     why.count(&state.shared.stats);
     Wake::Closed
 }
 
-impl<T: Transport> Future for ParkedWait<'_, T> {
+impl<T: Seam> Future for ParkedWait<'_, T> {
     type Output = Wake;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Wake> {

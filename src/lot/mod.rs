@@ -1,133 +1,137 @@
-//! The parking lot: where idle connections wait without a task, and
-//! long-idle ones outside tokio.
+//! The parking lot: every connection's one registration, and where idle
+//! connections wait without a task.
 //!
 //! The lot is a mechanism. It holds connections of one transport type `T`
-//! (a [`Parkable`]: a tokio-registered stream that can leave tokio as an fd
-//! plus a small state, and come back), keeps their deadlines, and reports
-//! what happens to them to the [`Owner`] it was made with. It knows nothing
-//! of HTTP, of the server's accounting or of the upgrade API: the owner
-//! decides what a woken connection becomes and counts what the lot closes.
+//! (a [`Parkable`]: a stream that can become its fd plus a small state, and
+//! back), keeps their deadlines, and reports what happens to them to the
+//! [`Owner`] it was made with. It knows nothing of HTTP, of the server's
+//! accounting or of the upgrade API: the owner decides what a woken
+//! connection becomes and counts what the lot closes.
 //!
-//! # Task-less PARKED connections
-//!
-//! ```text
-//!  parked: Slab<Parked>       Parked { T, due, idle }: still registered with tokio
-//!  wakers: Vec<Arc<SlotWaker>> one per key, made once and reused
-//!  parked_deadlines           (due, key) in FIFO order: every parked connection
-//!                             has the same dormant_after and idle timeout
-//! ```
-//!
-//! [`Lot::park`] polls the stream's readiness (`poll_read_ready`: tokio's
-//! readiness flag, no system call) with the key's waker while the lot is
-//! locked, so a wake cannot be acted on before the slab holds the stream; a
-//! stream already readable is given back and its task goes on. The waker
-//! ([`SlotWaker`]) names a key, not a connection: a wake is a hint, and the
-//! key is polled again before anything is done, so a late wake for an
-//! earlier occupant costs one poll. On a wake the waker itself, on the
-//! thread that turned tokio's I/O driver, polls the key and hands a ready
-//! stream to [`Owner::woken`]; when it cannot (the lot is locked, which is
-//! also the case for a wake from a poll refused for want of coop budget,
-//! or it runs outside the runtime) it queues the key for the lot's task.
-//! At its `due` time the lot's task moves the connection to DORMANT, or
-//! closes it if its idle deadline passed. A large parked slab is freed when
-//! its last connection leaves.
-//!
-//! # DORMANT connections
-//!
-//! ```text
-//!  dormant: Slab<Dormant>     Dormant { T::Dormant (an fd, 4 B for TCP and Unix
-//!                             sockets), deadline (4 B) }: 8 B a connection
-//!  dormant_deadlines          (deadline, key) in FIFO order
-//! ```
+//! # One registration for a connection's life
 //!
 //! The lot has no thread of its own. Its `mio::Poll`'s epoll fd is
 //! registered with tokio (`AsyncFd`), and one task per lot drives it
-//! ([`Lot::drive`]): when the epoll fd turns readable, the task collects
-//! the events without blocking and, for each ready fd,
+//! ([`Lot::drive`]). Every connection is registered in that poll once, at
+//! accept ([`Lot::register`]), edge-triggered for reading and writing, and
+//! stays there until it closes: a connection never moves between tokio's
+//! epoll and the lot's, so parking and waking make no system call. One slab
+//! holds a slot per registered connection, whatever it is doing:
 //!
-//! - if the event reports the peer's close (or an error), asks the
-//!   transport whether bytes came before the close ([`Parkable::peer_closed`],
-//!   a one-byte peek for TCP); none means the peer closed, and the fd is
-//!   closed right there, tokio never sees it again. A transport that cannot
-//!   tell without reading is handed back, and its first read finds out;
-//! - otherwise (bytes: no peek needed) hands the connection back to tokio
-//!   ([`Parkable::from_dormant`]) through [`Owner::woken`].
+//! ```text
+//!  slots: Slab<Slot>   Served(cell)                 a task serves it: events
+//!                                                   set its readiness cell
+//!                      Parked { conn, cell, due, idle }  task-less
+//!                      Dormant { conn, deadline }   task-less, cell freed
+//!                      Sleeping { conn, callback }  an idle upgraded stream
+//!  parked_deadlines    (due, key) in FIFO order: every parked connection
+//!                      has the same dormant_after and idle timeout
+//!  dormant_deadlines   (deadline, key) in FIFO order
+//! ```
 //!
-//! mio registers edge-triggered, so every event is acted on; an fd that
-//! became readable before it was registered is reported on registration.
-//! The same task closes connections whose idle deadline passed, sleeping
-//! until the front deadline, or at least the lot's slack (deadlines are
-//! acted on in batches, see [`Lot::drive`]); there is no timer per
-//! connection.
+//! While a task serves a connection, its transport reads and writes
+//! through a [`Registration`]: the events the driver collects set the
+//! connection's readiness [`Cell`] and wake the task (`ready.rs`).
+//!
+//! A connection parks ([`Lot::park`]) only if its cell says no byte came
+//! since its last read found the socket empty; the check and the change
+//! of its slot happen under the lot's lock, which the driver also holds
+//! while it acts on events, so an event is either seen by the check (the
+//! connection stays with its task) or finds the slot PARKED (the lot wakes
+//! it). When an event reports bytes (or the peer's close) for a task-less
+//! connection, the driver makes its slot `Served` again with both sides
+//! ready, so its new task's first read and write reach the socket (the
+//! events it missed while task-less went nowhere), and hands it to
+//! [`Owner::woken`]. An event that only reports room to write (the ACK of
+//! the last response) leaves it asleep. An event that reports the peer's
+//! close asks the transport whether bytes came before it
+//! ([`Parkable::peer_closed`], a one-byte peek for TCP): none means the
+//! peer closed, and the fd is closed right there.
+//!
+//! PARKED and DORMANT differ only in what they keep: a PARKED connection
+//! keeps its readiness cell, so a wake within `dormant_after` allocates
+//! nothing; at its `due` time the driver frees the cell (DORMANT), or
+//! closes the connection if its idle deadline passed. DORMANT connections
+//! are closed at their idle deadline. Deadlines are acted on in batches by
+//! the driver, sleeping until the front deadline, or at least the lot's
+//! slack; there is no timer per connection.
+//!
+//! Events come edge-triggered, so every one is acted on; an fd that became
+//! readable before it was registered is reported on registration. A slot's
+//! key may be reused as soon as its connection closes, so an event
+//! collected before the close may reach the next occupant: every event is
+//! a hint, checked against the socket by whoever acts on it (a read that
+//! finds nothing, a peek), and costs at most a spurious wake.
 //!
 //! # Sleepers
 //!
-//! A stream can also sleep here with a callback ([`Lot::sleep`]), as idle
-//! upgraded streams do; the callback type `W` is the lot's second
-//! parameter, so that its owner stores its own (boxed) callbacks as they
-//! are. Those sit in a third slab, so that keep-alive slots
-//! stay 8 bytes:
-//!
-//! ```text
-//!  sleepers: Slab<Sleeper>    Sleeper { T::Dormant, W }: 24 B for TCP with a boxed callback
-//! ```
-//!
-//! Their tokens have the top bit set. When one turns readable the lot
-//! asks the transport as above and calls the callback, exactly once, with
-//! the stream back in tokio ([`Woke`]): readable, closed by the peer, or
-//! shut down; or with the error when the socket failed. They have no
+//! An upgraded stream, which tokio serves, can also sleep here with a
+//! callback ([`Lot::sleep`]): it leaves tokio, is registered for reading
+//! until it wakes, and goes back to tokio. The callback type `W` is the
+//! lot's second parameter, so that its owner stores its own (boxed)
+//! callbacks as they are. When one turns readable the lot asks the
+//! transport as above and calls the callback, exactly once, with the
+//! stream's parked form ([`Woke`]): readable, closed by the peer, or shut
+//! down; or with the error when the socket failed. Sleepers have no
 //! deadline. At shutdown ([`Lot::close_all`]) they are handed back with
 //! [`Woke::Shutdown`]. If the lot is dropped without being closed (the
 //! runtime shut down), sleeping streams are closed and their callbacks
 //! dropped uncalled.
 
 mod deadlines;
+mod ready;
 mod slab;
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::SeqCst;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::task::{Context, Poll as Ready, Wake, Waker};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll as Ready, Waker};
 use std::time::Duration;
 
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
-use tokio::task::unconstrained;
 use tokio::time::Instant;
-use tracing::{debug, trace};
+use tracing::trace;
 
 use deadlines::{Clock, Deadlines, Millis, before, earliest};
+pub(crate) use ready::Direction;
+#[expect(
+    unreachable_pub,
+    reason = "named by the sealed `Parkable` and `Register`, which `Transport` reaches"
+)]
+pub use ready::Registration;
+use ready::{Cell, Report, Table};
 use slab::Slab;
 
 /// Events collected per `epoll_wait`.
 const EVENTS: usize = 256;
 
-/// The token bit that marks a sleeper.
-const SLEEPER: usize = 1 << (usize::BITS - 1);
+/// A slab at most this long is kept when it empties.
+const SLOTS_KEEP: usize = 64;
 
-/// A parked slab at most this long is kept when it empties.
-const PARKED_KEEP: usize = 64;
-
-/// What the lot needs of the connections it holds: a transport's stream.
+/// What the lot needs of the connections it holds: a transport's stream,
+/// registered with the lot while a task serves it.
 pub trait Parkable: Send + Sync + Sized + 'static {
-    /// The connection outside tokio: its fd and whatever state the
+    /// The connection without a task: its fd and whatever state the
     /// transport keeps beside it (nothing, for plain sockets).
     type Dormant: AsFd + Send + 'static;
 
-    /// tokio's readiness flag: `Ready` once bytes (or the peer's close)
-    /// arrived; `Pending` leaves the waker in tokio's registration. No
-    /// system call.
+    /// `Ready` once bytes (or the peer's close) may have arrived since
+    /// the last read found none; `Pending` keeps the waker. No system call.
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Ready<io::Result<()>>;
 
-    /// Leaves tokio.
-    fn into_dormant(self) -> io::Result<Self::Dormant>;
+    /// Whether a read may find bytes: readiness came since the last read
+    /// found none, or the transport holds bytes of its own.
+    fn read_ready(&self) -> bool;
 
-    /// Comes back into tokio.
-    fn from_dormant(dormant: Self::Dormant) -> io::Result<Self>;
+    /// Gives up the task: the parked form and the registration, or the
+    /// stream back if it holds something that cannot wait for the socket.
+    fn into_dormant(self) -> Result<(Self::Dormant, Registration), Self>;
+
+    /// Back with a task.
+    fn from_dormant(dormant: Self::Dormant, registration: Registration) -> Self;
 
     /// After an event that may report the peer's close: `Ok(true)` if the
     /// peer closed with nothing left to read, `Ok(false)` if bytes wait,
@@ -141,19 +145,31 @@ pub trait Parkable: Send + Sync + Sized + 'static {
         drop(dormant);
     }
 
-    /// [`close_dormant`](Self::close_dormant) for a connection still in
-    /// tokio.
+    /// [`close_dormant`](Self::close_dormant) for a served connection.
     fn close(self) {
         drop(self);
+    }
+}
+
+/// Registers a new connection with a lot: what a transport sees of it
+/// when dormant starts serving a connection.
+pub trait Register {
+    /// See [`Lot::register`].
+    fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration>;
+}
+
+impl<T: Parkable, W: Wakeup<T>> Register for Lot<T, W> {
+    fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration> {
+        Lot::register(self, fd)
     }
 }
 
 /// Where a connection waited in the lot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Rung {
-    /// Task-less, still registered with tokio.
+    /// Task-less, with its readiness cell.
     Parked,
-    /// Outside tokio.
+    /// Task-less, its cell freed.
     Dormant,
 }
 
@@ -164,17 +180,17 @@ pub(crate) enum Closed {
     ByPeer,
     /// The idle deadline passed.
     Idle,
-    /// The socket, or moving it between tokio and the lot, failed.
+    /// The socket failed.
     Failed,
-    /// [`Lot::close_all`], or the lot was closed when the connection came.
+    /// [`Lot::close_all`].
     Shutdown,
 }
 
 /// What the lot reports to whoever made it. Called without the lot's lock
-/// held, from the lot's task or from the thread that woke a connection.
+/// held, from the lot's task.
 pub(crate) trait Owner<T>: Send + Sync + 'static {
-    /// A connection turned readable (bytes, or the peer's close, which its
-    /// first read finds): the lot no longer holds it.
+    /// A task-less connection turned readable (bytes, or the peer's close,
+    /// which its first read finds): it is served again.
     fn woken(&self, conn: T, from: Rung);
     /// The lot closed `n` connections that waited on `from`.
     fn closed(&self, from: Rung, why: Closed, n: usize);
@@ -182,112 +198,64 @@ pub(crate) trait Owner<T>: Send + Sync + 'static {
     fn went_dormant(&self, n: usize);
 }
 
-/// Why a sleeper's callback is called; carries the stream back into tokio.
+/// Why a sleeper's callback is called; carries the stream's parked form,
+/// out of the lot's poll.
 #[derive(Debug)]
-pub(crate) enum Woke<T> {
-    Readable(T),
+pub(crate) enum Woke<D> {
+    Readable(D),
     /// The peer closed its side, with nothing left to read.
-    Eof(T),
-    Shutdown(T),
+    Eof(D),
+    Shutdown(D),
     Failed(io::Error),
 }
 
 /// A sleeper's callback, called exactly once.
-pub(crate) trait Wakeup<T>: Send + 'static {
-    fn call(self, woke: Woke<T>);
+pub(crate) trait Wakeup<T: Parkable>: Send + 'static {
+    fn call(self, woke: Woke<T::Dormant>);
 }
 
-/// A task-less PARKED connection.
-struct Parked<T> {
-    stream: T,
-    /// When the lot acts on it: moves it to DORMANT, or closes it (idle).
-    due: Option<Millis>,
-    /// The idle deadline, if there is an idle timeout.
-    idle: Option<Millis>,
+/// A registered connection, by what it is doing.
+enum Slot<D, W> {
+    /// A task serves it: events set its cell.
+    Served(Arc<Cell>),
+    /// Task-less; woken by bytes, moved to DORMANT or closed at `due`.
+    Parked {
+        conn: D,
+        cell: Arc<Cell>,
+        due: Option<Millis>,
+        /// The idle deadline, if there is an idle timeout.
+        idle: Option<Millis>,
+    },
+    /// Task-less, without a cell.
+    Dormant {
+        conn: D,
+        /// The idle deadline; meaningless without an idle timeout.
+        deadline: Millis,
+    },
+    /// An upgraded stream asleep, registered for reading only.
+    Sleeping { conn: D, callback: W },
 }
 
-/// A DORMANT connection: 8 bytes for a plain socket.
-struct Dormant<D> {
-    fd: D,
-    /// The idle deadline; meaningless without an idle timeout.
-    deadline: Millis,
-}
-
-/// A stream asleep, with the callback to call when it wakes.
-struct Sleeper<T: Parkable, W> {
-    fd: T::Dormant,
-    callback: W,
-}
-
-/// The waker a task-less PARKED connection leaves in tokio's registration.
-/// It names a key, not a connection: a wake is a hint, and the lot polls
-/// the key again before acting on it, so a wake meant for an earlier
-/// occupant costs one poll and nothing else.
-struct SlotWaker<T: Parkable, W> {
-    lot: Weak<Shared<T, W>>,
-    key: u32,
-    /// The key is in the ready list (or about to be).
-    queued: AtomicBool,
-}
-
-impl<T: Parkable, W: Wakeup<T>> Wake for SlotWaker<T, W> {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        if self.queued.swap(true, SeqCst) {
-            return;
-        }
-        let Some(shared) = self.lot.upgrade() else {
-            return;
-        };
-        // Fast path, without the hop through the lot's task: act right
-        // here, usually on the thread that turned tokio's I/O driver. Only
-        // inside the runtime (the owner spawns a task), and only if the lot
-        // is not locked: a wake from a poll the lot makes itself (its coop
-        // budget spent) finds it locked and is queued.
-        if tokio::runtime::Handle::try_current().is_ok() {
-            if let Ok(inner) = shared.inner.try_lock() {
-                shared.take_woken(inner, self.key);
-                return;
-            }
-        }
-        shared
-            .ready
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(self.key);
-        shared.parked_ready.notify_one();
-    }
-}
-
-struct Inner<T: Parkable, W> {
-    parked: Slab<Parked<T>>,
-    /// `wakers[key]` is the waker of parked key `key`.
-    wakers: Vec<Arc<SlotWaker<T, W>>>,
+struct Inner<D, W> {
+    slots: Slab<Slot<D, W>>,
     parked_deadlines: Deadlines,
-    dormant: Slab<Dormant<T::Dormant>>,
     dormant_deadlines: Deadlines,
-    sleepers: Slab<Sleeper<T, W>>,
+    sleeping: usize,
     closed: bool,
 }
 
-impl<T: Parkable, W> Inner<T, W> {
-    /// Takes out the parked connection at `key`. When the last connection
-    /// leaves a large slab, the slab, its wakers and its queue are freed:
-    /// otherwise a burst of parked connections that went DORMANT would
-    /// leave its high-water mark (~90 bytes a key) behind. Wakes still
-    /// queued for the old keys find nothing, or a new occupant that the
-    /// lot polls again.
-    fn remove_parked(&mut self, key: u32) -> Option<Parked<T>> {
-        let parked = self.parked.remove(key)?;
-        if self.parked.shrink_if_empty(PARKED_KEEP) {
-            self.wakers = Vec::new();
-            // Entries left in the queue name vacant keys.
+impl<D, W> Inner<D, W> {
+    /// Frees the slot at `key`. When the last connection leaves a large
+    /// slab, the slab and its queues are freed: otherwise a burst would
+    /// leave its high-water mark behind. Entries left in the queues would
+    /// name vacant keys.
+    fn remove(&mut self, key: u32) -> Option<Slot<D, W>> {
+        let slot = self.slots.remove(key)?;
+        if self.slots.shrink_if_empty(SLOTS_KEEP) {
             self.parked_deadlines.clear();
+            self.dormant_deadlines.clear();
         }
-        Some(parked)
+        Some(slot)
     }
 }
 
@@ -304,106 +272,116 @@ struct Shared<T: Parkable, W> {
     registry: mio::Registry,
     /// How late the lot may act on a deadline (see [`Lot::drive`]).
     slack: Duration,
-    inner: Mutex<Inner<T, W>>,
+    inner: Mutex<Inner<T::Dormant, W>>,
     clock: Clock,
     /// Woken when a deadline queue goes from empty to non-empty.
     new_front: Notify,
-    /// Keys of task-less PARKED connections whose waker was woken.
-    ready: Mutex<Vec<u32>>,
-    /// Woken when `ready` gets a key.
-    parked_ready: Notify,
     owner: Box<dyn Owner<T>>,
 }
 
-impl<T: Parkable, W: Wakeup<T>> Shared<T, W> {
-    fn lock(&self) -> MutexGuard<'_, Inner<T, W>> {
-        // A panic while holding the lock leaves the slabs consistent (every
-        // step is a single insert, remove or push), so poisoning is ignored.
+impl<T: Parkable, W> Shared<T, W> {
+    fn lock(&self) -> MutexGuard<'_, Inner<T::Dormant, W>> {
+        // A panic while holding the lock leaves the slab consistent (every
+        // step is a single insert, remove or replacement), so poisoning is
+        // ignored.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
 
-    /// Polls the task-less PARKED connection at `key` after a wake, and
-    /// hands it to the owner if it is readable, or closes it if it failed.
-    fn take_woken(&self, mut inner: MutexGuard<'_, Inner<T, W>>, key: u32) {
-        let Some(waker) = inner.wakers.get(key as usize) else {
-            return;
-        };
-        // Cleared before the poll: a wake from here on queues the key again.
-        waker.queued.store(false, SeqCst);
-        let waker = Waker::from(waker.clone());
-        let Some(parked) = inner.parked.get(key) else {
-            return;
-        };
-        let Ready::Ready(res) = poll_readable(&parked.stream, &waker) else {
-            return;
-        };
-        let Some(parked) = inner.remove_parked(key) else {
-            return;
-        };
-        drop(inner);
-        match res {
-            Ok(()) => self.owner.woken(parked.stream, Rung::Parked),
-            Err(error) => {
-                trace!(%error, "parked connection failed");
-                // Closed before the owner counts it.
-                drop(parked);
-                self.owner.closed(Rung::Parked, Closed::Failed, 1);
-            }
+impl<T: Parkable, W: Send + 'static> Table for Shared<T, W> {
+    fn release(&self, key: u32) {
+        let mut inner = self.lock();
+        if let Some(Slot::Served(_)) = inner.slots.get(key) {
+            inner.remove(key);
+        }
+    }
+
+    fn deregister(&self, key: u32, fd: BorrowedFd<'_>) -> io::Result<()> {
+        let res = self.registry.deregister(&mut SourceFd(&fd.as_raw_fd()));
+        self.release(key);
+        res
+    }
+}
+
+/// What a batch of events asks for once the lot's lock is released.
+struct Batch<T: Parkable, W> {
+    /// Tasks whose connection turned ready.
+    wake: Vec<Waker>,
+    /// Task-less connections to hand to the owner.
+    woken: Vec<(T, Rung)>,
+    /// Connections the peer closed (or that failed), to close.
+    gone: Vec<(T::Dormant, Rung, Closed)>,
+    /// Sleepers to take out of the poll and call back.
+    sleepers: Vec<(T::Dormant, W, Reason)>,
+    failed: Vec<(W, io::Error)>,
+}
+
+impl<T: Parkable, W> Default for Batch<T, W> {
+    fn default() -> Self {
+        Batch {
+            wake: Vec::new(),
+            woken: Vec::new(),
+            gone: Vec::new(),
+            sleepers: Vec::new(),
+            failed: Vec::new(),
         }
     }
 }
 
-/// Polls the readiness of a task-less PARKED connection with the waker of
-/// its key. Unlike a peek, which would make a system call on every wake to
-/// tell bytes from a close, it leaves that to the new task's first read,
-/// which happens anyway.
-///
-/// The flag is clear when a connection parks: it parks only after its last
-/// read found the socket empty, which clears the flag. A flag set since
-/// then means bytes (or a close) arrived.
-fn poll_readable<T: Parkable>(stream: &T, waker: &Waker) -> Ready<io::Result<()>> {
-    stream.poll_read_ready(&mut Context::from_waker(waker))
-}
-
-fn token_source<D: AsFd>(fd: &D) -> std::os::fd::RawFd {
-    fd.as_fd().as_raw_fd()
-}
-
 impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
     /// A lot that reports to `owner` and may act on a deadline up to
-    /// `slack` late, to act on many at once; and the poll its driver runs
-    /// ([`Lot::drive`]).
-    pub(crate) fn new(owner: Box<dyn Owner<T>>, slack: Duration) -> io::Result<(Self, Poll)> {
-        let poll = Poll::new()?;
-        let lot = Lot(Arc::new(Shared {
+    /// `slack` late, to act on many at once. `registry` is that of the
+    /// poll its driver runs ([`Lot::drive`]).
+    pub(crate) fn new(owner: Box<dyn Owner<T>>, slack: Duration, registry: mio::Registry) -> Self {
+        Lot(Arc::new(Shared {
             slack,
-            registry: poll.registry().try_clone()?,
+            registry,
             inner: Mutex::new(Inner {
-                parked: Slab::default(),
-                wakers: Vec::new(),
+                slots: Slab::default(),
                 parked_deadlines: Deadlines::default(),
-                dormant: Slab::default(),
                 dormant_deadlines: Deadlines::default(),
-                sleepers: Slab::default(),
+                sleeping: 0,
                 closed: false,
             }),
             clock: Clock::new(Instant::now()),
             new_front: Notify::new(),
-            ready: Mutex::default(),
-            parked_ready: Notify::new(),
             owner,
-        }));
-        Ok((lot, poll))
+        }))
     }
 
-    /// PARKED without a task: keeps `stream` in tokio, with a waker that
-    /// tells the lot when it turns readable; the lot then hands it to
-    /// [`Owner::woken`]. At `dormant_at` the lot moves it to DORMANT, at
-    /// `idle_at` (if earlier) closes it. Gives the stream back if it is
-    /// readable already (or closed, or failed: the caller's task finds out)
-    /// or the lot is closed. The caller keeps counting the connection as
-    /// held and parked until this returns `Ok`; from then on the lot
-    /// reports what becomes of it.
+    /// Registers a new connection's fd, for its whole life: its transport
+    /// reads and writes with the registration it gets, and dropping that
+    /// frees the slot.
+    pub(crate) fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration> {
+        let shared = &self.0;
+        let cell = Arc::new(Cell::registered());
+        let key = {
+            let mut inner = shared.lock();
+            if inner.closed {
+                return Err(io::Error::other("the server is shutting down"));
+            }
+            (inner.slots.insert(Slot::Served(cell.clone())))
+                .map_err(|_| io::Error::other("parking lot full"))?
+        };
+        // Outside the lock: no event can name the key before this.
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        let raw = fd.as_raw_fd();
+        if let Err(error) =
+            (shared.registry).register(&mut SourceFd(&raw), Token(key as usize), interest)
+        {
+            shared.release(key);
+            return Err(error);
+        }
+        Ok(Registration::new(key, cell, shared.clone()))
+    }
+
+    /// PARKED without a task: the lot keeps `stream`'s parked form and
+    /// hands it to [`Owner::woken`] when bytes arrive. At `dormant_at` the
+    /// lot moves it to DORMANT, at `idle_at` (if earlier) closes it. Gives
+    /// the stream back if a read may find bytes already, if its transport
+    /// holds some, or if the lot is closed. The caller keeps counting the
+    /// connection as held and parked until this returns `Ok`; from then on
+    /// the lot reports what becomes of it.
     pub(crate) fn park(
         &self,
         stream: T,
@@ -412,31 +390,27 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
     ) -> Result<(), T> {
         let shared = &*self.0;
         let mut inner = shared.lock();
-        let Some(key) = inner.parked.vacant_key().filter(|_| !inner.closed) else {
-            return Err(stream);
-        };
-        if inner.wakers.len() == key as usize {
-            let waker = Arc::new(SlotWaker {
-                lot: Arc::downgrade(&self.0),
-                key,
-                queued: AtomicBool::new(false),
-            });
-            inner.wakers.push(waker);
-        }
-        // Polled while the lock is held: a wake cannot be acted on before
-        // the slab holds the stream. A poll refused for want of coop budget
-        // wakes the waker at once, and the lot polls again.
-        let waker = Waker::from(inner.wakers[key as usize].clone());
-        if poll_readable(&stream, &waker).is_ready() {
+        // Checked under the lock the driver acts on events with: an event
+        // either shows here, or finds the slot parked.
+        if inner.closed || stream.read_ready() {
             return Err(stream);
         }
+        let (conn, registration) = stream.into_dormant()?;
+        let (key, cell) = registration.into_slot();
         let idle = idle_at.map(|at| shared.clock.millis(at));
         let due = earliest(dormant_at.map(|at| shared.clock.millis(at)), idle);
         let due = due.map(|due| inner.parked_deadlines.push(due, key));
-        let parked = Parked { stream, due, idle };
-        if let Err(parked) = inner.parked.insert(parked) {
-            // `vacant_key` said there was room.
-            return Err(parked.stream);
+        match inner.slots.get_mut(key) {
+            Some(slot @ Slot::Served(_)) => {
+                *slot = Slot::Parked {
+                    conn,
+                    cell,
+                    due,
+                    idle,
+                }
+            }
+            // A registration's slot is served until it parks or closes.
+            _ => unreachable!("a served connection's slot is not served"),
         }
         if due.is_some() && inner.parked_deadlines.len() == 1 {
             shared.new_front.notify_one();
@@ -444,205 +418,198 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
         Ok(())
     }
 
-    /// Moves a connection that left the parked slab out of tokio into the
-    /// lot's poll (DORMANT), to be closed at `deadline` if no byte arrives
-    /// before.
-    fn enter(&self, stream: T, deadline: Option<Millis>) -> Result<(), Closed> {
-        let fd = stream.into_dormant().map_err(|error| {
-            debug!(%error, "leaving tokio failed");
-            Closed::Failed
-        })?;
-        let mut inner = self.0.lock();
-        if inner.closed {
-            return Err(Closed::Shutdown);
-        }
-        let key = inner.dormant.vacant_key().ok_or(Closed::Failed)?;
-        // Registered while the lock is held: the driver cannot see the
-        // event before the slab holds the fd.
-        let raw = token_source(&fd);
-        if let Err(error) =
-            self.0
-                .registry
-                .register(&mut SourceFd(&raw), Token(key as usize), Interest::READABLE)
-        {
-            debug!(%error, "entering the parking lot failed");
-            return Err(Closed::Failed);
-        }
-        let deadline = deadline.map(|d| inner.dormant_deadlines.push(d, key));
-        let dormant = Dormant {
-            fd,
-            deadline: deadline.unwrap_or(0),
-        };
-        if inner.dormant.insert(dormant).is_err() {
-            return Err(Closed::Failed);
-        }
-        if deadline.is_some() && inner.dormant_deadlines.len() == 1 {
-            self.0.new_front.notify_one();
-        }
-        Ok(())
-    }
-
     /// Closes every parked and dormant connection, hands every sleeper back
     /// with [`Woke::Shutdown`], and refuses new ones (shutdown, or the
-    /// driver failed). Needs a tokio runtime.
+    /// driver failed). Served connections are their tasks'.
     pub(crate) fn close_all(&self) {
         let shared = &*self.0;
         let mut inner = shared.lock();
         inner.closed = true;
-        let dormant: Vec<_> = inner.dormant.take_all().collect();
-        inner.dormant_deadlines.clear();
-        let parked: Vec<_> = inner.parked.take_all().collect();
-        inner.wakers = Vec::new();
+        let (mut parked, mut dormant, mut sleepers) = (Vec::new(), Vec::new(), Vec::new());
+        for key in 0..inner.slots.end() {
+            if let Some(Slot::Served(_)) | None = inner.slots.get(key) {
+                continue;
+            }
+            match inner.slots.remove(key) {
+                Some(Slot::Parked { conn, .. }) => parked.push(conn),
+                Some(Slot::Dormant { conn, .. }) => dormant.push(conn),
+                Some(Slot::Sleeping { conn, callback }) => sleepers.push((conn, callback)),
+                Some(Slot::Served(_)) | None => {}
+            }
+        }
+        inner.sleeping = 0;
         inner.parked_deadlines.clear();
-        let sleepers: Vec<_> = inner.sleepers.take_all().collect();
+        inner.dormant_deadlines.clear();
         drop(inner);
-        let (n_dormant, n_parked) = (dormant.len(), parked.len());
-        for Dormant { fd, .. } in dormant {
-            T::close_dormant(fd);
-        }
-        for Parked { stream, .. } in parked {
-            stream.close();
-        }
-        shared
-            .owner
-            .closed(Rung::Dormant, Closed::Shutdown, n_dormant);
+        let (n_parked, n_dormant) = (parked.len(), dormant.len());
+        parked.into_iter().chain(dormant).for_each(T::close_dormant);
         shared
             .owner
             .closed(Rung::Parked, Closed::Shutdown, n_parked);
-        for sleeper in sleepers {
-            self.wake_sleeper(sleeper, Reason::Shutdown);
+        shared
+            .owner
+            .closed(Rung::Dormant, Closed::Shutdown, n_dormant);
+        for (conn, callback) in sleepers {
+            self.wake_sleeper(conn, callback, Reason::Shutdown);
         }
     }
 
-    /// Puts `stream` to sleep until it is readable, its peer closes it, or
-    /// the lot closes; then calls `callback`, exactly once, with the stream
-    /// back in tokio (see [`Woke`]). Needs a tokio runtime.
-    pub(crate) fn sleep(&self, stream: T, callback: W) {
-        let fd = match stream.into_dormant() {
-            Ok(fd) => fd,
-            Err(error) => return callback.call(Woke::Failed(error)),
-        };
+    /// Puts a stream that left tokio to sleep until it is readable, its
+    /// peer closes it, or the lot closes; then calls `callback`, exactly
+    /// once, with the stream out of the lot's poll (see [`Woke`]).
+    pub(crate) fn sleep(&self, conn: T::Dormant, callback: W) {
         let mut inner = self.0.lock();
         if inner.closed {
             drop(inner);
-            return call_back(fd, Reason::Shutdown, callback);
+            return callback.call(Woke::Shutdown(conn));
         }
-        // Keys stay below `SLEEPER`: each one holds an open fd.
-        let Some(key) = inner.sleepers.vacant_key() else {
+        let raw = conn.as_fd().as_raw_fd();
+        let Some(key) = inner.slots.vacant_key() else {
             drop(inner);
             return callback.call(Woke::Failed(io::Error::other("parking lot full")));
         };
         // Registered while the lock is held: the driver cannot see the
-        // event before the slab holds the fd.
-        let raw = token_source(&fd);
-        let token = Token(SLEEPER | key as usize);
-        if let Err(error) = self
-            .0
-            .registry
-            .register(&mut SourceFd(&raw), token, Interest::READABLE)
+        // event before the slab holds the stream, nor `close_all` take it
+        // before it is registered.
+        let token = Token(key as usize);
+        if let Err(error) =
+            (self.0.registry).register(&mut SourceFd(&raw), token, Interest::READABLE)
         {
             drop(inner);
             return callback.call(Woke::Failed(error));
         }
-        let _ = inner.sleepers.insert(Sleeper { fd, callback });
+        let _ = inner.slots.insert(Slot::Sleeping { conn, callback });
+        inner.sleeping += 1;
     }
 
     /// How many streams sleep in the lot.
     pub(crate) fn sleeping(&self) -> usize {
-        self.0.lock().sleepers.len()
+        self.0.lock().sleeping
     }
 
-    /// Takes a sleeper out of the lot's poll and hands its stream back.
-    fn wake_sleeper(&self, sleeper: Sleeper<T, W>, reason: Reason) {
-        let Sleeper { fd, callback } = sleeper;
-        let raw = token_source(&fd);
-        match self.0.registry.deregister(&mut SourceFd(&raw)) {
-            Ok(()) => call_back(fd, reason, callback),
-            Err(error) => callback.call(Woke::Failed(error)),
+    /// Takes a sleeper out of the lot's poll and calls it back.
+    fn wake_sleeper(&self, conn: T::Dormant, callback: W, reason: Reason) {
+        let raw = conn.as_fd().as_raw_fd();
+        if let Err(error) = self.0.registry.deregister(&mut SourceFd(&raw)) {
+            return callback.call(Woke::Failed(error));
         }
+        callback.call(match reason {
+            Reason::Readable => Woke::Readable(conn),
+            Reason::Eof => Woke::Eof(conn),
+            Reason::Shutdown => Woke::Shutdown(conn),
+        });
     }
 
-    /// Acts on one readiness event of a sleeper.
-    fn on_sleeper_ready(&self, key: u32) {
-        let mut inner = self.0.lock();
-        let Some(sleeper) = inner.sleepers.get(key) else {
-            return;
-        };
-        let reason = match T::peer_closed(&sleeper.fd) {
-            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => return,
-            Some(Ok(true)) => Reason::Eof,
-            // Bytes, or a transport that cannot tell: its reader finds out.
-            Some(Ok(false)) | None => Reason::Readable,
-            Some(Err(error)) => {
-                let sleeper = inner.sleepers.remove(key);
-                drop(inner);
-                // Dropping the fd closes it.
-                if let Some(sleeper) = sleeper {
-                    sleeper.callback.call(Woke::Failed(error));
-                }
-                return;
-            }
-        };
-        let Some(sleeper) = inner.sleepers.remove(key) else {
-            return;
-        };
-        drop(inner);
-        self.wake_sleeper(sleeper, reason);
-    }
-
-    /// Acts on one readiness event of a DORMANT connection. `closing`: the
-    /// event reports the peer's close or an error.
-    fn on_dormant_ready(&self, key: u32, closing: bool) {
-        let shared = &*self.0;
+    /// Acts on a batch of events under the lot's lock; what needs no lock
+    /// is left in `batch`.
+    fn on_events(&self, events: &Events, batch: &mut Batch<T, W>) {
+        let shared = &self.0;
         let mut inner = shared.lock();
-        let Some(dormant) = inner.dormant.get(key) else {
-            return;
-        };
-        // An event without the peer's close means bytes: back to tokio
-        // without a peek, the new task reads them. With the close, the
-        // transport tells bytes sent before it (serve them) from none
-        // (close the fd here, never registering it with tokio again).
-        match closing.then(|| T::peer_closed(&dormant.fd)).flatten() {
-            None | Some(Ok(false)) => {}
-            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => return,
-            Some(res) => {
-                trace!(?res, rung = "dormant", "connection closed by the peer");
-                let closed = inner.dormant.remove(key);
-                drop(inner);
-                drop(closed);
-                shared.owner.closed(Rung::Dormant, Closed::ByPeer, 1);
-                return;
+        for event in events.iter() {
+            let Ok(key) = u32::try_from(event.token().0) else {
+                continue;
+            };
+            let closing = event.is_read_closed() || event.is_error();
+            let readable = event.is_readable() || closing;
+            let read = match (readable, closing) {
+                (_, true) => Report::Closed,
+                (true, false) => Report::Ready,
+                (false, false) => Report::Nothing,
+            };
+            let slot = match inner.slots.get_mut(key) {
+                Some(Slot::Served(cell)) => {
+                    let write = if event.is_write_closed() || event.is_error() {
+                        Report::Closed
+                    } else if event.is_writable() {
+                        Report::Ready
+                    } else {
+                        Report::Nothing
+                    };
+                    cell.set(read, write, &mut batch.wake);
+                    continue;
+                }
+                // Room to write (the ACK of the last response) does not
+                // wake a task-less connection.
+                Some(slot) if readable => slot,
+                _ => continue,
+            };
+            let conn = match slot {
+                Slot::Parked { conn, .. }
+                | Slot::Dormant { conn, .. }
+                | Slot::Sleeping { conn, .. } => conn,
+                Slot::Served(_) => continue,
+            };
+            // An event without the peer's close means bytes: no peek, the
+            // reader finds them. With the close, the transport tells bytes
+            // sent before it (serve them) from none (close the fd here).
+            let gone = match closing.then(|| T::peer_closed(conn)).flatten() {
+                None | Some(Ok(false)) => None,
+                Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Some(Ok(true)) => Some(Closed::ByPeer),
+                Some(Err(error)) => {
+                    trace!(%error, "a task-less connection failed");
+                    Some(Closed::Failed)
+                }
+            };
+            let Some(slot) = inner.remove(key) else {
+                continue;
+            };
+            match (slot, gone) {
+                (Slot::Sleeping { conn, callback }, gone) => {
+                    inner.sleeping -= 1;
+                    let reason = match gone {
+                        None => Reason::Readable,
+                        Some(Closed::ByPeer) => Reason::Eof,
+                        Some(_) => {
+                            let error = io::Error::other("the socket failed while asleep");
+                            batch.failed.push((callback, error));
+                            continue;
+                        }
+                    };
+                    batch.sleepers.push((conn, callback, reason));
+                }
+                (Slot::Parked { conn, .. }, Some(why)) => {
+                    batch.gone.push((conn, Rung::Parked, why))
+                }
+                (Slot::Dormant { conn, .. }, Some(why)) => {
+                    batch.gone.push((conn, Rung::Dormant, why))
+                }
+                (Slot::Parked { conn, cell, .. }, None) => {
+                    cell.set_woken(read);
+                    inner.slots.put_back(key, Slot::Served(cell.clone()));
+                    let registration = Registration::new(key, cell, shared.clone());
+                    batch
+                        .woken
+                        .push((T::from_dormant(conn, registration), Rung::Parked));
+                }
+                (Slot::Dormant { conn, .. }, None) => {
+                    let cell = Arc::new(Cell::default());
+                    cell.set_woken(read);
+                    inner.slots.put_back(key, Slot::Served(cell.clone()));
+                    let registration = Registration::new(key, cell, shared.clone());
+                    batch
+                        .woken
+                        .push((T::from_dormant(conn, registration), Rung::Dormant));
+                }
+                (Slot::Served(_), _) => {}
             }
         }
-        let Some(Dormant { fd, .. }) = inner.dormant.remove(key) else {
-            return;
-        };
         drop(inner);
-        let raw = token_source(&fd);
-        let back = match shared.registry.deregister(&mut SourceFd(&raw)) {
-            Ok(()) => T::from_dormant(fd),
-            Err(error) => Err(error),
-        };
-        match back {
-            Ok(stream) => shared.owner.woken(stream, Rung::Dormant),
-            Err(error) => {
-                debug!(%error, "back into tokio failed");
-                shared.owner.closed(Rung::Dormant, Closed::Failed, 1);
-            }
+        batch.wake.drain(..).for_each(Waker::wake);
+        for (conn, from) in batch.woken.drain(..) {
+            shared.owner.woken(conn, from);
         }
-    }
-
-    /// Acts on the queued wakes of task-less PARKED connections. `ready`
-    /// is a buffer to swap with the shared list. Must run unconstrained by
-    /// tokio's coop budget (see [`Lot::park`]).
-    fn wake_parked(&self, ready: &mut Vec<u32>) {
-        let shared = &*self.0;
-        std::mem::swap(
-            ready,
-            &mut *shared.ready.lock().unwrap_or_else(|e| e.into_inner()),
-        );
-        for key in ready.drain(..) {
-            shared.take_woken(shared.lock(), key);
+        for (conn, from, why) in batch.gone.drain(..) {
+            trace!(?from, ?why, "task-less connection closed");
+            // Closed before the owner counts it.
+            drop(conn);
+            shared.owner.closed(from, why, 1);
+        }
+        for (conn, callback, reason) in batch.sleepers.drain(..) {
+            self.wake_sleeper(conn, callback, reason);
+        }
+        for (callback, error) in batch.failed.drain(..) {
+            callback.call(Woke::Failed(error));
         }
     }
 
@@ -653,33 +620,43 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
         let shared = &*self.0;
         let now = shared.clock.millis(now);
         let mut inner = shared.lock();
-        let mut idle_dormant = Vec::new();
+        let mut idle = Vec::new();
         while let Some((deadline, key)) = inner.dormant_deadlines.pop_due(now) {
             // A key reused since has a later deadline of its own.
-            if inner
-                .dormant
-                .get(key)
-                .is_some_and(|d| d.deadline == deadline)
-            {
-                idle_dormant.extend(inner.dormant.remove(key));
+            if let Some(Slot::Dormant { deadline: d, .. }) = inner.slots.get(key) {
+                if *d == deadline {
+                    if let Some(Slot::Dormant { conn, .. }) = inner.remove(key) {
+                        idle.push((conn, Rung::Dormant));
+                    }
+                }
             }
         }
-        let mut moves = Vec::new();
-        let mut idle_parked = Vec::new();
+        let mut entered = 0;
         while let Some((due, key)) = inner.parked_deadlines.pop_due(now) {
             // A key reused since has a later deadline of its own (or the
             // same one, which has passed as well).
-            if inner.parked.get(key).is_none_or(|p| p.due != Some(due)) {
+            if !matches!(inner.slots.get(key), Some(Slot::Parked { due: d, .. }) if *d == Some(due))
+            {
                 continue;
             }
-            let Some(parked) = inner.remove_parked(key) else {
+            let Some(Slot::Parked {
+                conn, idle: until, ..
+            }) = inner.remove(key)
+            else {
                 continue;
             };
-            if parked.idle.is_some_and(|idle| !before(now, idle)) {
-                idle_parked.push(parked.stream);
-            } else {
-                moves.push((parked.stream, parked.idle));
+            if until.is_some_and(|until| !before(now, until)) {
+                idle.push((conn, Rung::Parked));
+                continue;
             }
+            // The cell goes: a DORMANT connection keeps its fd and state.
+            let deadline = until.map(|until| inner.dormant_deadlines.push(until, key));
+            let conn = Slot::Dormant {
+                conn,
+                deadline: deadline.unwrap_or(0),
+            };
+            inner.slots.put_back(key, conn);
+            entered += 1;
         }
         let next = match (
             inner.dormant_deadlines.next_in(now),
@@ -689,30 +666,21 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
             (a, b) => a.or(b),
         };
         drop(inner);
-        let (n_dormant, n_parked) = (idle_dormant.len(), idle_parked.len());
+        let n_dormant = idle.iter().filter(|(_, r)| *r == Rung::Dormant).count();
+        let n_parked = idle.len() - n_dormant;
         // Dropping them closes them.
-        drop((idle_dormant, idle_parked));
+        drop(idle);
         shared.owner.closed(Rung::Dormant, Closed::Idle, n_dormant);
         shared.owner.closed(Rung::Parked, Closed::Idle, n_parked);
-        let (mut entered, mut failed, mut refused) = (0, 0, 0);
-        for (stream, idle) in moves {
-            match self.enter(stream, idle) {
-                Ok(()) => entered += 1,
-                Err(Closed::Shutdown) => refused += 1,
-                Err(_) => failed += 1,
-            }
-        }
         shared.owner.went_dormant(entered);
-        shared.owner.closed(Rung::Parked, Closed::Failed, failed);
-        shared.owner.closed(Rung::Parked, Closed::Shutdown, refused);
-        // A move that made the dormant queue non-empty woke `new_front`, so
-        // the driver looks again.
         next
     }
 
-    /// Runs the lot until its poll fails: hands ready connections to the
-    /// owner, closes those the peer closed or whose idle deadline passed.
-    /// The caller stops it at shutdown by dropping the future.
+    /// Runs the lot until its poll fails: hands readiness to the tasks that
+    /// wait for it and ready task-less connections to the owner, closes
+    /// those the peer closed or whose idle deadline passed. The caller
+    /// stops it by dropping the future, once no served connection is left
+    /// to need it.
     ///
     /// Deadlines are acted on in batches: after a pass the lot sleeps at
     /// least the lot's `slack` (unless an event wakes it), so a deadline
@@ -730,13 +698,10 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
         let mut poll = AsyncFd::with_interest(poll, tokio::io::Interest::READABLE)?;
         let mut events = Events::with_capacity(EVENTS);
         let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
-        let mut ready = Vec::new();
+        let mut batch = Batch::default();
         loop {
-            // Unconstrained: the readiness polls of task-less PARKED
-            // connections must not be refused for want of coop budget (a
-            // refused poll wakes the key again, and this task would spin).
             let now = Instant::now();
-            let next = unconstrained(async { self.expire(now) }).await;
+            let next = self.expire(now);
             if let Some(next) = next {
                 // A timer already set within the slack of the deadline
                 // stays: moving it costs more than waking a little early.
@@ -760,18 +725,7 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
                     if events.iter().count() < EVENTS {
                         guard.clear_ready();
                     }
-                    for event in events.iter() {
-                        let token = event.token().0;
-                        if token & SLEEPER != 0 {
-                            self.on_sleeper_ready((token & !SLEEPER) as u32);
-                        } else {
-                            let closing = event.is_read_closed() || event.is_error();
-                            self.on_dormant_ready(token as u32, closing);
-                        }
-                    }
-                }
-                () = self.0.parked_ready.notified() => {
-                    unconstrained(async { self.wake_parked(&mut ready) }).await;
+                    self.on_events(&events, &mut batch);
                 }
                 () = &mut timer, if next.is_some() => {}
                 // Also with a timer set: a task-less PARKED connection's
@@ -787,17 +741,4 @@ enum Reason {
     Readable,
     Eof,
     Shutdown,
-}
-
-/// Hands a stream that is in no poll back to tokio and to its callback.
-fn call_back<T: Parkable>(fd: T::Dormant, reason: Reason, callback: impl Wakeup<T>) {
-    let stream = match T::from_dormant(fd) {
-        Ok(stream) => stream,
-        Err(error) => return callback.call(Woke::Failed(error)),
-    };
-    callback.call(match reason {
-        Reason::Readable => Woke::Readable(stream),
-        Reason::Eof => Woke::Eof(stream),
-        Reason::Shutdown => Woke::Shutdown(stream),
-    });
 }

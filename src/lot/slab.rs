@@ -59,15 +59,28 @@ impl<E> Slab<E> {
         self.entries.get(key as usize)?.as_ref()
     }
 
+    pub(crate) fn get_mut(&mut self, key: u32) -> Option<&mut E> {
+        self.entries.get_mut(key as usize)?.as_mut()
+    }
+
+    /// Puts an entry back at the key [`remove`](Self::remove) just freed,
+    /// so that an entry can change form under its key.
+    pub(crate) fn put_back(&mut self, key: u32, entry: E) {
+        debug_assert_eq!(self.free.last(), Some(&key), "not the key just freed");
+        if self.free.last() == Some(&key) {
+            self.free.pop();
+            self.entries[key as usize] = Some(entry);
+        }
+    }
+
+    /// One past the highest key ever handed out (and not forgotten).
+    pub(crate) fn end(&self) -> u32 {
+        self.entries.len() as u32
+    }
+
     /// How many entries are stored.
     pub(crate) fn len(&self) -> usize {
         self.entries.len() - self.free.len()
-    }
-
-    /// Takes every entry out and frees the slab's memory.
-    pub(crate) fn take_all(&mut self) -> impl Iterator<Item = E> + use<E> {
-        self.free = Vec::new();
-        std::mem::take(&mut self.entries).into_iter().flatten()
     }
 
     /// Frees the slab's memory if it is empty and has grown past `keep`
@@ -104,6 +117,11 @@ mod tests {
         assert_eq!(slab.insert('e'), Ok(a));
         assert_eq!(slab.vacant_key(), Some(3));
         assert_eq!(slab.get(b), Some(&'b'));
+        assert_eq!(slab.remove(b), Some('b'));
+        slab.put_back(b, 'B');
+        assert_eq!((slab.get(b), slab.len(), slab.end()), (Some(&'B'), 3, 3));
+        *slab.get_mut(b).unwrap() = 'b';
+        assert_eq!(slab.get(b), Some(&'b'));
     }
 
     #[test]
@@ -119,17 +137,8 @@ mod tests {
     }
 
     #[test]
-    fn take_all_and_shrink_free_the_memory() {
+    fn shrink_frees_the_memory() {
         let mut slab = Slab::default();
-        for i in 0..10 {
-            slab.insert(i).unwrap();
-        }
-        slab.remove(3);
-        let mut all: Vec<_> = slab.take_all().collect();
-        all.sort();
-        assert_eq!(all, [0, 1, 2, 4, 5, 6, 7, 8, 9]);
-        assert_eq!((slab.len(), slab.vacant_key()), (0, Some(0)));
-
         for i in 0..10 {
             slab.insert(i).unwrap();
         }

@@ -22,6 +22,7 @@
 //! [`Stream`] erases the transport for the upgrade hand-off, so that one
 //! handler serves upgrades on any listener.
 
+mod socket;
 mod stream;
 mod tcp;
 #[cfg(feature = "tls-no-provider")]
@@ -33,6 +34,7 @@ mod unix;
 use std::fmt;
 use std::io;
 
+pub(crate) use crate::lot::Register;
 pub(crate) use sealed::{Peer, Seam};
 pub use stream::Stream;
 #[cfg(feature = "tls-no-provider")]
@@ -49,7 +51,7 @@ pub use tls_info::TlsInfo;
 /// Sealed: dormant parks, wakes and hands off each transport in its own
 /// way, so it implements this trait for the transports it supports, and a
 /// [`Listener`](crate::Listener) of your own yields one of those.
-pub trait Transport: Seam {
+pub trait Transport: Send + Sized + 'static + sealed::Sealed {
     /// The peer's address: [`std::net::SocketAddr`] for TCP,
     /// [`tokio::net::unix::SocketAddr`] (a path, or unnamed) for Unix
     /// sockets. Its `Debug` form is what logs show.
@@ -57,6 +59,15 @@ pub trait Transport: Seam {
 
     /// Returns the address of the connection's peer.
     fn peer_addr(&self) -> io::Result<Self::Addr>;
+
+    /// The connection as dormant serves it: registered with the parking
+    /// lot instead of tokio.
+    #[doc(hidden)]
+    type Served: Seam<Addr = Self::Addr>;
+
+    /// Leaves tokio for the lot, for the connection's whole life.
+    #[doc(hidden)]
+    fn serve_in(self, lot: &dyn Register) -> io::Result<Self::Served>;
 }
 
 /// The most bytes a peer-close check that must read reads at once.
@@ -88,9 +99,24 @@ mod sealed {
     use super::Stream;
     use crate::lot::Parkable;
 
-    /// What the protocol drivers need of a transport beyond the lot's
+    /// Only dormant's transports are [`Transport`](super::Transport)s.
+    pub trait Sealed {}
+
+    impl Sealed for tokio::net::TcpStream {}
+    impl Sealed for tokio::net::UnixStream {}
+    #[cfg(feature = "tls-no-provider")]
+    impl<IO: Sealed> Sealed for super::TlsStream<IO> {}
+
+    /// What the protocol drivers need of a served connection
+    /// ([`Transport::Served`](super::Transport::Served)) beyond the lot's
     /// [`Parkable`] and tokio's I/O traits.
     pub trait Seam: Parkable + AsyncRead + AsyncWrite + Unpin + std::fmt::Debug + Sized {
+        /// [`Transport::Addr`](super::Transport::Addr).
+        type Addr: Clone + std::fmt::Debug + Send + Sync + 'static;
+
+        /// Returns the address of the connection's peer.
+        fn peer_addr(&self) -> io::Result<Self::Addr>;
+
         /// Looks for the peer's close while a request is answered, without
         /// losing a byte. `Pending` (with the waker registered) while
         /// nothing arrived.
@@ -124,11 +150,17 @@ mod sealed {
             None
         }
 
-        /// Erases the transport, for the upgrade hand-off.
-        fn into_stream(self) -> Stream;
+        /// Leaves the lot for tokio, with the transport erased, for the
+        /// upgrade hand-off.
+        fn into_stream(self) -> io::Result<Stream>;
 
-        /// Takes the transport back out of a [`Stream`] it went into.
-        fn from_stream(stream: Stream) -> Result<Self, Stream>;
+        /// An upgraded stream of this transport, out of tokio, to sleep in
+        /// the lot; the stream back if it is of another transport.
+        #[allow(clippy::type_complexity)]
+        fn dormant_from_stream(stream: Stream) -> Result<io::Result<Self::Dormant>, Stream>;
+
+        /// A sleeping upgraded stream back in tokio.
+        fn dormant_into_stream(dormant: Self::Dormant) -> io::Result<Stream>;
     }
 
     /// What [`Seam::poll_peer`] found.

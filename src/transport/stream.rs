@@ -8,8 +8,6 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
-use crate::lot::Parkable;
-
 /// A connection's stream, whatever the listener it came from: what an
 /// upgrade hands over ([`upgrade::Parts`](crate::upgrade::Parts)).
 ///
@@ -71,11 +69,12 @@ impl Stream {
         }
     }
 
-    /// tokio's readiness flag of the socket (see [`Parkable`]).
+    /// tokio's readiness flag of the socket: `Ready` once bytes (or the
+    /// peer's close) arrived, no system call.
     pub(crate) fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &self.0 {
-            Kind::Tcp(stream) => Parkable::poll_read_ready(stream, cx),
-            Kind::Unix(stream) => Parkable::poll_read_ready(stream, cx),
+            Kind::Tcp(stream) => stream.poll_read_ready(cx),
+            Kind::Unix(stream) => stream.poll_read_ready(cx),
             #[cfg(feature = "tls-no-provider")]
             Kind::Tls(stream) if stream.has_buffered() => Poll::Ready(Ok(())),
             #[cfg(feature = "tls-no-provider")]
@@ -92,6 +91,23 @@ impl Stream {
             Kind::Tcp(_) | Kind::Unix(_) => false,
             #[cfg(feature = "tls-no-provider")]
             Kind::Tls(stream) => stream.has_buffered(),
+        }
+    }
+}
+
+impl Stream {
+    /// A TLS session over a TCP or Unix socket.
+    #[cfg(feature = "tls-no-provider")]
+    pub(crate) fn from_tls(stream: super::TlsStream<Stream>) -> Self {
+        Stream(Kind::Tls(Box::new(stream)))
+    }
+
+    /// The TLS session, or the stream back if it is not one.
+    #[cfg(feature = "tls-no-provider")]
+    pub(crate) fn into_tls(self) -> Result<super::TlsStream<Stream>, Stream> {
+        match self.0 {
+            Kind::Tls(stream) => Ok(*stream),
+            kind => Err(Stream(kind)),
         }
     }
 }

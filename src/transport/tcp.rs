@@ -1,50 +1,64 @@
 //! TCP: the socket is the whole transport; parked, it is its fd.
 
-use std::io;
-use std::net::SocketAddr;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::AsFd;
 use std::task::{Context, Poll};
 
-use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
 
-use super::{Peer, Seam, Stream, Transport};
-use crate::lot::Parkable;
+use super::socket::{Sock, Socket};
+use super::{Peer, Register, Seam, Stream, Transport};
+use crate::lot::Direction;
 
-impl Parkable for TcpStream {
-    type Dormant = std::net::TcpStream;
-
-    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        TcpStream::poll_read_ready(self, cx)
+impl Sock for std::net::TcpStream {
+    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        Read::read(&mut &*self, buf)
     }
 
-    fn into_dormant(self) -> io::Result<std::net::TcpStream> {
-        // Stays non-blocking.
-        self.into_std()
+    fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        Write::write(&mut &*self, buf)
     }
 
-    fn from_dormant(dormant: std::net::TcpStream) -> io::Result<Self> {
-        TcpStream::from_std(dormant)
+    fn write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        Write::write_vectored(&mut &*self, bufs)
     }
 
-    fn peer_closed(dormant: &std::net::TcpStream) -> Option<io::Result<bool>> {
-        Some(dormant.peek(&mut [0; 1]).map(|n| n == 0))
+    fn shutdown_write(&self) -> io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+
+    fn peer_closed(&self) -> Option<io::Result<bool>> {
+        Some(self.peek(&mut [0; 1]).map(|n| n == 0))
     }
 }
 
-impl Seam for TcpStream {
+impl Seam for Socket<std::net::TcpStream> {
+    type Addr = SocketAddr;
+
+    fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.io.peer_addr()
+    }
+
     fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>> {
         let mut byte = [0; 1];
-        // No system call until the socket is readable.
-        self.poll_peek(cx, &mut ReadBuf::new(&mut byte))
+        // No system call until the socket is readable; bytes keep it so.
+        (self.registration)
+            .poll_io(Direction::Read, cx, || self.io.peek(&mut byte), |_| false)
             .map_ok(|n| if n == 0 { Peer::Closed } else { Peer::Unread })
     }
 
-    fn into_stream(self) -> Stream {
-        Stream::from(self)
+    fn into_stream(self) -> io::Result<Stream> {
+        TcpStream::from_std(self.leave()?).map(Stream::from)
     }
 
-    fn from_stream(stream: Stream) -> Result<Self, Stream> {
-        stream.into_tcp()
+    fn dormant_from_stream(stream: Stream) -> Result<io::Result<std::net::TcpStream>, Stream> {
+        // Stays non-blocking.
+        stream.into_tcp().map(TcpStream::into_std)
+    }
+
+    fn dormant_into_stream(dormant: std::net::TcpStream) -> io::Result<Stream> {
+        TcpStream::from_std(dormant).map(Stream::from)
     }
 }
 
@@ -53,5 +67,14 @@ impl Transport for TcpStream {
 
     fn peer_addr(&self) -> io::Result<SocketAddr> {
         TcpStream::peer_addr(self)
+    }
+
+    type Served = Socket<std::net::TcpStream>;
+
+    fn serve_in(self, lot: &dyn Register) -> io::Result<Self::Served> {
+        // Stays non-blocking.
+        let io = self.into_std()?;
+        let registration = lot.register(io.as_fd())?;
+        Ok(Socket::new(io, registration))
     }
 }

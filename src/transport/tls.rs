@@ -52,8 +52,8 @@ use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedS
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::tls_info::{TlsInfo, recording_server_name};
-use super::{Peer, Seam, Stream, Transport};
-use crate::lot::Parkable;
+use super::{Peer, Register, Seam, Stream, Transport};
+use crate::lot::{Parkable, Registration};
 
 /// The largest TLS record on the wire: 16 KiB of plaintext plus TLS 1.2's
 /// largest expansion and the header.
@@ -741,6 +741,22 @@ impl<D: AsFd> AsFd for DormantTls<D> {
     }
 }
 
+impl<IO> TlsStream<IO> {
+    /// Splits a quiet stream into its transport and its session, giving
+    /// back the buffers; the stream back if it is not quiet.
+    fn into_session(mut self) -> Result<(IO, Box<Tls>), Self> {
+        if !self.is_quiet() || self.has_buffered() {
+            // The driver parks only quiet connections (a read found
+            // nothing, and every write was flushed), and the upgrade lot
+            // hands back a stream with bytes to read: a record held here
+            // would wait for a readiness the socket never gives again.
+            return Err(self);
+        }
+        self.shed();
+        Ok((self.io, self.rec.tls))
+    }
+}
+
 impl<IO> Parkable for TlsStream<IO>
 where
     IO: Parkable + AsyncRead + AsyncWrite + Unpin,
@@ -755,28 +771,20 @@ where
         self.io.poll_read_ready(cx)
     }
 
-    fn into_dormant(mut self) -> io::Result<DormantTls<IO::Dormant>> {
-        if !self.is_quiet() || self.has_buffered() {
-            // The driver parks only quiet connections (a read found
-            // nothing, and every write was flushed), and the upgrade lot
-            // hands back a stream with bytes to read: a record held here
-            // would wait for a readiness the socket never gives again.
-            return Err(io::Error::other(
-                "a TLS connection with data on its way cannot park",
-            ));
-        }
-        self.shed();
-        Ok(DormantTls {
-            fd: self.io.into_dormant()?,
-            tls: self.rec.tls,
-        })
+    fn read_ready(&self) -> bool {
+        self.has_buffered() || self.io.read_ready()
     }
 
-    fn from_dormant(dormant: DormantTls<IO::Dormant>) -> io::Result<Self> {
-        Ok(TlsStream::from_parts(
-            IO::from_dormant(dormant.fd)?,
-            dormant.tls,
-        ))
+    fn into_dormant(self) -> Result<(DormantTls<IO::Dormant>, Registration), Self> {
+        let (io, tls) = self.into_session()?;
+        match io.into_dormant() {
+            Ok((fd, registration)) => Ok((DormantTls { fd, tls }, registration)),
+            Err(io) => Err(TlsStream::from_parts(io, tls)),
+        }
+    }
+
+    fn from_dormant(dormant: DormantTls<IO::Dormant>, registration: Registration) -> Self {
+        TlsStream::from_parts(IO::from_dormant(dormant.fd, registration), dormant.tls)
     }
 
     fn peer_closed(_: &DormantTls<IO::Dormant>) -> Option<io::Result<bool>> {
@@ -800,7 +808,7 @@ where
     }
 
     fn close(self) {
-        if let Ok(dormant) = self.into_dormant() {
+        if let Ok((dormant, _)) = self.into_dormant() {
             Self::close_dormant(dormant);
         }
     }
@@ -808,11 +816,15 @@ where
 
 impl<IO> Seam for TlsStream<IO>
 where
-    IO: Transport,
+    IO: Seam,
     IO::Dormant: io::Write,
-    TlsStream<IO>: Into<Stream>,
-    Stream: TryInto<TlsStream<IO>, Error = Stream>,
 {
+    type Addr = IO::Addr;
+
+    fn peer_addr(&self) -> io::Result<IO::Addr> {
+        self.io.peer_addr()
+    }
+
     fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>> {
         // `close_notify` is a record: a read, never a peek.
         super::poll_read_ahead(self, cx)
@@ -836,25 +848,54 @@ where
         TlsStream::tls_info(self)
     }
 
-    fn into_stream(self) -> Stream {
-        self.into()
+    fn into_stream(self) -> io::Result<Stream> {
+        let TlsStream { io, rec } = self;
+        Ok(Stream::from_tls(TlsStream {
+            io: io.into_stream()?,
+            rec,
+        }))
     }
 
-    fn from_stream(stream: Stream) -> Result<Self, Stream> {
-        stream.try_into()
+    fn dormant_from_stream(stream: Stream) -> Result<io::Result<DormantTls<IO::Dormant>>, Stream> {
+        let tls = stream.into_tls()?;
+        let (inner, tls) = match tls.into_session() {
+            Ok(parts) => parts,
+            Err(_) => {
+                return Ok(Err(io::Error::other(
+                    "a TLS stream with data on its way cannot sleep",
+                )));
+            }
+        };
+        match IO::dormant_from_stream(inner) {
+            Ok(fd) => Ok(fd.map(|fd| DormantTls { fd, tls })),
+            Err(inner) => Err(Stream::from_tls(TlsStream::from_parts(inner, tls))),
+        }
+    }
+
+    fn dormant_into_stream(dormant: DormantTls<IO::Dormant>) -> io::Result<Stream> {
+        let inner = IO::dormant_into_stream(dormant.fd)?;
+        Ok(Stream::from_tls(TlsStream::from_parts(inner, dormant.tls)))
     }
 }
 
 impl<IO> Transport for TlsStream<IO>
 where
     IO: Transport,
-    IO::Dormant: io::Write,
-    TlsStream<IO>: Into<Stream>,
-    Stream: TryInto<TlsStream<IO>, Error = Stream>,
+    <IO::Served as Parkable>::Dormant: io::Write,
 {
     type Addr = IO::Addr;
 
     fn peer_addr(&self) -> io::Result<IO::Addr> {
         self.io.peer_addr()
+    }
+
+    type Served = TlsStream<IO::Served>;
+
+    fn serve_in(self, lot: &dyn Register) -> io::Result<TlsStream<IO::Served>> {
+        let TlsStream { io, rec } = self;
+        Ok(TlsStream {
+            io: io.serve_in(lot)?,
+            rec,
+        })
     }
 }

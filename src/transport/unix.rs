@@ -4,52 +4,68 @@
 //! close check while a request is answered reads instead: a few bytes on
 //! the stack (`poll_read_ahead`), handed to hyper before anything else
 //! (the bytes of a pipelined request are rare here, and never lost). A
-//! DORMANT Unix connection whose event reports the peer's close cannot be
-//! told apart from one with bytes before the close, so the lot hands it
+//! task-less Unix connection whose event reports the peer's close cannot
+//! be told apart from one with bytes before the close, so the lot hands it
 //! back and its first read finds out.
 
-use std::io;
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::os::fd::AsFd;
 use std::task::{Context, Poll};
 
 use tokio::net::UnixStream;
 use tokio::net::unix::SocketAddr;
 
-use super::{Peer, Seam, Stream, Transport};
-use crate::lot::Parkable;
+use super::socket::{Sock, Socket};
+use super::{Peer, Register, Seam, Stream, Transport};
 
-impl Parkable for UnixStream {
-    type Dormant = std::os::unix::net::UnixStream;
-
-    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        UnixStream::poll_read_ready(self, cx)
+impl Sock for std::os::unix::net::UnixStream {
+    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        Read::read(&mut &*self, buf)
     }
 
-    fn into_dormant(self) -> io::Result<std::os::unix::net::UnixStream> {
-        // Stays non-blocking.
-        self.into_std()
+    fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        Write::write(&mut &*self, buf)
     }
 
-    fn from_dormant(dormant: std::os::unix::net::UnixStream) -> io::Result<Self> {
-        UnixStream::from_std(dormant)
+    fn write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        Write::write_vectored(&mut &*self, bufs)
     }
 
-    fn peer_closed(_: &std::os::unix::net::UnixStream) -> Option<io::Result<bool>> {
+    fn shutdown_write(&self) -> io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+
+    fn peer_closed(&self) -> Option<io::Result<bool>> {
         None
     }
 }
 
-impl Seam for UnixStream {
+impl Seam for Socket<std::os::unix::net::UnixStream> {
+    type Addr = SocketAddr;
+
+    fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.io.peer_addr().map(SocketAddr::from)
+    }
+
     fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>> {
         // No system call until the socket is readable.
         super::poll_read_ahead(self, cx)
     }
 
-    fn into_stream(self) -> Stream {
-        Stream::from(self)
+    fn into_stream(self) -> io::Result<Stream> {
+        UnixStream::from_std(self.leave()?).map(Stream::from)
     }
 
-    fn from_stream(stream: Stream) -> Result<Self, Stream> {
-        stream.into_unix()
+    fn dormant_from_stream(
+        stream: Stream,
+    ) -> Result<io::Result<std::os::unix::net::UnixStream>, Stream> {
+        // Stays non-blocking.
+        stream.into_unix().map(UnixStream::into_std)
+    }
+
+    fn dormant_into_stream(dormant: std::os::unix::net::UnixStream) -> io::Result<Stream> {
+        UnixStream::from_std(dormant).map(Stream::from)
     }
 }
 
@@ -58,5 +74,14 @@ impl Transport for UnixStream {
 
     fn peer_addr(&self) -> io::Result<SocketAddr> {
         UnixStream::peer_addr(self)
+    }
+
+    type Served = Socket<std::os::unix::net::UnixStream>;
+
+    fn serve_in(self, lot: &dyn Register) -> io::Result<Self::Served> {
+        // Stays non-blocking.
+        let io = self.into_std()?;
+        let registration = lot.register(io.as_fd())?;
+        Ok(Socket::new(io, registration))
     }
 }
