@@ -153,3 +153,73 @@ fn back_to_back_requests_racing_the_lot() {
     let s = srv.stats();
     assert!(s.dormancies > 0, "the lot was exercised: {s:?}");
 }
+
+/// Connections open and close while others sleep and wake: a closed
+/// connection's slot is reused at once, and an event collected for its
+/// old occupant may reach the new one. Every response stays exact, and
+/// every slot is freed in the end.
+#[test]
+fn slots_reused_while_connections_sleep_and_wake() {
+    let mut b = dormant::Server::builder();
+    b.park_after(Duration::ZERO).dormant_after(Duration::ZERO);
+    let srv = serve_with(&b, echo_service());
+    let churn: Vec<_> = (0..4)
+        .map(|t| {
+            let addr = srv.addr;
+            std::thread::spawn(move || {
+                for i in 0..150 {
+                    let mut c = Client::connect(addr);
+                    let path = format!("/churn/{t}/{i}");
+                    c.send(get(&path).as_bytes());
+                    assert_eq!(c.response(), ok(&format!("GET {path} read=")));
+                }
+            })
+        })
+        .collect();
+    let sleepy: Vec<_> = (0..8)
+        .map(|t| {
+            let addr = srv.addr;
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                for i in 0..60 {
+                    let path = format!("/sleepy/{t}/{i}");
+                    c.send(get(&path).as_bytes());
+                    assert_eq!(c.response(), ok(&format!("GET {path} read=")));
+                    std::thread::sleep(Duration::from_millis(i % 3));
+                }
+            })
+        })
+        .collect();
+    for t in churn.into_iter().chain(sleepy) {
+        t.join().expect("every response exact");
+    }
+    srv.wait_for("every connection closed", |s| {
+        s.active == 0 && s.parked == 0 && s.dormant == 0
+    });
+    assert!(srv.stats().lot_wakes > 0, "the lot was exercised");
+}
+
+/// A connection woken from the lot answers with more than the socket
+/// takes at once: its writes wait for room, which the lot reports, until
+/// the body's last byte.
+#[test]
+fn large_response_after_a_wake_is_written_to_the_end() {
+    const LEN: usize = 8 << 20;
+    let service = hyper::service::service_fn(|_req: http::Request<dormant::Body>| async {
+        let body = http_body_util::Full::new(hyper::body::Bytes::from(vec![b'x'; LEN]));
+        Ok::<_, std::convert::Infallible>(http::Response::new(body))
+    });
+    let srv = serve_with(&dormant_fast(), service);
+    let mut c = srv.connect();
+    for round in 0..2 {
+        srv.wait_for("dormant", |s| s.dormant == 1 || round == 0);
+        c.send(get("/big").as_bytes());
+        // The server fills the socket and waits for room.
+        std::thread::sleep(Duration::from_millis(50));
+        let head = c.response_head();
+        assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+        let body = c.read_exact_bytes(LEN);
+        assert!(body.iter().all(|&b| b == b'x'));
+    }
+    assert_eq!(srv.stats().lot_wakes, 1);
+}

@@ -13,8 +13,8 @@
 //! The lot has no thread of its own. Its `mio::Poll`'s epoll fd is
 //! registered with tokio (`AsyncFd`), and one task per lot drives it
 //! ([`Lot::drive`]). Every connection is registered in that poll once, at
-//! accept ([`Lot::register`]), edge-triggered for reading and writing, and
-//! stays there until it closes: a connection never moves between tokio's
+//! accept ([`Lot::register`]), edge-triggered for reading (and for writing
+//! once a write finds the socket full), and stays there until it closes: a connection never moves between tokio's
 //! epoll and the lot's, so parking and waking make no system call. One slab
 //! holds a slot per registered connection, whatever it is doing:
 //!
@@ -294,6 +294,12 @@ impl<T: Parkable, W: Send + 'static> Table for Shared<T, W> {
         if let Some(Slot::Served(_)) = inner.slots.get(key) {
             inner.remove(key);
         }
+    }
+
+    fn watch_writes(&self, key: u32, fd: BorrowedFd<'_>) -> io::Result<()> {
+        let raw = fd.as_raw_fd();
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        (self.registry).reregister(&mut SourceFd(&raw), Token(key as usize), interest)
     }
 
     fn deregister(&self, key: u32, fd: BorrowedFd<'_>) -> io::Result<()> {

@@ -13,6 +13,7 @@
 
 use std::io;
 use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
@@ -47,6 +48,8 @@ pub(crate) enum Report {
 #[derive(Debug, Default)]
 pub(crate) struct Cell {
     sides: Mutex<[Side; 2]>,
+    /// The fd is registered for writing too (see [`Registration::poll_io`]).
+    writes_watched: AtomicBool,
 }
 
 impl Cell {
@@ -100,6 +103,9 @@ impl Cell {
 pub(crate) trait Table: Send + Sync {
     /// The connection at `key` closed: its slot is free.
     fn release(&self, key: u32);
+    /// From now on, the poll reports when the fd at `key` has room to
+    /// write, too.
+    fn watch_writes(&self, key: u32, fd: BorrowedFd<'_>) -> io::Result<()>;
     /// The connection at `key` leaves the lot for good (an upgrade hands
     /// it to tokio): its fd is taken out of the poll and its slot freed.
     fn deregister(&self, key: u32, fd: BorrowedFd<'_>) -> io::Result<()>;
@@ -169,12 +175,20 @@ impl Registration {
         self.cell.read_ready()
     }
 
-    /// Runs `op` once `dir` is ready, until it does not find the socket
-    /// empty; `short` says whether a result means the socket was drained
-    /// (a read or write shorter than asked), which clears the readiness as
-    /// `WouldBlock` does and saves the system call that would find it so.
+    /// Runs `op` on `fd` once `dir` is ready, until it does not find the
+    /// socket empty (or full); `short` says whether a result means the
+    /// socket was drained (a read or write shorter than asked), which
+    /// clears the readiness as `WouldBlock` does and saves the system call
+    /// that would find it so.
+    ///
+    /// A connection is registered for reading only: most responses fit in
+    /// the socket's buffer, and every ACK of one would otherwise wake the
+    /// lot. The first write that finds the socket full registers it for
+    /// writing too (the poll then reports room at once if there is some
+    /// already), for the rest of its life.
     pub(crate) fn poll_io<R>(
         &self,
+        fd: BorrowedFd<'_>,
         dir: Direction,
         cx: &mut Context<'_>,
         mut op: impl FnMut() -> io::Result<R>,
@@ -183,7 +197,14 @@ impl Registration {
         loop {
             let tick = std::task::ready!(self.poll_ready(dir, cx));
             match op() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear(dir, tick),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.clear(dir, tick);
+                    if dir == Direction::Write && !self.cell.writes_watched.swap(true, Relaxed) {
+                        if let Some(table) = &self.table {
+                            table.watch_writes(self.key, fd)?;
+                        }
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 res => {
                     if res.as_ref().is_ok_and(&short) {
@@ -230,9 +251,19 @@ mod tests {
 
     impl Table for NoTable {
         fn release(&self, _: u32) {}
+        fn watch_writes(&self, _: u32, _: BorrowedFd<'_>) -> io::Result<()> {
+            Ok(())
+        }
         fn deregister(&self, _: u32, _: BorrowedFd<'_>) -> io::Result<()> {
             Ok(())
         }
+    }
+
+    fn fd() -> BorrowedFd<'static> {
+        // Any fd: `NoTable` makes no system call with it.
+        static STDIN: std::sync::LazyLock<std::io::Stdin> =
+            std::sync::LazyLock::new(std::io::stdin);
+        std::os::fd::AsFd::as_fd(&*STDIN)
     }
 
     fn registration(cell: &Arc<Cell>) -> Registration {
@@ -279,6 +310,7 @@ mod tests {
         let mut cx = Context::from_waker(&waker);
         let mut calls = 0;
         let res = reg.poll_io(
+            fd(),
             Direction::Read,
             &mut cx,
             || {
@@ -291,6 +323,7 @@ mod tests {
         assert_eq!(calls, 1);
         assert!(!reg.read_ready(), "a short read cleared the flag");
         let res = reg.poll_io(
+            fd(),
             Direction::Read,
             &mut cx,
             || Ok::<usize, io::Error>(1),
@@ -299,6 +332,7 @@ mod tests {
         assert!(res.is_pending(), "no system call without readiness");
         cell.set_woken(Report::Ready);
         let res: Poll<io::Result<usize>> = reg.poll_io(
+            fd(),
             Direction::Read,
             &mut cx,
             || Err(io::ErrorKind::WouldBlock.into()),
@@ -311,6 +345,7 @@ mod tests {
         let mut wake = Vec::new();
         cell.set(Report::Closed, Report::Nothing, &mut wake);
         let res = reg.poll_io(
+            fd(),
             Direction::Read,
             &mut cx,
             || Ok::<usize, io::Error>(2),
@@ -320,6 +355,7 @@ mod tests {
         assert!(reg.read_ready(), "closed is final");
         assert!(
             reg.poll_io(
+                fd(),
                 Direction::Read,
                 &mut cx,
                 || Ok::<usize, io::Error>(0),

@@ -2,25 +2,27 @@
 //! and the upgrade hand-off see it.
 //!
 //! A connection is a *transport* (TCP, a Unix socket, TLS over either)
-//! carrying a *protocol* (HTTP/1.1, HTTP/2, an upgraded stream). The
-//! protocol drivers need from a transport only four things, and this
-//! module's [`Transport`] trait is exactly those:
+//! carrying a *protocol* (HTTP/1.1, HTTP/2, an upgraded stream). A
+//! listener yields tokio's streams (the public [`Transport`]s); dormant
+//! serves each one as its [`Transport::Served`] form, registered with the
+//! parking lot for the connection's whole life (`Transport::serve_in`, at
+//! accept). The protocol drivers need from that form only four things, the
+//! [`Seam`] trait and the lot's [`Parkable`]:
 //!
-//! | need | TCP, Unix socket | TLS (`tls.rs`) |
+//! | need | TCP, Unix socket (`socket.rs`) | TLS (`tls.rs`) |
 //! |---|---|---|
-//! | hyper's reads and writes | tokio's `AsyncRead`/`AsyncWrite` | the same, over records decrypted into buffers taken from a per-thread cache while bytes move |
-//! | a wait for readiness that holds no buffer | tokio's readiness flag ([`Parkable::poll_read_ready`]) | the socket's flag, unless the session holds plaintext or a whole record already |
+//! | hyper's reads and writes | the socket's own non-blocking calls, when the lot's readiness says so | the same, over records decrypted into buffers taken from a per-thread cache while bytes move |
+//! | a wait for readiness that holds no buffer | the lot's readiness cell ([`Parkable::poll_read_ready`]) | the socket's, unless the session holds plaintext or a whole record already |
 //! | the peer's close while a request is answered ([`Seam::poll_peer`]) | a one-byte peek (TCP); a small read kept for hyper (Unix sockets: std has no stable peek) | a read: `close_notify` or application data, never a peek |
-//! | a *parked* form: the fd plus an optional state ([`Parkable::Dormant`]) | the socket alone: 4 bytes, so a DORMANT slot stays 8 | the fd plus the boxed session (keys, sequence numbers, the start of a record), no record buffer |
+//! | a *parked* form: the fd plus an optional state ([`Parkable::Dormant`]) | the socket alone: 4 bytes | the fd plus the boxed session (keys, sequence numbers, the start of a record), no record buffer |
 //!
 //! What a TLS handshake negotiated, for handlers, is `tls_info.rs`.
 //!
-//! A transport is a tokio stream type; nothing wraps it, so ACTIVE
-//! connections pay nothing for the seam. The trait is sealed: the lot's
-//! slot layout and the parking rules (nothing half-read may be dropped)
-//! depend on each implementation, so the crate provides them all.
-//! [`Stream`] erases the transport for the upgrade hand-off, so that one
-//! handler serves upgrades on any listener.
+//! The trait is sealed: the lot's slot layout and the parking rules
+//! (nothing half-read may be dropped) depend on each implementation, so
+//! the crate provides them all. [`Stream`] erases the transport for the
+//! upgrade hand-off, back in tokio, so that one handler serves upgrades on
+//! any listener.
 
 mod socket;
 mod stream;

@@ -98,6 +98,7 @@ impl<S: Sock> AsyncRead for Socket<S> {
         let this = self.get_mut();
         let want = buf.remaining().min(SCRATCH);
         let read = this.registration.poll_io(
+            this.io.as_fd(),
             Direction::Read,
             cx,
             || read_into(&this.io, buf),
@@ -117,6 +118,7 @@ impl<S: Sock> AsyncWrite for Socket<S> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         (this.registration).poll_io(
+            this.io.as_fd(),
             Direction::Write,
             cx,
             || this.io.write(buf),
@@ -132,6 +134,7 @@ impl<S: Sock> AsyncWrite for Socket<S> {
         let this = self.get_mut();
         let len: usize = bufs.iter().map(|b| b.len()).sum();
         (this.registration).poll_io(
+            this.io.as_fd(),
             Direction::Write,
             cx,
             || this.io.write_vectored(bufs),

@@ -44,7 +44,13 @@ impl Seam for Socket<std::net::TcpStream> {
         let mut byte = [0; 1];
         // No system call until the socket is readable; bytes keep it so.
         (self.registration)
-            .poll_io(Direction::Read, cx, || self.io.peek(&mut byte), |_| false)
+            .poll_io(
+                self.io.as_fd(),
+                Direction::Read,
+                cx,
+                || self.io.peek(&mut byte),
+                |_| false,
+            )
             .map_ok(|n| if n == 0 { Peer::Closed } else { Peer::Unread })
     }
 
