@@ -33,8 +33,9 @@
 #
 # With PARTS=1, each run also prints (to stderr) the inclusive instructions
 # per request of the functions a wake goes through: spawning and ending the
-# task, building hyper and taking it apart, the PARKED wait, the lot's park
-# and wake, the watchdog, tokio's timer and I/O driver. Build with
+# task, building hyper and taking it apart, the PARKED wait, the lot's park,
+# events and deadlines, its epoll, the watchdog, tokio's timer and I/O
+# driver. Build with
 # CARGO_PROFILE_RELEASE_DEBUG=line-tables-only (and a CARGO_TARGET_DIR of
 # its own) so that inlined functions keep their names.
 set -eu
@@ -122,7 +123,8 @@ parts() {
         'dormant::conn::h1::Driver<T,S,B>::finish ' \
         'hyper::proto::h1::dispatch::Dispatcher<D,Bs,I,T>::poll_catch ' \
         'dormant::conn::parked::ParkedWait<T> as core::future::future::Future>::poll ' \
-        'dormant::lot::Lot<T,W>::park ' 'SlotWaker<T,W> as alloc::task::Wake>::wake_by_ref ' \
+        'dormant::lot::Lot<T,W>::park ' 'dormant::lot::Lot<T,W>::on_events ' \
+        'dormant::lot::Lot<T,W>::expire ' 'mio::poll::Poll::poll ' \
         'dormant::timeout::Watchdog::poll ' 'process_at_time ' \
         'tokio::runtime::io::driver::Driver::turn '; do
         awk -v p="$pattern" -v n="$2" -v v="$1" 'index($0, p) && !done {
