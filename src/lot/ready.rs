@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
+use super::deadlines::Millis;
+
 /// A direction of a connection's readiness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Direction {
@@ -45,9 +47,20 @@ pub(crate) enum Report {
 
 /// The readiness of a registered connection: set by the lot's driver,
 /// cleared by its reader and writer.
+/// A cell's state behind its lock.
+#[derive(Debug, Default)]
+struct State {
+    sides: [Side; 2],
+    /// While the connection is task-less PARKED: when the lot acts on it
+    /// (moves it to DORMANT or closes it), and its idle deadline. Kept here
+    /// rather than in the lot's slot, which every connection has.
+    due: Option<Millis>,
+    idle: Option<Millis>,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Cell {
-    sides: Mutex<[Side; 2]>,
+    state: Mutex<State>,
     /// The fd is registered for writing too (see [`Registration::poll_io`]).
     writes_watched: AtomicBool,
 }
@@ -57,19 +70,36 @@ impl Cell {
     /// event registering it reports (at once if bytes came already).
     pub(super) fn registered() -> Self {
         let cell = Cell::default();
-        cell.lock()[Direction::Write as usize].ready = true;
+        cell.lock().sides[Direction::Write as usize].ready = true;
         cell
     }
 
-    fn lock(&self) -> MutexGuard<'_, [Side; 2]> {
+    fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding it leaves flags and wakers consistent.
-        self.sides.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The connection parks without its task: notes its deadlines, and
+    /// drops the wakers its task left, which would keep the task's memory.
+    pub(super) fn park(&self, due: Option<Millis>, idle: Option<Millis>) {
+        let mut state = self.lock();
+        state.due = due;
+        state.idle = idle;
+        for side in &mut state.sides {
+            side.waker = None;
+        }
+    }
+
+    /// The deadlines noted at [`park`](Self::park).
+    pub(super) fn parked(&self) -> (Option<Millis>, Option<Millis>) {
+        let state = self.lock();
+        (state.due, state.idle)
     }
 
     /// Marks the sides an event reports and moves their wakers to `wake`.
     pub(super) fn set(&self, read: Report, write: Report, wake: &mut Vec<Waker>) {
-        let mut sides = self.lock();
-        for (side, report) in sides.iter_mut().zip([read, write]) {
+        let mut state = self.lock();
+        for (side, report) in state.sides.iter_mut().zip([read, write]) {
             if report != Report::Nothing {
                 side.ready = true;
                 side.closed |= report == Report::Closed;
@@ -81,7 +111,7 @@ impl Cell {
 
     /// Whether an event came since the reader last found the socket empty.
     pub(super) fn read_ready(&self) -> bool {
-        let side = &self.lock()[Direction::Read as usize];
+        let side = &self.lock().sides[Direction::Read as usize];
         side.ready || side.closed
     }
 
@@ -90,12 +120,12 @@ impl Cell {
     /// the events it missed while task-less (room to write) went nowhere.
     /// `read`: whether the event also reported the peer's close.
     pub(super) fn set_woken(&self, read: Report) {
-        let mut sides = self.lock();
-        for side in sides.iter_mut() {
+        let mut state = self.lock();
+        for side in state.sides.iter_mut() {
             side.ready = true;
             side.tick = side.tick.wrapping_add(1);
         }
-        sides[Direction::Read as usize].closed |= read == Report::Closed;
+        state.sides[Direction::Read as usize].closed |= read == Report::Closed;
     }
 }
 
@@ -149,8 +179,8 @@ impl Registration {
     /// `Ready(tick)` once `dir` is ready; `Pending` with the waker stored
     /// otherwise.
     pub(crate) fn poll_ready(&self, dir: Direction, cx: &mut Context<'_>) -> Poll<u32> {
-        let mut sides = self.cell.lock();
-        let side = &mut sides[dir as usize];
+        let mut state = self.cell.lock();
+        let side = &mut state.sides[dir as usize];
         if side.ready || side.closed {
             return Poll::Ready(side.tick);
         }
@@ -163,8 +193,8 @@ impl Registration {
 
     /// Clears `dir` unless an event came since `tick` was read.
     pub(crate) fn clear(&self, dir: Direction, tick: u32) {
-        let mut sides = self.cell.lock();
-        let side = &mut sides[dir as usize];
+        let mut state = self.cell.lock();
+        let side = &mut state.sides[dir as usize];
         if side.tick == tick {
             side.ready = false;
         }
@@ -363,5 +393,24 @@ mod tests {
             )
             .is_ready()
         );
+    }
+
+    #[test]
+    fn parking_lets_go_of_the_task() {
+        // A task-less connection's cell must not keep its last task alive
+        // through the waker that task left.
+        let cell = Arc::new(Cell::default());
+        let reg = registration(&cell);
+        let task = Arc::new(Count(Default::default()));
+        let waker = Waker::from(task.clone());
+        assert!(
+            reg.poll_ready(Direction::Read, &mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        drop(waker);
+        assert_eq!(Arc::strong_count(&task), 2, "the cell keeps the waker");
+        cell.park(Some(7), None);
+        assert_eq!(Arc::strong_count(&task), 1, "parked: the waker is gone");
+        assert_eq!(cell.parked(), (Some(7), None));
     }
 }
