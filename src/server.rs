@@ -117,13 +117,13 @@ impl Builder {
         self
     }
 
-    /// How long a connection must stay PARKED before it leaves tokio for the
-    /// parking lot (DORMANT): no task, no tokio registration, 8 bytes of
-    /// slab plus the kernel's socket. Waking a dormant connection costs a
-    /// new task and a few syscalls more than waking a parked one (see
-    /// README, "Latency"): for clients that idle a few seconds between
-    /// requests, a longer `dormant_after` saves CPU for little memory (see
-    /// README, "Load"). `None` keeps parked connections in tokio.
+    /// How long a task-less PARKED connection keeps its readiness cell
+    /// (96 bytes) before the parking lot frees it (DORMANT: the 16-byte
+    /// slot every connection has, plus the kernel's socket). Every
+    /// connection is registered with the lot once, at accept, so going
+    /// DORMANT and waking from it make no system call; a dormant wake
+    /// allocates the cell again (see README, "Load" and "Tuning
+    /// `dormant_after`"). `None` keeps parked connections' cells.
     ///
     /// A connection whose client pipelined part of a request stays PARKED
     /// (it holds those bytes), as do HTTP/2 connections (they never park).

@@ -21,7 +21,8 @@ pub struct Stats {
     pub active: usize,
     /// Open connections waiting for bytes with no hyper state (PARKED).
     pub parked: usize,
-    /// Connections waiting in the parking lot, outside tokio (DORMANT).
+    /// Task-less connections in the parking lot that freed their readiness
+    /// cell after `dormant_after` (DORMANT).
     pub dormant: usize,
     /// ACTIVE → PARKED transitions.
     pub parks: u64,
@@ -29,7 +30,7 @@ pub struct Stats {
     pub wakes: u64,
     /// PARKED → DORMANT transitions.
     pub dormancies: u64,
-    /// DORMANT connections handed back to tokio because bytes arrived.
+    /// DORMANT connections served again because bytes arrived.
     pub lot_wakes: u64,
     /// DORMANT connections closed because the peer closed them. TCP only: a
     /// Unix socket cannot be peeked, so a closed one is handed back like a

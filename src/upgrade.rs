@@ -59,8 +59,8 @@
 //!
 //! A handler whose stream is idle can give it, with its own small state, to
 //! the server's parking lot ([`Lot::sleep`]): the stream then has no task,
-//! no tokio registration and no buffer (24 bytes of slab plus the boxed
-//! state, for TCP and Unix sockets alike). When bytes arrive, the peer closes, or the server shuts down, the
+//! no tokio registration and no buffer (a 16-byte slot, a 16-byte box and
+//! the boxed state, for TCP and Unix sockets alike). When bytes arrive, the peer closes, or the server shuts down, the
 //! lot calls the handler back in a new task with [`Woken`]. The usual shape
 //! is a plain function that puts the stream to sleep with a callback that
 //! serves one wake-up and calls that function again:
@@ -458,7 +458,7 @@ impl Lot {
 
     /// Puts `stream` to sleep in the parking lot with `callback`, its
     /// handler's state. The stream then has no task, no tokio registration
-    /// and no buffer; the lot keeps 24 bytes for it plus the boxed
+    /// and no buffer; the lot keeps 32 bytes for it plus the boxed
     /// `callback`, whose size is what it captures (keep it small: the
     /// protocol state between messages).
     ///
