@@ -42,6 +42,29 @@ pub trait Sock: AsFd + fmt::Debug + Send + Sync + Unpin + Sized + 'static {
     fn peer_closed(&self) -> Option<io::Result<bool>>;
 }
 
+/// [`Sock`]'s system calls for a std socket that implements `Read` and
+/// `Write` through a shared reference (as TCP and Unix sockets do).
+macro_rules! sock_io {
+    () => {
+        fn read(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+            std::io::Read::read(&mut &*self, buf)
+        }
+
+        fn write(&self, buf: &[u8]) -> std::io::Result<usize> {
+            std::io::Write::write(&mut &*self, buf)
+        }
+
+        fn write_vectored(&self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+            std::io::Write::write_vectored(&mut &*self, bufs)
+        }
+
+        fn shutdown_write(&self) -> std::io::Result<()> {
+            self.shutdown(std::net::Shutdown::Write)
+        }
+    };
+}
+pub(super) use sock_io;
+
 /// A socket served through the lot: its fd (closed first when dropped,
 /// which takes it out of the lot's poll), then its registration (which
 /// frees its slot).

@@ -1,32 +1,18 @@
 //! TCP: the socket is the whole transport; parked, it is its fd.
 
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr};
+use std::io;
+use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::task::{Context, Poll};
 
 use tokio::net::TcpStream;
 
-use super::socket::{Sock, Socket};
+use super::socket::{Sock, Socket, sock_io};
 use super::{Peer, Register, Seam, Stream, Transport};
 use crate::lot::Direction;
 
 impl Sock for std::net::TcpStream {
-    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        Read::read(&mut &*self, buf)
-    }
-
-    fn write(&self, buf: &[u8]) -> io::Result<usize> {
-        Write::write(&mut &*self, buf)
-    }
-
-    fn write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        Write::write_vectored(&mut &*self, bufs)
-    }
-
-    fn shutdown_write(&self) -> io::Result<()> {
-        self.shutdown(Shutdown::Write)
-    }
+    sock_io!();
 
     fn peer_closed(&self) -> Option<io::Result<bool>> {
         Some(self.peek(&mut [0; 1]).map(|n| n == 0))

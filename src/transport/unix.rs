@@ -8,33 +8,18 @@
 //! be told apart from one with bytes before the close, so the lot hands it
 //! back and its first read finds out.
 
-use std::io::{self, Read, Write};
-use std::net::Shutdown;
+use std::io;
 use std::os::fd::AsFd;
 use std::task::{Context, Poll};
 
 use tokio::net::UnixStream;
 use tokio::net::unix::SocketAddr;
 
-use super::socket::{Sock, Socket};
+use super::socket::{Sock, Socket, sock_io};
 use super::{Peer, Register, Seam, Stream, Transport};
 
 impl Sock for std::os::unix::net::UnixStream {
-    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        Read::read(&mut &*self, buf)
-    }
-
-    fn write(&self, buf: &[u8]) -> io::Result<usize> {
-        Write::write(&mut &*self, buf)
-    }
-
-    fn write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        Write::write_vectored(&mut &*self, bufs)
-    }
-
-    fn shutdown_write(&self) -> io::Result<()> {
-        self.shutdown(Shutdown::Write)
-    }
+    sock_io!();
 
     fn peer_closed(&self) -> Option<io::Result<bool>> {
         None
