@@ -406,7 +406,7 @@ pub fn pool_stats() -> PoolStats {
 /// the lot is the only part of the server an upgraded stream may hold on
 /// to, and only through this handle.
 #[derive(Clone)]
-pub struct Lot(Option<Arc<Box<dyn Beds>>>);
+pub struct Lot(Arc<Box<dyn Beds>>);
 // A thin pointer: callbacks of sleeping streams capture this handle, and
 // each keeps it for as long as its stream sleeps (8 bytes, not 16).
 
@@ -453,7 +453,7 @@ impl<T: Seam> Wakeup<T> for Box<dyn Callback> {
 impl Lot {
     /// The handle on a serve call's lot.
     pub(crate) fn new<T: Seam>(lot: StreamLot<T>) -> Self {
-        Lot(Some(Arc::new(Box::new(lot) as Box<dyn Beds>)))
+        Lot(Arc::new(Box::new(lot) as Box<dyn Beds>))
     }
 
     /// Puts `stream` to sleep in the parking lot with `callback`, its
@@ -487,16 +487,12 @@ impl Lot {
         if !stream.leftover.is_empty() || stream.stream.has_buffered() {
             return callback.call(Woken::Readable(stream));
         }
-        match &self.0 {
-            Some(lot) => lot.sleep(stream.stream, callback),
-            // The server could not create its lot (it logged why).
-            None => callback.call(Woken::Shutdown(stream)),
-        }
+        self.0.sleep(stream.stream, callback);
     }
 
     /// How many upgraded streams sleep in this lot now.
     pub fn sleeping(&self) -> usize {
-        self.0.as_ref().map_or(0, |lot| lot.sleeping())
+        self.0.sleeping()
     }
 }
 
@@ -518,8 +514,8 @@ pub enum Woken {
     /// The peer closed its side (a read returns end of stream). Writing
     /// may still work, as after any half-close.
     Eof(Upgraded),
-    /// The server's graceful shutdown began (or its parking lot failed, or
-    /// could not be created): the stream cannot sleep any longer, and a new
+    /// The server's graceful shutdown began (or its parking lot failed):
+    /// the stream cannot sleep any longer, and a new
     /// `sleep` calls back at once with `Shutdown` again. The stream is
     /// still open; what to tell the peer is the protocol's choice.
     Shutdown(Upgraded),
