@@ -543,12 +543,14 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
             // An event without the peer's close means bytes: no peek, the
             // reader finds them. With the close, the transport tells bytes
             // sent before it (serve them) from none (close the fd here).
+            let mut failure = None;
             let gone = match closing.then(|| T::peer_closed(conn)).flatten() {
                 None | Some(Ok(false)) => None,
                 Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Some(Ok(true)) => Some(Closed::ByPeer),
                 Some(Err(error)) => {
                     trace!(%error, "a task-less connection failed");
+                    failure = Some(error);
                     Some(Closed::Failed)
                 }
             };
@@ -562,7 +564,9 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
                         None => Reason::Readable,
                         Some(Closed::ByPeer) => Reason::Eof,
                         Some(_) => {
-                            let error = io::Error::other("the socket failed while asleep");
+                            let error = failure.unwrap_or_else(|| {
+                                io::Error::other("the socket failed while asleep")
+                            });
                             batch.failed.push((*callback, error));
                             continue;
                         }
