@@ -9,8 +9,8 @@
 //!    copied its last byte, usually in the same poll that woke the
 //!    connection.
 //! 2. **Readiness reads.** After the replay, reads go to the transport's
-//!    tokio `poll_read`, which waits for readiness and then reads without
-//!    blocking (the same `poll_read_ready` + `try_read` pair).
+//!    `poll_read`, which waits for the readiness the parking lot reports
+//!    and then reads without blocking.
 //! 3. **Idle bookkeeping.** It records whether the last socket read found
 //!    nothing (`WouldBlock`) and whether every write hyper issued has been
 //!    flushed. The driver uses both to decide that hyper sits between

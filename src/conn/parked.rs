@@ -170,8 +170,8 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
         if this.watch.as_mut().poll_level(cx) >= Level::Draining {
             return Poll::Ready(Wake::Shutdown);
         }
-        // `poll_read_ready` keeps its waker in tokio's per-socket state; a
-        // `readable()` future would add a waiter node to this task.
+        // `poll_read_ready` keeps its waker in the connection's readiness
+        // cell (the lot's); nothing is added to this task.
         if let Poll::Ready(ready) = Parkable::poll_read_ready(&**this.stream, cx) {
             if let Err(error) = ready {
                 closed_while_idle("parked", Some(&error));
@@ -179,9 +179,9 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
             }
             // The buffer is taken only now, after readiness (I4).
             let mut buf = this.state.shared.pool.take();
-            // `poll_read`, not `try_read`: after a short read it clears
-            // tokio's readiness flag, so hyper's next read does not make a
-            // system call to find the socket empty.
+            // `poll_read`: after a short read it clears the readiness, so
+            // hyper's next read does not make a system call to find the
+            // socket empty.
             let mut read = ReadBuf::new(&mut buf);
             match Pin::new(&mut **this.stream).poll_read(cx, &mut read) {
                 Poll::Ready(Ok(())) => {
