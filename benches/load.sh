@@ -14,7 +14,9 @@
 # PARK_AFTER_MS=off (park_after(None): connections keep hyper, never park),
 # `dormant_off` DORMANT_AFTER_MS=off (dormant_after(None): parked connections
 # stay in tokio, never DORMANT); `dormant_10s` (not run by default)
-# DORMANT_AFTER_MS=10000, a longer dormant_after than the default 1 s.
+# DORMANT_AFTER_MS=10000, a longer dormant_after than the default 1 s;
+# `park_0` (not run by default) PARK_AFTER_MS=0, park_after(0): every
+# connection parks as soon as it is quiet.
 #
 # A run: the server starts with one tokio worker thread
 # (TOKIO_WORKER_THREADS=1), pinned to CPU SERVER_CPU (default 0); its RSS is
@@ -39,7 +41,10 @@
 # server at 100 is saturated, a client near 100 may not keep up), server CPU
 # µs per request, latency p50/p99/p99.9 (µs), RSS per connection
 # ((RSS with the connections open - RSS before) / connections, bytes) and
-# errors; per round the ratios variant / hyper-util of the same round; per
+# errors, then the server's context switches per request in the window
+# (all threads, /proc/PID/task/*/status: mostly a worker that slept in
+# epoll_wait and was woken, which costs more kernel time than most system
+# calls); per round the ratios variant / hyper-util of the same round; per
 # cell the median of those per-round ratios and their range; at the end a
 # summary of every cell's medians. Expect about CONNS x WINDOW / THINK
 # requests in a window when THINK is far above the latency (tokio's 1 ms
@@ -55,7 +60,9 @@
 # With PROFILE=1, each run also samples the server in its window
 # (`perf record -F 2000`, call graphs off) and prints where its CPU time
 # went: the kernel, the server's binary, libc (malloc, memcpy) and the rest,
-# as shares of the samples. Same caveat.
+# as shares of the samples. Same caveat. With PROFILE_KEEP=DIR as well, each
+# run's perf.data is kept as DIR/CONNS:THINK-VARIANT-ROUND.data, for
+# `perf report -i FILE --sort sym`.
 #
 # Connect errors, slow connects (over 500 ms: a dropped SYN), failed
 # requests (malformed response, close, no response in 10 s; never retried)
@@ -95,9 +102,9 @@ for cell in $CELLS; do
 done
 for variant in $VARIANTS; do
     case $variant in
-    default | park_off | dormant_off | dormant_10s) ;;
+    default | park_off | dormant_off | dormant_10s | park_0) ;;
     *)
-        echo "load.sh: unknown variant $variant (default, park_off, dormant_off, dormant_10s)" >&2
+        echo "load.sh: unknown variant $variant (default, park_off, dormant_off, dormant_10s, park_0)" >&2
         exit 1
         ;;
     esac
@@ -128,6 +135,12 @@ cpu() {
         exit 1
     fi
     ticks=$((f[13] + f[14]))
+}
+
+# switches PID: the context switches of all of PID's threads so far
+# (voluntary: a thread blocked, e.g. in epoll_wait, and woke up again).
+switches() {
+    cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches:/ { n += $2 } END { print n + 0 }'
 }
 
 # rss PID: the process's resident set, in KiB.
@@ -162,6 +175,7 @@ start() {
     park_off) vars=(PARK_AFTER_MS=off) ;;
     dormant_off) vars=(DORMANT_AFTER_MS=off) ;;
     dormant_10s) vars=(DORMANT_AFTER_MS=10000) ;;
+    park_0) vars=(PARK_AFTER_MS=0) ;;
     esac
     env -u PARK_AFTER_MS -u DORMANT_AFTER_MS -u PEER_ADDR -u RUST_LOG "${vars[@]}" \
         TOKIO_WORKER_THREADS=1 taskset -c "$SERVER_CPU" "$TARGET/$bin" "$ADDR" >"$tmp/server.log" 2>&1 &
@@ -197,7 +211,7 @@ next_line() {
 # run VARIANT CONNS THINK WARMUP: one run; sets res[...] (the client's
 # result fields) and cpu_us, srv_pct, cli_pct, rss_conn, note.
 run() {
-    local conns=$2 ramp limit rss0 rss1 c0 c1 kv
+    local conns=$2 ramp limit rss0 rss1 c0 c1 s0 s1 kv
     start "$1"
     rss0=$(rss "$server")
     ramp=$((conns / CONNECT_RATE + 1))
@@ -214,6 +228,7 @@ run() {
     next_line "window start" "$(calc "int($4 + 10)")"
     cpu "$server"
     c0=$ticks
+    s0=$(switches "$server")
     if [ "$SYSCALLS" = 1 ]; then
         perf stat -x, -o "$tmp/syscalls" -e "$SYSCALL_EVENTS" -p "$server" &
         counter=$!
@@ -226,6 +241,7 @@ run() {
     next_line "window end" $((${WINDOW%.*} + 10))
     cpu "$server"
     c1=$ticks
+    s1=$(switches "$server")
     local p
     for p in $counter $profiler; do
         kill -INT "$p"
@@ -249,6 +265,7 @@ run() {
     server=""
 
     cpu_us=$(calc "${res[requests]} ? ($c1 - $c0) / $HZ * 1e6 / ${res[requests]} : 0")
+    switches_req=$(calc "${res[requests]} ? ($s1 - $s0) / ${res[requests]} : 0")
     srv_pct=$(printf %.0f "$(calc "($c1 - $c0) / $HZ / $WINDOW * 100")")
     cli_pct="?"
     if [ "${res[client_ticks]}" != "?" ]; then
@@ -309,10 +326,12 @@ for cell in $CELLS; do
             m[$k p99]=${res[p99_us]}
             m[$k p999]=${res[p999_us]}
             m[$k rss]=$rss_conn
+            m[$k switches]=$switches_req
             # shellcheck disable=SC2059
             printf "$row" "$r" "$(name "$v")" "${res[requests]}" "$(printf %.1f "$(calc "${res[requests]} / $WINDOW")")" \
                 "$srv_pct" "$cli_pct" "$(printf %.2f "$cpu_us")" "${res[p50_us]}" "${res[p99_us]}" "${res[p999_us]}" \
                 "$rss_conn" "${res[errors]}$note"
+            printf "       context switches per request: %.2f\n" "$switches_req"
             if [ "$SYSCALLS" = 1 ]; then
                 # perf's CSV: count,unit,event,...
                 awk -F, -v n="${res[requests]}" '
@@ -328,6 +347,9 @@ for cell in $CELLS; do
                                 else if (name ~ /^hello/) b += pct; else o += pct }
                     END { printf "       CPU by place: kernel %.1f%% (%.1f µs/req), server binary %.1f%% (%.1f), libc %.1f%% (%.1f), other %.1f%%\n",
                           k, k * us / 100, b, b * us / 100, c, c * us / 100, o }'
+                if [ -n "${PROFILE_KEEP:-}" ]; then
+                    cp "$tmp/perf.data" "$PROFILE_KEEP/$cell-$v-$r.data"
+                fi
             fi
         done
         for v in $VARIANTS; do

@@ -22,7 +22,7 @@ use crate::config::Config;
 use crate::conn::{self, Origin};
 use crate::error::Error;
 use crate::listener::Listener;
-use crate::lot::{self, Closed, Rung};
+use crate::lot::{self, Closed, Rung, Slept};
 use crate::pool::Pool;
 use crate::service::{BoxError, HttpService, ResBody};
 use crate::shutdown::{Level, Signal};
@@ -110,6 +110,14 @@ impl Builder {
     /// Parking after every response would rebuild hyper for each request of
     /// a busy connection; a short delay keeps busy connections ACTIVE and
     /// costs nothing measurable (see README, "Throughput").
+    ///
+    /// A connection's pauses predict its next one: a connection woken
+    /// after sleeping at least this long parks again as soon as its
+    /// response is written, instead of keeping hyper for this long once
+    /// more (a timer and a second wake-up of its task, for nothing if its
+    /// client pauses again). If its client then comes back sooner than
+    /// this, the new ACTIVE phase waits this long again, so a burst that
+    /// follows a pause costs one extra wake, not one per request.
     ///
     /// Default is 10 ms.
     pub fn park_after(&mut self, after: impl Into<Option<Duration>>) -> &mut Self {
@@ -723,7 +731,7 @@ async fn drain<T: Seam>(state: &ServeState<T>) {
 
 /// Serves a connection the parking lot handed back with bytes waiting (or
 /// the peer's close), in a new task. It still counts as held.
-fn spawn_woken<T, S, B>(state: &Arc<ServeState<T>>, stream: T, service: &Arc<S>)
+fn spawn_woken<T, S, B>(state: &Arc<ServeState<T>>, stream: T, service: &Arc<S>, slept_long: bool)
 where
     T: Seam,
     S: HttpService<B>,
@@ -747,7 +755,7 @@ where
         peer,
         service.clone(),
         open,
-        Origin::Woken,
+        Origin::Woken { slept_long },
     ));
 }
 
@@ -766,19 +774,25 @@ where
     S: HttpService<B>,
     B: ResBody,
 {
-    fn woken(&self, conn: T, from: Rung) {
+    fn woken(&self, conn: T, slept: Slept) {
         let Some(state) = self.state.upgrade() else {
             return;
         };
         let stats = &state.shared.stats;
-        match from {
-            Rung::Parked => stats.parked.fetch_sub(1, Ordering::Relaxed),
-            Rung::Dormant => {
+        let slept_long = match slept {
+            Slept::Parked(slept) => {
+                stats.parked.fetch_sub(1, Ordering::Relaxed);
+                state.shared.config.park_after.is_some_and(|p| slept >= p)
+            }
+            Slept::Dormant => {
                 stats.lot_wakes.fetch_add(1, Ordering::Relaxed);
-                stats.dormant.fetch_sub(1, Ordering::Relaxed)
+                stats.dormant.fetch_sub(1, Ordering::Relaxed);
+                // It slept at least `dormant_after`.
+                let config = &state.shared.config;
+                matches!((config.park_after, config.dormant_after), (Some(p), Some(d)) if p <= d)
             }
         };
-        spawn_woken(&state, conn, &self.service);
+        spawn_woken(&state, conn, &self.service, slept_long);
     }
 
     fn closed(&self, from: Rung, why: Closed, n: usize) {

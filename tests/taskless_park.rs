@@ -218,3 +218,36 @@ fn parked_slab_freed_and_rebuilt() {
     }
     wait_tasks(&srv, 1);
 }
+
+/// A connection woken after sleeping at least `park_after` parks again as
+/// soon as its response is written, without waiting `park_after` once
+/// more; one whose client came back sooner than that waits `park_after`
+/// again, so a burst of requests is served by one ACTIVE phase.
+#[test]
+fn a_long_sleeper_parks_at_once_and_a_quick_return_waits_park_after() {
+    let park_after = Duration::from_millis(500);
+    let mut b = dormant::Server::builder();
+    b.park_after(park_after).dormant_after(None);
+    let srv = serve_with(&b, echo_service());
+    let mut c = srv.connect();
+    let mut request = |path: &str| {
+        c.send(get(path).as_bytes());
+        assert_eq!(c.response(), ok(&format!("GET {path} read=")));
+    };
+    request("/1");
+    srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
+    wait_tasks(&srv, 1);
+    std::thread::sleep(2 * park_after);
+    // Woken after a long sleep: parked again right after the response, so
+    // the next request, sent at once, wakes it again.
+    request("/2");
+    request("/3");
+    // /3 came back quickly: its phase waits `park_after` and serves /4.
+    request("/4");
+    srv.wait_for("parked again", |s| {
+        s.parked == 1 && s.active == 0 && s.parks == 3
+    });
+    wait_tasks(&srv, 1);
+    let s = srv.stats();
+    assert_eq!((s.parks, s.wakes, s.requests), (3, 2, 4), "{s:?}");
+}

@@ -61,7 +61,10 @@
 //! Parking right after each response would rebuild hyper for every request
 //! of a busy connection, so the driver waits until the connection has been
 //! idle for `park_after`. The same timer enforces the timeouts (see
-//! `timeout`).
+//! `timeout`). A connection the lot woke after a sleep of at least
+//! `park_after` parks as soon as it is quiet (`park_after` zero for that
+//! phase, see `conn::serve`): waiting would cost a timer and a second
+//! poll of its task per request.
 
 use std::future::{Future, poll_fn};
 use std::marker::PhantomData;
@@ -69,6 +72,7 @@ use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::server::conn::http1;
@@ -104,16 +108,24 @@ enum Stop {
     Failed,
 }
 
+/// The clocks an ACTIVE phase starts with.
+pub(super) struct Timing {
+    /// When the bytes about to be replayed began to arrive, if a request
+    /// head was already on the clock; else they begin one now.
+    pub(super) head_since: Option<Instant>,
+    /// How long the phase must be quiet to park.
+    pub(super) park_after: Option<Duration>,
+}
+
 /// Runs hyper until the connection closes, a timeout passes, or it has been
-/// quiet for `park_after`. `head_since` is when the bytes about to be
-/// replayed began to arrive.
+/// quiet for `timing.park_after`.
 pub(super) async fn serve<T, S, B>(
     stream: T,
     replay: Replay,
     peer: Option<T::Addr>,
     service: &Arc<S>,
     state: &ServeState<T>,
-    head_since: Instant,
+    timing: Timing,
 ) -> Active<T>
 where
     T: Seam,
@@ -121,6 +133,7 @@ where
     B: ResBody,
 {
     let shared = &state.shared;
+    let head_since = timing.head_since.unwrap_or_else(Instant::now);
     let tracker = Arc::new(Tracker::default());
     #[cfg(feature = "tls-no-provider")]
     let tls = stream.tls_info();
@@ -135,7 +148,7 @@ where
     let config = &shared.config;
     let mut driver = Driver {
         conn: shared.http1.serve_connection(io, svc),
-        watchdog: Watchdog::new(config.timeouts, config.park_after, Some(head_since)),
+        watchdog: Watchdog::new(config.timeouts, timing.park_after, Some(head_since)),
         tracker,
         acked: 0,
         draining: false,

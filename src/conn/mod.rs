@@ -9,6 +9,7 @@
 //!             │                     │ HTTP/2 preface → hyper's http2 server (never parks)
 //!             └── idle for ─────────┘
 //!                 `park_after`: into_parts, copy the unparsed bytes, drop the rest
+//!                 (0 for the first phase after a wake from a sleep ≥ `park_after`)
 //! ```
 //!
 //! A PARKED connection is one small task holding its transport, a
@@ -38,6 +39,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
@@ -58,7 +60,9 @@ pub(crate) enum Origin {
     /// Just accepted: its first request is on the header clock from now.
     Accepted,
     /// Handed back by the parking lot, with bytes waiting (or a close).
-    Woken,
+    /// `slept_long`: it slept at least `park_after`, so its ACTIVE phase
+    /// parks it again as soon as it is quiet (see [`serve`]).
+    Woken { slept_long: bool },
 }
 
 /// How an ACTIVE phase ended.
@@ -168,6 +172,7 @@ where
             head_since: (origin == Origin::Accepted).then_some(accepted),
         };
         let mut first = origin == Origin::Accepted;
+        let mut park_at_once = origin == Origin::Woken { slept_long: true };
         #[cfg(feature = "tls-no-provider")]
         if first && state.shared.config.tls_info {
             stream.keep_tls_info();
@@ -221,7 +226,15 @@ where
                 }
                 first = false;
                 gauge.set_active();
-                activate(stream, replay, protocol, &peer, &service, &state, &clocks)
+                let timing = h1::Timing {
+                    head_since: clocks.head_since,
+                    park_after: if std::mem::take(&mut park_at_once) {
+                        Some(Duration::ZERO)
+                    } else {
+                        shared.config.park_after
+                    },
+                };
+                activate(stream, replay, protocol, &peer, &service, &state, timing)
             };
             match active.await {
                 Active::Parked(s, c, k) => {
@@ -255,7 +268,7 @@ fn activate<'a, T, S, B>(
     peer: &Option<T::Addr>,
     service: &'a Arc<S>,
     state: &'a ServeState<T>,
-    clocks: &Clocks,
+    timing: h1::Timing,
 ) -> ActiveFuture<'a, T>
 where
     T: Seam,
@@ -276,10 +289,7 @@ where
             .instrument(span),
         );
     }
-    // The bytes that woke the connection begin a request head, unless an
-    // earlier part of it is already on the clock.
-    let head_since = clocks.head_since.unwrap_or_else(Instant::now);
-    let active = h1::serve(stream, replay, peer, service, state, head_since);
+    let active = h1::serve(stream, replay, peer, service, state, timing);
     if span.is_disabled() {
         // Entering a disabled span still costs every poll.
         Box::pin(active)
@@ -302,7 +312,8 @@ fn park_taskless<T: Seam>(
         return Err(stream);
     }
     let config = &state.shared.config;
-    let dormant_at = config.dormant_after.map(|d| Instant::now() + d);
+    let now = Instant::now();
+    let dormant_at = config.dormant_after.map(|d| now + d);
     let idle_at = config.timeouts.idle_deadline(clocks.quiet_since);
-    lot.park(stream, dormant_at, idle_at.map(|(at, _)| at))
+    lot.park(stream, now, dormant_at, idle_at.map(|(at, _)| at))
 }

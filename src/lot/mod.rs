@@ -174,6 +174,15 @@ pub(crate) enum Rung {
     Dormant,
 }
 
+/// How long a woken connection waited without its task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slept {
+    /// PARKED, for this long (to the lot clock's millisecond).
+    Parked(Duration),
+    /// DORMANT: longer than any connection stays PARKED.
+    Dormant,
+}
+
 /// Why the lot closed connections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Closed {
@@ -192,7 +201,7 @@ pub(crate) enum Closed {
 pub(crate) trait Owner<T>: Send + Sync + 'static {
     /// A task-less connection turned readable (bytes, or the peer's close,
     /// which its first read finds): it is served again.
-    fn woken(&self, conn: T, from: Rung);
+    fn woken(&self, conn: T, slept: Slept);
     /// The lot closed `n` connections that waited on `from`.
     fn closed(&self, from: Rung, why: Closed, n: usize);
     /// `n` connections moved from PARKED to DORMANT.
@@ -312,7 +321,7 @@ struct Batch<T: Parkable, W> {
     /// Tasks whose connection turned ready.
     wake: Vec<Waker>,
     /// Task-less connections to hand to the owner.
-    woken: Vec<(T, Rung)>,
+    woken: Vec<(T, Slept)>,
     /// Connections the peer closed (or that failed), to close.
     gone: Vec<(T::Dormant, Rung, Closed)>,
     /// Sleepers to take out of the poll and call back.
@@ -379,8 +388,9 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
         Ok(Registration::new(key, cell, shared.clone()))
     }
 
-    /// PARKED without a task: the lot keeps `stream`'s parked form and
-    /// hands it to [`Owner::woken`] when bytes arrive. At `dormant_at` the
+    /// PARKED without a task, from `now`: the lot keeps `stream`'s parked
+    /// form and hands it to [`Owner::woken`] when bytes arrive, with how
+    /// long it slept. At `dormant_at` the
     /// lot moves it to DORMANT, at `idle_at` (if earlier) closes it. Gives
     /// the stream back if a read may find bytes already, if its transport
     /// holds some, or if the lot is closed. The caller keeps counting the
@@ -389,6 +399,7 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
     pub(crate) fn park(
         &self,
         stream: T,
+        now: Instant,
         dormant_at: Option<Instant>,
         idle_at: Option<Instant>,
     ) -> Result<(), T> {
@@ -406,7 +417,7 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
         let due = due.map(|due| inner.parked_deadlines.push(due, key));
         match inner.slots.get_mut(key) {
             Some(slot @ Slot::Served(_)) => {
-                cell.park(due, idle);
+                cell.park(shared.clock.millis(now), due, idle);
                 *slot = Slot::Parked { conn, cell };
             }
             // A registration's slot is served until it parks or closes.
@@ -505,6 +516,8 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
     /// is left in `batch`.
     fn on_events(&self, events: &Events, batch: &mut Batch<T, W>) {
         let shared = &self.0;
+        // Read once per batch, when a parked connection wakes.
+        let mut now = None;
         let mut inner = shared.lock();
         for event in events.iter() {
             let Ok(key) = u32::try_from(event.token().0) else {
@@ -580,12 +593,14 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
                     batch.gone.push((conn, Rung::Dormant, why))
                 }
                 (Slot::Parked { conn, cell, .. }, None) => {
-                    cell.set_woken(read);
+                    let parked_at = cell.set_woken(read);
+                    let now = *now.get_or_insert_with(|| shared.clock.millis(Instant::now()));
+                    let slept = Duration::from_millis(now.wrapping_sub(parked_at).into());
                     inner.slots.put_back(key, Slot::Served(cell.clone()));
                     let registration = Registration::new(key, cell, shared.clone());
                     batch
                         .woken
-                        .push((T::from_dormant(conn, registration), Rung::Parked));
+                        .push((T::from_dormant(conn, registration), Slept::Parked(slept)));
                 }
                 (Slot::Dormant { conn, .. }, None) => {
                     let cell = Arc::new(Cell::default());
@@ -594,15 +609,15 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
                     let registration = Registration::new(key, cell, shared.clone());
                     batch
                         .woken
-                        .push((T::from_dormant(conn, registration), Rung::Dormant));
+                        .push((T::from_dormant(conn, registration), Slept::Dormant));
                 }
                 (Slot::Served(_), _) => {}
             }
         }
         drop(inner);
         batch.wake.drain(..).for_each(Waker::wake);
-        for (conn, from) in batch.woken.drain(..) {
-            shared.owner.woken(conn, from);
+        for (conn, slept) in batch.woken.drain(..) {
+            shared.owner.woken(conn, slept);
         }
         for (conn, from, why) in batch.gone.drain(..) {
             trace!(?from, ?why, "task-less connection closed");

@@ -56,6 +56,8 @@ struct State {
     /// rather than in the lot's slot, which every connection has.
     due: Option<Millis>,
     idle: Option<Millis>,
+    /// When it last parked task-less: how long it slept, once woken.
+    parked_at: Millis,
 }
 
 #[derive(Debug, Default)]
@@ -79,10 +81,12 @@ impl Cell {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The connection parks without its task: notes its deadlines, and
-    /// drops the wakers its task left, which would keep the task's memory.
-    pub(super) fn park(&self, due: Option<Millis>, idle: Option<Millis>) {
+    /// The connection parks without its task at `now`: notes its
+    /// deadlines, and drops the wakers its task left, which would keep the
+    /// task's memory.
+    pub(super) fn park(&self, now: Millis, due: Option<Millis>, idle: Option<Millis>) {
         let mut state = self.lock();
+        state.parked_at = now;
         state.due = due;
         state.idle = idle;
         for side in &mut state.sides {
@@ -118,14 +122,16 @@ impl Cell {
     /// Marks both sides ready, for a task-less connection woken by an
     /// event the lot consumed: its first read must reach the socket, and
     /// the events it missed while task-less (room to write) went nowhere.
-    /// `read`: whether the event also reported the peer's close.
-    pub(super) fn set_woken(&self, read: Report) {
+    /// `read`: whether the event also reported the peer's close. Returns
+    /// when the connection parked ([`park`](Self::park)).
+    pub(super) fn set_woken(&self, read: Report) -> Millis {
         let mut state = self.lock();
         for side in state.sides.iter_mut() {
             side.ready = true;
             side.tick = side.tick.wrapping_add(1);
         }
         state.sides[Direction::Read as usize].closed |= read == Report::Closed;
+        state.parked_at
     }
 }
 
@@ -409,7 +415,7 @@ mod tests {
         );
         drop(waker);
         assert_eq!(Arc::strong_count(&task), 2, "the cell keeps the waker");
-        cell.park(Some(7), None);
+        cell.park(0, Some(7), None);
         assert_eq!(Arc::strong_count(&task), 1, "parked: the waker is gone");
         assert_eq!(cell.parked(), (Some(7), None));
     }
