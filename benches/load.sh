@@ -62,7 +62,8 @@
 # went: the kernel, the server's binary, libc (malloc, memcpy) and the rest,
 # as shares of the samples. Same caveat. With PROFILE_KEEP=DIR as well, each
 # run's perf.data is kept as DIR/CONNS:THINK-VARIANT-ROUND.data, for
-# `perf report -i FILE --sort sym`.
+# `perf report -i FILE --sort sym`; PROFILE_ARGS replaces perf record's
+# options (default `-F 2000`; `-F 2000 -g` adds the kernel's call chains).
 #
 # Connect errors, slow connects (over 500 ms: a dropped SYN), failed
 # requests (malformed response, close, no response in 10 s; never retried)
@@ -234,7 +235,8 @@ run() {
         counter=$!
     fi
     if [ "$PROFILE" = 1 ]; then
-        perf record -q -F 2000 -o "$tmp/perf.data" -p "$server" 2>/dev/null &
+        # shellcheck disable=SC2086 # PROFILE_ARGS is a list of options
+        perf record -q ${PROFILE_ARGS:--F 2000} -o "$tmp/perf.data" -p "$server" 2>/dev/null &
         profiler=$!
     fi
     rss1=$(rss "$server")

@@ -37,7 +37,9 @@
 # events and deadlines, its epoll, the watchdog, tokio's timer and I/O
 # driver. Build with
 # CARGO_PROFILE_RELEASE_DEBUG=line-tables-only (and a CARGO_TARGET_DIR of
-# its own) so that inlined functions keep their names.
+# its own) so that inlined functions keep their names. With CALLGRIND_KEEP=DIR,
+# each run's window profile is kept as DIR/VARIANT-CONNS-THINK-REQUESTS.N
+# (for callgrind_annotate; divide by REQUESTS).
 set -eu
 
 ROUNDS=${1:-1}
@@ -107,6 +109,11 @@ run() {
     ir=$(cat "$OUT"/cg.*.* 2>/dev/null | awk '/^summary:/ { s += $2 } END { print s + 0 }')
     if [ "$PARTS" = 1 ]; then
         parts "$1" "$requests"
+    fi
+    if [ -n "${CALLGRIND_KEEP:-}" ]; then
+        for f in "$OUT"/cg.*.*; do
+            cp "$f" "$CALLGRIND_KEEP/$1-$2-$3-$requests.${f##*.}"
+        done
     fi
     rm -f "$OUT"/cg.* "$OUT/result"
     echo "$ir $requests" | awk '{ printf "%.0f %d", ($2 > 0) ? $1 / $2 : 0, $2 }'

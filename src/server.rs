@@ -833,7 +833,14 @@ async fn drive_lot<T: Seam>(state: Arc<ServeState<T>>, poll: mio::Poll) {
     // Every connection reads and writes through the lot: it runs until the
     // last one is gone after shutdown began.
     let done = async {
-        state.signal.reached(Level::Draining).await;
+        // Polled on every wake of the lot's task: a `Watch` is one atomic
+        // load per poll, where `reached` takes the signal's lock.
+        let mut watch = std::pin::pin!(state.signal.watch());
+        std::future::poll_fn(|cx| match watch.as_mut().poll_level(cx) {
+            Level::Running => std::task::Poll::Pending,
+            Level::Draining | Level::Forced => std::task::Poll::Ready(()),
+        })
+        .await;
         state.held.all_released().await;
     };
     tokio::select! {

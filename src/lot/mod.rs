@@ -85,6 +85,7 @@ mod slab;
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll as Ready, Waker};
 use std::time::Duration;
@@ -92,7 +93,6 @@ use std::time::Duration;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use tokio::io::unix::AsyncFd;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::trace;
 
@@ -249,6 +249,9 @@ struct Inner<D, W> {
     dormant_deadlines: Deadlines,
     sleeping: usize,
     closed: bool,
+    /// The waker of the task that drives the lot, told when a deadline
+    /// queue goes from empty to non-empty (`Shared::new_front`).
+    driver: Option<Waker>,
 }
 
 impl<D, W> Inner<D, W> {
@@ -281,8 +284,11 @@ struct Shared<T: Parkable, W> {
     slack: Duration,
     inner: Mutex<Inner<T::Dormant, W>>,
     clock: Clock,
-    /// Woken when a deadline queue goes from empty to non-empty.
-    new_front: Notify,
+    /// A deadline queue went from empty to non-empty since the driver
+    /// last looked: its timer may be too late. Set under the lock, with
+    /// the driver's waker woken; read without it. (A `Notify` cost the
+    /// driver its lock twice per batch of events.)
+    new_front: AtomicBool,
     owner: Box<dyn Owner<T>>,
 }
 
@@ -355,9 +361,10 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
                 dormant_deadlines: Deadlines::default(),
                 sleeping: 0,
                 closed: false,
+                driver: None,
             }),
             clock: Clock::new(Instant::now()),
-            new_front: Notify::new(),
+            new_front: AtomicBool::new(false),
             owner,
         }))
     }
@@ -424,7 +431,12 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
             _ => unreachable!("a served connection's slot is not served"),
         }
         if due.is_some() && inner.parked_deadlines.len() == 1 {
-            shared.new_front.notify_one();
+            shared.new_front.store(true, Ordering::Release);
+            let driver = inner.driver.clone();
+            drop(inner);
+            if let Some(driver) = driver {
+                driver.wake();
+            }
         }
         Ok(())
     }
@@ -719,6 +731,20 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
         let mut events = Events::with_capacity(EVENTS);
         let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
         let mut batch = Batch::default();
+        let driver = std::future::poll_fn(|cx| Ready::Ready(cx.waker().clone())).await;
+        self.0.lock().driver = Some(driver);
+        let new_front = std::future::poll_fn(|_| {
+            let shared = &self.0;
+            if shared.new_front.load(Ordering::Acquire)
+                && shared.new_front.swap(false, Ordering::AcqRel)
+            {
+                Ready::Ready(())
+            } else {
+                // The driver's waker is the lot's already.
+                Ready::Pending
+            }
+        });
+        let mut new_front = std::pin::pin!(new_front);
         loop {
             let now = Instant::now();
             let next = self.expire(now);
@@ -732,6 +758,7 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
                 }
             }
             tokio::select! {
+                biased;
                 guard = poll.readable_mut() => {
                     let mut guard = guard?;
                     events.clear();
@@ -750,7 +777,7 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
                 () = &mut timer, if next.is_some() => {}
                 // Also with a timer set: a task-less PARKED connection's
                 // deadline may come before the dormant front.
-                () = self.0.new_front.notified() => {}
+                () = new_front.as_mut() => {}
             }
         }
     }
