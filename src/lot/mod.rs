@@ -22,7 +22,8 @@
 //!  slots: Slab<Slot>   Served(cell)                 a task serves it: events
 //!                                                   set its readiness cell
 //!                      Parked { conn, cell }    task-less; the cell keeps
-//!                                               its deadlines
+//!                                               its deadlines and when it
+//!                                               parked
 //!                      Dormant { conn, deadline }   task-less, cell freed
 //!                      Sleeping { conn, callback }  an idle upgraded stream
 //!  parked_deadlines    (due, key) in FIFO order: every parked connection
@@ -43,7 +44,8 @@
 //! connection, the driver makes its slot `Served` again with both sides
 //! ready, so its new task's first read and write reach the socket (the
 //! events it missed while task-less went nowhere), and hands it to
-//! [`Owner::woken`]. An event that only reports room to write (the ACK of
+//! [`Owner::woken`] with how long it slept ([`Slept`]: the owner parks a
+//! connection that slept long again as soon as it is quiet). An event that only reports room to write (the ACK of
 //! the last response) leaves it asleep. An event that reports the peer's
 //! close asks the transport whether bytes came before it
 //! ([`Parkable::peer_closed`], a one-byte peek for TCP): none means the
