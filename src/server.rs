@@ -126,7 +126,7 @@ impl Builder {
     }
 
     /// How long a task-less PARKED connection keeps its readiness cell
-    /// (96 bytes) before the parking lot frees it (DORMANT: the 16-byte
+    /// (104 bytes) before the parking lot frees it (DORMANT: the 16-byte
     /// slot every connection has, plus the kernel's socket). Every
     /// connection is registered with the lot once, at accept, so going
     /// DORMANT and waking from it make no system call; a dormant wake

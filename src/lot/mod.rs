@@ -45,8 +45,9 @@
 //! ready, so its new task's first read and write reach the socket (the
 //! events it missed while task-less went nowhere), and hands it to
 //! [`Owner::woken`] with how long it slept ([`Slept`]: the owner parks a
-//! connection that slept long again as soon as it is quiet). An event that only reports room to write (the ACK of
-//! the last response) leaves it asleep. An event that reports the peer's
+//! connection that slept long again as soon as it is quiet). An event that
+//! only reports room to write (the ACK of the last response) leaves it
+//! asleep. An event that reports the peer's
 //! close asks the transport whether bytes came before it
 //! ([`Parkable::peer_closed`], a one-byte peek for TCP): none means the
 //! peer closed, and the fd is closed right there.
@@ -399,8 +400,8 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
 
     /// PARKED without a task, from `now`: the lot keeps `stream`'s parked
     /// form and hands it to [`Owner::woken`] when bytes arrive, with how
-    /// long it slept. At `dormant_at` the
-    /// lot moves it to DORMANT, at `idle_at` (if earlier) closes it. Gives
+    /// long it slept. At `dormant_at` the lot moves it to DORMANT, at
+    /// `idle_at` (if earlier) closes it. Gives
     /// the stream back if a read may find bytes already, if its transport
     /// holds some, or if the lot is closed. The caller keeps counting the
     /// connection as held and parked until this returns `Ok`; from then on
