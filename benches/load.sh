@@ -6,6 +6,7 @@
 #   benches/load.sh [ROUNDS] [WINDOW]       # default 3 rounds, 20 s window: the full matrix (~27 min)
 #   CELLS="5000:3" VARIANTS=default benches/load.sh 1 10
 #   CELLS="200:0.2 200:3" benches/load.sh 1 5   # a smoke run
+#   PAIRED=1 CELLS="5000:3" VARIANTS="default park_off" benches/load.sh 3 20
 #
 # CELLS lists the cells as CONNS:THINK (THINK in seconds), default
 # "5000:0.005 5000:0.2 5000:3 15000:3". VARIANTS lists the dormant servers run
@@ -36,7 +37,16 @@
 # A round runs hyper-util and each variant once, one after the other, each
 # in a fresh server process; the order alternates from round to round
 # (variants then hyper-util in odd rounds, hyper-util then the variants in
-# reverse in even ones). Printed per run: requests in the window, requests/s,
+# reverse in even ones). With PAIRED=1, a round instead runs each variant
+# at the same time as a hyper-util of its own: both servers on CPU
+# SERVER_CPU (on ports PORT and PORT + 1 of LOAD_ADDR), each loaded by a
+# client of its own on CLIENT_CPU. Load from other tenants of the machine
+# then falls on both at once: alternating runs of ~35 s saw hyper-util's
+# own CPU per request move by 30% from one round to the next at 3 s think
+# times, where paired rounds agree within a few percent. It suits the
+# cells where both servers together stay well below one core (T = 3 s:
+# ~6% each; T = 0.2 s: ~40% each, so their latencies include waiting for
+# the other; not T = 5 ms, where each alone saturates the core). Printed per run: requests in the window, requests/s,
 # the server's and the client's CPU use in the window (% of a core: a
 # server at 100 is saturated, a client near 100 may not keep up), server CPU
 # µs per request, latency p50/p99/p99.9 (µs), RSS per connection
@@ -70,8 +80,8 @@
 # and anything a server prints are reported on stderr and in the errors
 # column. Every wait is bounded; servers and clients are killed on exit.
 # Needs bash, taskset (util-linux) and a free port (LOAD_ADDR, default
-# 127.0.0.1:3921); raises `ulimit -n` to the hard limit (CONNS + 64 must
-# fit); CARGO_TARGET_DIR is honoured.
+# 127.0.0.1:3921, and the next one with PAIRED); raises `ulimit -n` to the
+# hard limit (CONNS + 64 must fit); CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 
 ROUNDS=${1:-3}
@@ -79,6 +89,9 @@ WINDOW=${2:-20}
 CELLS=${CELLS:-"5000:0.005 5000:0.2 5000:3 15000:3"}
 VARIANTS=${VARIANTS:-"default park_off dormant_off"}
 ADDR=${LOAD_ADDR:-127.0.0.1:3921}
+HOST=${ADDR%:*}
+PORT=${ADDR##*:}
+PAIRED=${PAIRED:-0}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 CONNECT_RATE=${CONNECT_RATE:-2000}
@@ -112,13 +125,11 @@ for variant in $VARIANTS; do
 done
 
 tmp=$(mktemp -d)
-mkfifo "$tmp/client"
-server=""
-client=""
-counter=""
-profiler=""
+servers=""
+clients=""
+profilers=""
 cleanup() {
-    for p in $counter $profiler $client $server; do
+    for p in $profilers $clients $servers; do
         kill "$p" 2>/dev/null || true
     done
     rm -rf "$tmp"
@@ -131,8 +142,8 @@ trap 'exit 130' INT TERM
 cpu() {
     local -a f
     if ! read -r -a f 2>/dev/null <"/proc/$1/stat"; then
-        echo "load.sh: the server (pid $1) is gone:" >&2
-        cat "$tmp/server.log" >&2
+        echo "load.sh: a server (pid $1) is gone:" >&2
+        cat "$tmp"/server*.log >&2
         exit 1
     fi
     ticks=$((f[13] + f[14]))
@@ -166,8 +177,9 @@ stop() {
     wait "$1" 2>/dev/null || true
 }
 
-# start VARIANT: starts the server of VARIANT (hyper, or a dormant variant)
-# on ADDR, pinned, and waits until it listens; sets $server.
+# start VARIANT ADDR LOG: starts the server of VARIANT (hyper, or a dormant
+# variant) on ADDR, pinned, logging to LOG, and waits until it listens;
+# sets $server.
 start() {
     local bin=hello
     local -a vars=()
@@ -179,123 +191,168 @@ start() {
     park_0) vars=(PARK_AFTER_MS=0) ;;
     esac
     env -u PARK_AFTER_MS -u DORMANT_AFTER_MS -u PEER_ADDR -u RUST_LOG "${vars[@]}" \
-        TOKIO_WORKER_THREADS=1 taskset -c "$SERVER_CPU" "$TARGET/$bin" "$ADDR" >"$tmp/server.log" 2>&1 &
+        TOKIO_WORKER_THREADS=1 taskset -c "$SERVER_CPU" "$TARGET/$bin" "$2" >"$3" 2>&1 &
     server=$!
     local i=0
-    until grep -q "^listening on" "$tmp/server.log"; do
+    until grep -q "^listening on" "$3"; do
         i=$((i + 1))
         if [ "$i" -gt 200 ] || ! kill -0 "$server" 2>/dev/null; then
             echo "load.sh: $bin did not start:" >&2
-            cat "$tmp/server.log" >&2
+            cat "$3" >&2
             exit 1
         fi
         sleep 0.05
     done
 }
 
-# next_line WORD TIMEOUT: reads the client's next line into $line, which must
-# start with WORD, within TIMEOUT seconds.
+# next_line FD WORD TIMEOUT: reads the next line of the client whose output
+# is open on FD into $line, which must start with WORD, within TIMEOUT
+# seconds.
 next_line() {
-    if ! read -r -t "$2" line <&3; then
-        echo "load.sh: no '$1' line from the client (it ended, or took over $2 s)" >&2
+    if ! read -r -t "$3" line <&"$1"; then
+        echo "load.sh: no '$2' line from a client (it ended, or took over $3 s)" >&2
         exit 1
     fi
     case $line in
-    "$1"*) ;;
+    "$2"*) ;;
     *)
-        echo "load.sh: expected '$1' from the client, got: $line" >&2
+        echo "load.sh: expected '$2' from a client, got: $line" >&2
         exit 1
         ;;
     esac
 }
 
-# run VARIANT CONNS THINK WARMUP: one run; sets res[...] (the client's
-# result fields) and cpu_us, srv_pct, cli_pct, rss_conn, note.
+# run CONNS THINK WARMUP VARIANT...: one run of each VARIANT, all at the
+# same time (one VARIANT unless PAIRED), the I-th on port PORT + I with a
+# client of its own. Sets out[I KEY]: the client's result fields, and
+# cpu_us, switches, srv_pct, cli_pct, rss_conn, note.
 run() {
-    local conns=$2 ramp limit rss0 rss1 c0 c1 s0 s1 kv
-    start "$1"
-    rss0=$(rss "$server")
-    ramp=$((conns / CONNECT_RATE + 1))
-    limit=$(calc "int($ramp + $4 + $WINDOW + 60)")
-    timeout -s KILL "$limit" taskset -c "$CLIENT_CPU" \
-        "$TARGET/load_client" "$ADDR" "$conns" "$3" "$4" "$WINDOW" "$CONNECT_RATE" >"$tmp/client" &
-    client=$!
-    exec 3<"$tmp/client"
-    next_line connected $((ramp + 15))
-    declare -gA res=()
-    for kv in ${line#connected }; do
-        res[${kv%%=*}]=${kv#*=}
+    local conns=$1 think=$2 warmup=$3 ramp limit kv i n p fd
+    shift 3
+    n=$#
+    local -a vs=("$@") srv=() fds=() rss0=() rss1=() c0=() c1=() s0=() s1=() perfs=()
+    declare -gA out=()
+    servers=""
+    clients=""
+    for i in $(seq 0 $((n - 1))); do
+        start "${vs[$i]}" "$HOST:$((PORT + i))" "$tmp/server$i.log"
+        srv[i]=$server
+        servers+=" $server"
     done
-    next_line "window start" "$(calc "int($4 + 10)")"
-    cpu "$server"
-    c0=$ticks
-    s0=$(switches "$server")
-    if [ "$SYSCALLS" = 1 ]; then
-        perf stat -x, -o "$tmp/syscalls" -e "$SYSCALL_EVENTS" -p "$server" &
-        counter=$!
-    fi
-    if [ "$PROFILE" = 1 ]; then
-        # shellcheck disable=SC2086 # PROFILE_ARGS is a list of options
-        perf record -q ${PROFILE_ARGS:--F 2000} -o "$tmp/perf.data" -p "$server" 2>/dev/null &
-        profiler=$!
-    fi
-    rss1=$(rss "$server")
-    next_line "window end" $((${WINDOW%.*} + 10))
-    cpu "$server"
-    c1=$ticks
-    s1=$(switches "$server")
-    local p
-    for p in $counter $profiler; do
+    for i in $(seq 0 $((n - 1))); do
+        rss0[i]=$(rss "${srv[$i]}")
+    done
+    ramp=$((conns / CONNECT_RATE + 1))
+    limit=$(calc "int($ramp + $warmup + $WINDOW + 60)")
+    for i in $(seq 0 $((n - 1))); do
+        rm -f "$tmp/client$i"
+        mkfifo "$tmp/client$i"
+        timeout -s KILL "$limit" taskset -c "$CLIENT_CPU" "$TARGET/load_client" \
+            "$HOST:$((PORT + i))" "$conns" "$think" "$warmup" "$WINDOW" "$CONNECT_RATE" >"$tmp/client$i" &
+        clients+=" $!"
+        exec {fd}<"$tmp/client$i"
+        fds[i]=$fd
+    done
+    for i in $(seq 0 $((n - 1))); do
+        next_line "${fds[$i]}" connected $((ramp + 15))
+        for kv in ${line#connected }; do
+            out[$i ${kv%%=*}]=${kv#*=}
+        done
+    done
+    # The clients started together and their windows begin within a few
+    # milliseconds of each other; each server's counters are read when its
+    # own client's line comes.
+    for i in $(seq 0 $((n - 1))); do
+        next_line "${fds[$i]}" "window start" "$(calc "int($warmup + 10)")"
+        cpu "${srv[$i]}"
+        c0[i]=$ticks
+        s0[i]=$(switches "${srv[$i]}")
+        if [ "$SYSCALLS" = 1 ]; then
+            perf stat -x, -o "$tmp/syscalls$i" -e "$SYSCALL_EVENTS" -p "${srv[$i]}" &
+            perfs+=("$!")
+        fi
+        if [ "$PROFILE" = 1 ]; then
+            # shellcheck disable=SC2086 # PROFILE_ARGS is a list of options
+            perf record -q ${PROFILE_ARGS:--F 2000} -o "$tmp/perf$i.data" -p "${srv[$i]}" 2>/dev/null &
+            perfs+=("$!")
+        fi
+        rss1[i]=$(rss "${srv[$i]}")
+    done
+    profilers="${perfs[*]}"
+    for i in $(seq 0 $((n - 1))); do
+        next_line "${fds[$i]}" "window end" $((${WINDOW%.*} + 10))
+        cpu "${srv[$i]}"
+        c1[i]=$ticks
+        s1[i]=$(switches "${srv[$i]}")
+    done
+    for p in "${perfs[@]}"; do
         kill -INT "$p"
         wait "$p" || true
     done
-    counter=""
-    profiler=""
-    next_line result 30
-    for kv in ${line#result }; do
-        res[${kv%%=*}]=${kv#*=}
+    profilers=""
+    for i in $(seq 0 $((n - 1))); do
+        next_line "${fds[$i]}" result 30
+        for kv in ${line#result }; do
+            out[$i ${kv%%=*}]=${kv#*=}
+        done
+        fd=${fds[$i]}
+        exec {fd}<&-
     done
-    exec 3<&-
-    wait "$client" || true
-    client=""
-    if ! kill -0 "$server" 2>/dev/null; then
-        echo "load.sh: the $1 server died:" >&2
-        cat "$tmp/server.log" >&2
-        exit 1
-    fi
-    stop "$server"
-    server=""
+    for p in $clients; do
+        wait "$p" || true
+    done
+    clients=""
+    for i in $(seq 0 $((n - 1))); do
+        if ! kill -0 "${srv[$i]}" 2>/dev/null; then
+            echo "load.sh: the ${vs[$i]} server died:" >&2
+            cat "$tmp/server$i.log" >&2
+            exit 1
+        fi
+    done
+    for p in $servers; do
+        stop "$p"
+    done
+    servers=""
 
-    cpu_us=$(calc "${res[requests]} ? ($c1 - $c0) / $HZ * 1e6 / ${res[requests]} : 0")
-    switches_req=$(calc "${res[requests]} ? ($s1 - $s0) / ${res[requests]} : 0")
-    srv_pct=$(printf %.0f "$(calc "($c1 - $c0) / $HZ / $WINDOW * 100")")
-    cli_pct="?"
-    if [ "${res[client_ticks]}" != "?" ]; then
-        cli_pct=$(printf %.0f "$(calc "${res[client_ticks]} / $HZ / $WINDOW * 100")")
-    fi
-    rss_conn=$(calc "int(($rss1 - $rss0) * 1024 / ${res[conns]})")
-    note=""
-    if [ "${res[errors]}" != 0 ] || [ "${res[alive]}" != "$conns" ] || [ "${res[slow_connects]}" != 0 ]; then
-        note="!"
-        echo "load.sh: WARNING: $1, $conns connections: ${res[connect_errors]} connect errors," \
-            "${res[slow_connects]} slow connects, ${res[errors]} errors, ${res[alive]} alive at the end" >&2
-    fi
-    if grep -qv "^listening on" "$tmp/server.log"; then
-        note="!"
-        echo "load.sh: WARNING: the $1 server printed:" >&2
-        grep -v "^listening on" "$tmp/server.log" | head -5 >&2
-    fi
+    for i in $(seq 0 $((n - 1))); do
+        local reqs=${out[$i requests]} v=${vs[$i]} dt=$((c1[i] - c0[i]))
+        out[$i cpu_us]=$(calc "$reqs ? $dt / $HZ * 1e6 / $reqs : 0")
+        out[$i switches]=$(calc "$reqs ? (${s1[$i]} - ${s0[$i]}) / $reqs : 0")
+        out[$i srv_pct]=$(printf %.0f "$(calc "$dt / $HZ / $WINDOW * 100")")
+        out[$i cli_pct]="?"
+        if [ "${out[$i client_ticks]}" != "?" ]; then
+            out[$i cli_pct]=$(printf %.0f "$(calc "${out[$i client_ticks]} / $HZ / $WINDOW * 100")")
+        fi
+        out[$i rss_conn]=$(calc "int((${rss1[$i]} - ${rss0[$i]}) * 1024 / ${out[$i conns]})")
+        out[$i note]=""
+        if [ "${out[$i errors]}" != 0 ] || [ "${out[$i alive]}" != "$conns" ] || [ "${out[$i slow_connects]}" != 0 ]; then
+            out[$i note]="!"
+            echo "load.sh: WARNING: $v, $conns connections: ${out[$i connect_errors]} connect errors," \
+                "${out[$i slow_connects]} slow connects, ${out[$i errors]} errors, ${out[$i alive]} alive at the end" >&2
+        fi
+        if grep -qv "^listening on" "$tmp/server$i.log"; then
+            out[$i note]="!"
+            echo "load.sh: WARNING: the $v server printed:" >&2
+            grep -v "^listening on" "$tmp/server$i.log" | head -5 >&2
+        fi
+    done
 }
-
 # median: the median of the numbers on stdin, one a line.
 median() {
     sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# hyper_of VARIANT: the hyper-util run VARIANT is compared with: the
+# round's, or with PAIRED the one that ran at the same time.
+hyper_of() {
+    if [ "$PAIRED" = 1 ]; then echo "hyper@$1"; else echo hyper; fi
 }
 
 # name VARIANT: the server's name in the tables.
 name() {
     case $1 in
     hyper) echo hyper-util ;;
+    hyper@*) echo "hyper-util (${1#hyper@})" ;;
     default) echo dormant ;;
     *) echo "$1" ;;
     esac
@@ -320,43 +377,58 @@ for cell in $CELLS; do
         else
             order="hyper $(echo "$VARIANTS" | tr ' ' '\n' | grep . | tac | tr '\n' ' ')"
         fi
-        for v in $order; do
-            run "$v" "$conns" "$think" "$warmup"
-            k="$cell $v $r"
-            m[$k cpu]=$cpu_us
-            m[$k p50]=${res[p50_us]}
-            m[$k p99]=${res[p99_us]}
-            m[$k p999]=${res[p999_us]}
-            m[$k rss]=$rss_conn
-            m[$k switches]=$switches_req
-            # shellcheck disable=SC2059
-            printf "$row" "$r" "$(name "$v")" "${res[requests]}" "$(printf %.1f "$(calc "${res[requests]} / $WINDOW")")" \
-                "$srv_pct" "$cli_pct" "$(printf %.2f "$cpu_us")" "${res[p50_us]}" "${res[p99_us]}" "${res[p999_us]}" \
-                "$rss_conn" "${res[errors]}$note"
-            printf "       context switches per request: %.2f\n" "$switches_req"
-            if [ "$SYSCALLS" = 1 ]; then
-                # perf's CSV: count,unit,event,...
-                awk -F, -v n="${res[requests]}" '
-                    $1 ~ /^[0-9]+$/ { sub(/^(raw_)?syscalls:sys_enter_?/, "", $3); out = out sprintf(" %s %.2f", ($3 == "" ? "all" : $3), n ? $1 / n : 0) }
-                    END { print "       system calls per request:" out }' "$tmp/syscalls"
-            fi
-            if [ "$PROFILE" = 1 ]; then
-                # Shares of the samples by binary (perf's "dso"), and each
-                # share of the CPU µs per request measured above.
-                perf report -i "$tmp/perf.data" --sort dso --stdio -g none 2>/dev/null | awk -v us="$cpu_us" '
-                    $1 ~ /%$/ { pct = $1 + 0; name = $2
-                                if (name ~ /kernel/) k += pct; else if (name ~ /^libc/) c += pct
-                                else if (name ~ /^hello/) b += pct; else o += pct }
-                    END { printf "       CPU by place: kernel %.1f%% (%.1f µs/req), server binary %.1f%% (%.1f), libc %.1f%% (%.1f), other %.1f%%\n",
-                          k, k * us / 100, b, b * us / 100, c, c * us / 100, o }'
-                if [ -n "${PROFILE_KEEP:-}" ]; then
-                    cp "$tmp/perf.data" "$PROFILE_KEEP/$cell-$v-$r.data"
+        # A group is run at once: one server, or with PAIRED a variant and
+        # its own hyper-util (the order of the two alternates too).
+        groups=()
+        if [ "$PAIRED" = 1 ]; then
+            for v in $VARIANTS; do
+                if [ $((r % 2)) = 1 ]; then groups+=("$v hyper@$v"); else groups+=("hyper@$v $v"); fi
+            done
+        else
+            for v in $order; do groups+=("$v"); done
+        fi
+        for group in "${groups[@]}"; do
+            # shellcheck disable=SC2086 # a group is a list of servers
+            run "$conns" "$think" "$warmup" $(echo " $group" | sed 's/ hyper@[a-z0-9_]*/ hyper/g')
+            i=0
+            for v in $group; do
+                k="$cell $v $r"
+                m[$k cpu]=${out[$i cpu_us]}
+                m[$k p50]=${out[$i p50_us]}
+                m[$k p99]=${out[$i p99_us]}
+                m[$k p999]=${out[$i p999_us]}
+                m[$k rss]=${out[$i rss_conn]}
+                m[$k switches]=${out[$i switches]}
+                # shellcheck disable=SC2059
+                printf "$row" "$r" "$(name "$v")" "${out[$i requests]}" "$(printf %.1f "$(calc "${out[$i requests]} / $WINDOW")")" \
+                    "${out[$i srv_pct]}" "${out[$i cli_pct]}" "$(printf %.2f "${out[$i cpu_us]}")" "${out[$i p50_us]}" \
+                    "${out[$i p99_us]}" "${out[$i p999_us]}" "${out[$i rss_conn]}" "${out[$i errors]}${out[$i note]}"
+                printf "       context switches per request: %.2f\n" "${out[$i switches]}"
+                if [ "$SYSCALLS" = 1 ]; then
+                    # perf's CSV: count,unit,event,...
+                    awk -F, -v n="${out[$i requests]}" '
+                        $1 ~ /^[0-9]+$/ { sub(/^(raw_)?syscalls:sys_enter_?/, "", $3); out = out sprintf(" %s %.2f", ($3 == "" ? "all" : $3), n ? $1 / n : 0) }
+                        END { print "       system calls per request:" out }' "$tmp/syscalls$i"
                 fi
-            fi
+                if [ "$PROFILE" = 1 ]; then
+                    # Shares of the samples by binary (perf's "dso"), and each
+                    # share of the CPU µs per request measured above.
+                    perf report -i "$tmp/perf$i.data" --sort dso --stdio -g none 2>/dev/null | awk -v us="${out[$i cpu_us]}" '
+                        $1 ~ /%$/ { pct = $1 + 0; name = $2
+                                    if (name ~ /kernel/) k += pct; else if (name ~ /^libc/) c += pct
+                                    else if (name ~ /^hello/) b += pct; else o += pct }
+                        END { printf "       CPU by place: kernel %.1f%% (%.1f µs/req), server binary %.1f%% (%.1f), libc %.1f%% (%.1f), other %.1f%%\n",
+                              k, k * us / 100, b, b * us / 100, c, c * us / 100, o }'
+                    if [ -n "${PROFILE_KEEP:-}" ]; then
+                        cp "$tmp/perf$i.data" "$PROFILE_KEEP/$cell-$v-$r.data"
+                    fi
+                fi
+                i=$((i + 1))
+            done
         done
         for v in $VARIANTS; do
             k="$cell $v $r"
-            h="$cell hyper $r"
+            h="$cell $(hyper_of "$v") $r"
             for x in cpu p50 p99 p999 rss; do
                 m[$k $x/]=$(calc "${m[$h $x]} ? ${m[$k $x]} / ${m[$h $x]} : 0")
             done
@@ -372,7 +444,7 @@ for cell in $CELLS; do
         for x in cpu p50 p99 p999 rss; do
             med[$x]=$(for r in $(seq "$ROUNDS"); do echo "${m[$cell $v $r $x/]}"; done | median)
             med[$x abs]=$(for r in $(seq "$ROUNDS"); do echo "${m[$cell $v $r $x]}"; done | median)
-            med[$x hyper]=$(for r in $(seq "$ROUNDS"); do echo "${m[$cell hyper $r $x]}"; done | median)
+            med[$x hyper]=$(for r in $(seq "$ROUNDS"); do echo "${m[$cell $(hyper_of "$v") $r $x]}"; done | median)
         done
         cpus=$(for r in $(seq "$ROUNDS"); do printf '%.3f\n' "${m[$cell $v $r cpu/]}"; done | sort -g)
         # shellcheck disable=SC2059
