@@ -5,9 +5,11 @@ use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::io;
 use std::marker::PhantomData;
+use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -618,6 +620,7 @@ where
         let owner = LotOwner {
             state: weak.clone(),
             service: service.clone(),
+            serve_in_place: tokio::runtime::Handle::current().metrics().num_workers() == 1,
             body: PhantomData,
         };
         let lot = StreamLot::new(Box::new(owner), shared.config.lot_slack(), registry);
@@ -730,9 +733,25 @@ async fn drain<T: Seam>(state: &ServeState<T>) {
 }
 
 /// Serves a connection the parking lot handed back with bytes waiting (or
-/// the peer's close), in a new task. It still counts as held.
-fn spawn_woken<T, S, B>(state: &Arc<ServeState<T>>, stream: T, service: &Arc<S>, slept_long: bool)
-where
+/// the peer's close). It still counts as held.
+///
+/// With `in_place`, the connection is first polled right here, in the
+/// lot's task, which the readiness that woke it has just woken: what
+/// hyper-util's connection task does in its own. Most wakes end in that
+/// poll (the request answered, the connection parked again), with no task
+/// spawned; one that does not (a service that waits, a response larger than
+/// the socket's buffer) goes on in a task of its own, whose first poll
+/// registers its wakers again. The server asks for `in_place` only on a
+/// runtime with one worker, where a spawned task would run on this thread
+/// right after the lot's anyway; with more, spawning lets idle workers
+/// take woken connections (see `start`).
+fn serve_woken<T, S, B>(
+    state: &Arc<ServeState<T>>,
+    stream: T,
+    service: &Arc<S>,
+    slept_long: bool,
+    in_place: bool,
+) where
     T: Seam,
     S: HttpService<B>,
     B: ResBody,
@@ -750,13 +769,27 @@ where
             return;
         }
     };
-    tokio::spawn(conn::serve(
-        stream,
-        peer,
-        service.clone(),
-        open,
-        Origin::Woken { slept_long },
-    ));
+    let origin = Origin::Woken { slept_long };
+    let serve = conn::serve(stream, peer, service.clone(), open, origin);
+    if !in_place {
+        tokio::spawn(serve);
+        return;
+    }
+    let mut serve = Box::pin(serve);
+    // Wakers registered in this poll go nowhere: the task spawned if it is
+    // pending polls it again at once, registering its own.
+    let mut cx = Context::from_waker(Waker::noop());
+    match panic::catch_unwind(AssertUnwindSafe(|| serve.as_mut().poll(&mut cx))) {
+        Ok(Poll::Ready(())) => {}
+        Ok(Poll::Pending) => {
+            tokio::spawn(serve);
+        }
+        Err(_) => {
+            // As tokio does with a task that panics: the connection is
+            // dropped (closed, released), the lot's task goes on.
+            error!("a woken connection's service panicked; connection closed");
+        }
+    }
 }
 
 /// What the parking lot of a `serve` call reports to: connections it hands
@@ -765,6 +798,9 @@ where
 struct LotOwner<T: Seam, S, B> {
     state: Weak<ServeState<T>>,
     service: Arc<S>,
+    /// The runtime has one worker: woken connections are first polled in
+    /// the lot's task (see `serve_woken`).
+    serve_in_place: bool,
     body: PhantomData<fn() -> B>,
 }
 
@@ -792,7 +828,7 @@ where
                 matches!((config.park_after, config.dormant_after), (Some(p), Some(d)) if p <= d)
             }
         };
-        spawn_woken(&state, conn, &self.service, slept_long);
+        serve_woken(&state, conn, &self.service, slept_long, self.serve_in_place);
     }
 
     fn closed(&self, from: Rung, why: Closed, n: usize) {

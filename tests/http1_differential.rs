@@ -27,9 +27,19 @@ fn run(mut c: Client, cuts: &[usize]) -> String {
 
 #[test]
 fn split_pipelines_match_plain_hyper() {
+    split_pipelines_match_plain_hyper_on(2);
+}
+
+/// On one worker a woken connection is first polled in the lot's task.
+#[test]
+fn split_pipelines_match_plain_hyper_on_one_worker() {
+    split_pipelines_match_plain_hyper_on(1);
+}
+
+fn split_pipelines_match_plain_hyper_on(workers: usize) {
     let mut b = dormant::Server::builder();
     b.park_after(Duration::from_millis(1));
-    let srv = serve_with(&b, service_fn(describe::<dormant::Body>));
+    let srv = serve_with_workers(&b, service_fn(describe::<dormant::Body>), workers);
     let plain = serve_plain_hyper(describe::<hyper::body::Incoming>);
 
     // The reference: plain hyper, one write.
@@ -56,7 +66,7 @@ fn split_pipelines_match_plain_hyper() {
     }
     let s = srv.stats();
     println!(
-        "{} split cases ({} two-way, {} three-way); dormant parked {} times",
+        "{} split cases ({} two-way, {} three-way); dormant on {workers} workers parked {} times",
         cases.len(),
         STREAM.len() - 1,
         cases.len() - (STREAM.len() - 1),

@@ -128,12 +128,22 @@ fn graceful_shutdown_closes_dormant_connections() {
 }
 
 /// Every request parks and goes dormant at once, so bytes often arrive
-/// while the fd moves between tokio and the lot.
+/// while the connection moves between its task and the lot.
 #[test]
 fn back_to_back_requests_racing_the_lot() {
+    back_to_back_requests_racing_the_lot_on(2);
+}
+
+/// On one worker a woken connection is first polled in the lot's task.
+#[test]
+fn back_to_back_requests_racing_the_lot_on_one_worker() {
+    back_to_back_requests_racing_the_lot_on(1);
+}
+
+fn back_to_back_requests_racing_the_lot_on(workers: usize) {
     let mut b = dormant::Server::builder();
     b.park_after(Duration::ZERO).dormant_after(Duration::ZERO);
-    let srv = serve_with(&b, echo_service());
+    let srv = serve_with_workers(&b, echo_service(), workers);
     let threads: Vec<_> = (0..20)
         .map(|t| {
             let addr = srv.addr;
@@ -160,9 +170,19 @@ fn back_to_back_requests_racing_the_lot() {
 /// every slot is freed in the end.
 #[test]
 fn slots_reused_while_connections_sleep_and_wake() {
+    slots_reused_while_connections_sleep_and_wake_on(2);
+}
+
+/// On one worker a woken connection is first polled in the lot's task.
+#[test]
+fn slots_reused_while_connections_sleep_and_wake_on_one_worker() {
+    slots_reused_while_connections_sleep_and_wake_on(1);
+}
+
+fn slots_reused_while_connections_sleep_and_wake_on(workers: usize) {
     let mut b = dormant::Server::builder();
     b.park_after(Duration::ZERO).dormant_after(Duration::ZERO);
-    let srv = serve_with(&b, echo_service());
+    let srv = serve_with_workers(&b, echo_service(), workers);
     let churn: Vec<_> = (0..4)
         .map(|t| {
             let addr = srv.addr;

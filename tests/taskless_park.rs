@@ -251,3 +251,35 @@ fn a_long_sleeper_parks_at_once_and_a_quick_return_waits_park_after() {
     let s = srv.stats();
     assert_eq!((s.parks, s.wakes, s.requests), (3, 2, 4), "{s:?}");
 }
+
+/// A woken connection whose service does not answer at once, served both
+/// ways: first polled in the lot's task (one worker), and in a task of its
+/// own (two). It is answered, and parks again.
+#[test]
+fn a_woken_service_that_waits_is_answered() {
+    for workers in [1, 2] {
+        let service = hyper::service::service_fn(|req: http::Request<dormant::Body>| async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            echo(req).await
+        });
+        let srv = serve_with_workers(&parked_only(), service, workers);
+        let mut clients: Vec<Client> = (0..2).map(|_| srv.connect()).collect();
+        for round in 0..3 {
+            for c in &mut clients {
+                let path = format!("/{round}");
+                c.send(get(&path).as_bytes());
+                assert_eq!(
+                    c.response(),
+                    ok(&format!("GET {path} read=")),
+                    "{workers} workers"
+                );
+            }
+            srv.wait_for("both parked", |s| {
+                s.parked == 2 && s.parks == 2 * (round + 1)
+            });
+            wait_tasks(&srv, 1);
+        }
+        let s = srv.stats();
+        assert_eq!((s.wakes, s.requests), (4, 6), "{workers} workers: {s:?}");
+    }
+}

@@ -168,13 +168,24 @@ fn serve_hyper_tls(config: ServerConfig) -> PlainHyper {
 
 #[test]
 fn split_pipelines_over_tls_match_hyper_over_tokio_rustls() {
+    split_pipelines_over_tls_on(2);
+}
+
+/// On one worker a woken connection is first polled in the lot's task.
+#[test]
+fn split_pipelines_over_tls_match_hyper_over_tokio_rustls_on_one_worker() {
+    split_pipelines_over_tls_on(1);
+}
+
+fn split_pipelines_over_tls_on(workers: usize) {
     let cert = Cert::new();
     let mut b = dormant::Server::builder();
     b.park_after(PARK_AFTER);
     let config = TlsConfig::new(cert.server_config());
-    let srv = serve_listener_with(
+    let srv = serve_listener_with_workers(
         &b,
         service_fn(describe::<dormant::Body>),
+        workers,
         move || async move {
             let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = tcp.local_addr().unwrap();
@@ -211,7 +222,7 @@ fn split_pipelines_over_tls_match_hyper_over_tokio_rustls() {
     }
     let s = srv.stats();
     println!(
-        "{} split cases over TLS 1.3 ({} two-way, {} three-way); dormant parked {} times",
+        "{} split cases over TLS 1.3 ({} two-way, {} three-way); dormant on {workers} workers parked {} times",
         cases.len(),
         STREAM.len() - 1,
         cases.len() - (STREAM.len() - 1),

@@ -103,7 +103,7 @@ fn detect(replay: &Replay, http2: bool, alpn_h2: Option<bool>) -> Protocol {
 
 /// The peer of a connection span: a connection woken in the lot has its
 /// address looked up only when something will show it (see
-/// `server::spawn_woken`).
+/// `server::serve_woken`).
 struct ShowPeer<'a, A>(&'a Option<A>);
 
 impl<A: fmt::Debug> fmt::Debug for ShowPeer<'_, A> {

@@ -192,7 +192,18 @@ where
     S: Servable<B>,
     B: ResponseBody,
 {
-    serve_on(builder, service, None, || async {
+    serve_with_workers(builder, service, 2)
+}
+
+/// Starts `service` as [`serve_with`] does, on a runtime of `workers`
+/// worker threads. With one, the server serves a woken connection's first
+/// poll in the lot's task instead of spawning it.
+pub fn serve_with_workers<S, B>(builder: &dormant::Builder, service: S, workers: usize) -> Serve
+where
+    S: Servable<B>,
+    B: ResponseBody,
+{
+    serve_on(builder, service, workers, None, || async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         (listener, addr)
@@ -210,7 +221,7 @@ where
     let dir = TempDir::new();
     let path = dir.path.join("http.sock");
     let bind_at = path.clone();
-    serve_on(builder, service, Some(dir), move || async move {
+    serve_on(builder, service, 2, Some(dir), move || async move {
         let listener = dormant::UnixListener::bind(&bind_at).expect("bind the Unix socket");
         (listener, bind_at)
     })
@@ -233,15 +244,35 @@ where
     S: Servable<B>,
     B: ResponseBody,
 {
-    serve_on(builder, service, None, bind)
+    serve_on(builder, service, 2, None, bind)
+}
+
+/// [`serve_listener_with`] on a runtime of `workers` worker threads (see
+/// [`serve_with_workers`]).
+pub fn serve_listener_with_workers<L, A, Bind, Fut, S, B>(
+    builder: &dormant::Builder,
+    service: S,
+    workers: usize,
+    bind: Bind,
+) -> Serve<A>
+where
+    L: dormant::Listener,
+    A: Send + 'static,
+    Bind: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = (L, A)>,
+    S: Servable<B>,
+    B: ResponseBody,
+{
+    serve_on(builder, service, workers, None, bind)
 }
 
 /// Starts `service` on a dormant server built by `builder`, on its own
-/// runtime thread, on the listener `bind` makes there (it runs inside the
-/// runtime).
+/// runtime of `workers` worker threads, on the listener `bind` makes there
+/// (it runs inside the runtime).
 fn serve_on<L, A, Bind, Fut, S, B>(
     builder: &dormant::Builder,
     service: S,
+    workers: usize,
     dir: Option<TempDir>,
     bind: Bind,
 ) -> Serve<A>
@@ -258,7 +289,7 @@ where
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let srv = server.clone();
     let thread = std::thread::spawn(move || {
-        let rt = server_runtime();
+        let rt = server_runtime_with(workers);
         rt.block_on(async move {
             let (listener, addr) = bind().await;
             addr_tx
@@ -297,9 +328,22 @@ pub fn assert_no_server_panic() {
     assert_eq!(panics, 0, "a test server's task panicked (message above)");
 }
 
-/// The multi-threaded runtime a test server runs on. Panics on its
-/// threads are counted for [`assert_no_server_panic`].
+/// Takes back the one panic the test just caused on purpose (a service
+/// that panics), after checking it was counted. Only for a test binary of
+/// its own, where no other test's panic can be counted meanwhile.
+pub fn forgive_one_server_panic() {
+    let panics = SERVER_PANICS.swap(0, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(panics, 1, "the one panic the test caused");
+}
+
+/// The multi-threaded runtime a test server runs on (two workers). Panics
+/// on its threads are counted for [`assert_no_server_panic`].
 pub fn server_runtime() -> tokio::runtime::Runtime {
+    server_runtime_with(2)
+}
+
+/// [`server_runtime`] with `workers` worker threads.
+pub fn server_runtime_with(workers: usize) -> tokio::runtime::Runtime {
     static HOOK: std::sync::Once = std::sync::Once::new();
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
@@ -311,7 +355,7 @@ pub fn server_runtime() -> tokio::runtime::Runtime {
         }));
     });
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .thread_name(SERVER_THREAD)
         .enable_all()
         .build()
