@@ -620,7 +620,7 @@ where
         let owner = LotOwner {
             state: weak.clone(),
             service: service.clone(),
-            serve_in_place: tokio::runtime::Handle::current().metrics().num_workers() == 1,
+            one_worker: tokio::runtime::Handle::current().metrics().num_workers() == 1,
             body: PhantomData,
         };
         let lot = StreamLot::new(Box::new(owner), shared.config.lot_slack(), registry);
@@ -741,10 +741,13 @@ async fn drain<T: Seam>(state: &ServeState<T>) {
 /// poll (the request answered, the connection parked again), with no task
 /// spawned; one that does not (a service that waits, a response larger than
 /// the socket's buffer) goes on in a task of its own, whose first poll
-/// registers its wakers again. The server asks for `in_place` only on a
-/// runtime with one worker, where a spawned task would run on this thread
-/// right after the lot's anyway; with more, spawning lets idle workers
-/// take woken connections (see `start`).
+/// registers its wakers again. The owner asks for `in_place` for every
+/// connection on a runtime with one worker, where a spawned task would run
+/// on this thread right after the lot's anyway; with more, only for the
+/// last of a batch of events, which tokio would run next on this worker
+/// too (the task spawned last takes the worker's LIFO slot, out of other
+/// workers' reach), while the others are spawned first for idle workers to
+/// take.
 fn serve_woken<T, S, B>(
     state: &Arc<ServeState<T>>,
     stream: T,
@@ -798,9 +801,9 @@ fn serve_woken<T, S, B>(
 struct LotOwner<T: Seam, S, B> {
     state: Weak<ServeState<T>>,
     service: Arc<S>,
-    /// The runtime has one worker: woken connections are first polled in
-    /// the lot's task (see `serve_woken`).
-    serve_in_place: bool,
+    /// The runtime has one worker: every woken connection is first polled
+    /// in the lot's task, not only the last of a batch (see `serve_woken`).
+    one_worker: bool,
     body: PhantomData<fn() -> B>,
 }
 
@@ -810,7 +813,7 @@ where
     S: HttpService<B>,
     B: ResBody,
 {
-    fn woken(&self, conn: T, slept: Slept) {
+    fn woken(&self, conn: T, slept: Slept, last: bool) {
         let Some(state) = self.state.upgrade() else {
             return;
         };
@@ -828,7 +831,8 @@ where
                 matches!((config.park_after, config.dormant_after), (Some(p), Some(d)) if p <= d)
             }
         };
-        serve_woken(&state, conn, &self.service, slept_long, self.serve_in_place);
+        let in_place = self.one_worker || last;
+        serve_woken(&state, conn, &self.service, slept_long, in_place);
     }
 
     fn closed(&self, from: Rung, why: Closed, n: usize) {

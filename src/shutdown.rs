@@ -12,7 +12,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::task::{Context, Poll};
+use std::task::{Context, Waker};
 
 use pin_project_lite::pin_project;
 use tokio::sync::Notify;
@@ -61,7 +61,7 @@ impl Signal {
         Watch {
             signal: &self.inner,
             notified: self.inner.notify.notified(),
-            registered: false,
+            waker: None,
         }
     }
 
@@ -109,41 +109,44 @@ impl Inner {
 }
 
 pin_project! {
-    /// Reads the level from inside a poll function, cheaply: the waiter is
-    /// registered once (a lock on the shared `Notify`), after which each
-    /// poll is one atomic load until the level rises. A connection's task
-    /// polls it on every wake-up, so this matters for throughput.
+    /// Reads the level from inside a poll function, cheaply: the task's
+    /// waker is registered once (a lock on the shared `Notify`), after
+    /// which each poll is one atomic load until the level rises. A
+    /// connection's task polls it on every wake-up, so this matters for
+    /// throughput.
     pub(crate) struct Watch<'a> {
         signal: &'a Inner,
         #[pin]
         notified: Notified<'a>,
-        registered: bool,
+        // The waker `notified` was last polled with: registered again
+        // when a poll brings another (the future moved to another task,
+        // as a woken connection does after its first poll in the lot's).
+        waker: Option<Waker>,
     }
 }
 
 impl Watch<'_> {
-    /// The current level; the task is woken when it rises. Relies on the
-    /// task's waker staying the same between polls, as it does for a
-    /// future polled by one tokio task.
+    /// The current level, registering nothing: for a poll function that
+    /// returns `Pending` only after [`poll_level`](Self::poll_level).
+    pub(crate) fn level(&self) -> Level {
+        self.signal.level()
+    }
+
+    /// The current level; the task is woken when it rises.
     pub(crate) fn poll_level(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Level {
         let mut this = self.project();
-        if !*this.registered {
+        let registered = this.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker()));
+        if !registered || this.signal.level() != Level::Running {
             // `Notified` receives `notify_waiters` from its creation on, so
-            // a rise between creation and this poll is not missed.
-            match this.notified.as_mut().poll(cx) {
-                Poll::Pending => *this.registered = true,
-                Poll::Ready(()) => {
-                    // Risen: watch for the next rise.
-                    this.notified.set(this.signal.notify.notified());
-                    let _ = this.notified.as_mut().poll(cx);
-                    *this.registered = true;
-                }
-            }
-        } else if this.signal.level() != Level::Running {
-            // Woken by a rise: register again for the next one.
+            // a rise between creation and this poll is not missed; a poll
+            // also replaces the waker it holds.
             if this.notified.as_mut().poll(cx).is_ready() {
+                // Risen: watch for the next rise.
                 this.notified.set(this.signal.notify.notified());
                 let _ = this.notified.as_mut().poll(cx);
+            }
+            if !registered {
+                *this.waker = Some(cx.waker().clone());
             }
         }
         this.signal.level()

@@ -33,7 +33,7 @@
 
 use std::future::Future;
 use std::pin::{Pin, pin};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::task::unconstrained;
@@ -122,9 +122,10 @@ pub(crate) struct Watchdog {
     /// When the timer is set to fire; `None` before it is armed and after it
     /// fired.
     timer_at: Option<Instant>,
-    /// The timer holds the task's waker for `timer_at`: until it fires, a
-    /// look at its state replaces a poll (see `poll`).
-    timer_registered: bool,
+    /// The waker the timer holds for `timer_at`: until it fires, a look
+    /// at its state replaces a poll, as long as the poll brings the same
+    /// waker (see `poll`).
+    timer_waker: Option<Waker>,
     /// The last poll saw only the quiet streak on the clock and left the
     /// timer waiting for it (see `poll`).
     waiting_quiet: bool,
@@ -148,7 +149,7 @@ impl Watchdog {
             timeouts,
             park_after,
             timer_at: None,
-            timer_registered: false,
+            timer_waker: None,
             waiting_quiet: false,
             requests: 0,
             quiet: None,
@@ -192,7 +193,7 @@ impl Watchdog {
         // streak's deadlines (park, idle) do not move while it lasts:
         // nothing to compute until the timer fires.
         let quiet_only = seen.quiet && !seen.head;
-        if self.waiting_quiet && quiet_only && !timer.is_elapsed() {
+        if self.waiting_quiet && quiet_only && self.timer_holds(cx) && !timer.is_elapsed() {
             return Poll::Pending;
         }
         self.waiting_quiet = false;
@@ -214,28 +215,34 @@ impl Watchdog {
                 // moving it now.
                 timer.as_mut().reset(at);
                 self.timer_at = Some(at);
-                self.timer_registered = false;
+                self.timer_waker = None;
             }
             // Polling a `Sleep` registers the waker again and spends coop
             // budget: a third of this function's cost on a busy connection,
             // where it is polled once per request. Once it holds the waker of
-            // this connection's task (the only one that polls the driver),
-            // reading its state is enough until it fires. The registering
-            // poll is unconstrained: with the task's budget spent, a `Sleep`
-            // returns `Pending` without taking the waker, and the connection
-            // would then wait for a timer that never wakes it.
-            let fired = if self.timer_registered {
+            // this connection's task, reading its state is enough until it
+            // fires. Not across tasks: a woken connection's first poll runs
+            // in the lot's task (with a waker that goes nowhere), and if it
+            // does not end there its own task polls it next. The
+            // registering poll is unconstrained: with the task's budget
+            // spent, a `Sleep` returns `Pending` without taking the waker,
+            // and the connection would then wait for a timer that never
+            // wakes it.
+            let registered = self.timer_holds(cx);
+            let fired = if registered {
                 timer.is_elapsed()
             } else {
                 pin!(unconstrained(timer.as_mut())).poll(cx).is_ready()
             };
             if !fired {
-                self.timer_registered = true;
+                if !registered {
+                    self.timer_waker = Some(cx.waker().clone());
+                }
                 self.waiting_quiet = quiet_only;
                 return Poll::Pending;
             }
             self.timer_at = None;
-            self.timer_registered = false;
+            self.timer_waker = None;
             let fired = Instant::now();
             now = Some(fired);
             if matches!(why, Expiry::Park | Expiry::Idle)
@@ -251,6 +258,13 @@ impl Watchdog {
                 return Poll::Ready(why);
             }
         }
+    }
+
+    /// Whether the timer holds the waker of the task polling now.
+    fn timer_holds(&self, cx: &Context<'_>) -> bool {
+        self.timer_waker
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
     }
 
     /// The earliest deadline of what `seen` shows, starting the clocks of

@@ -116,6 +116,39 @@ fn shutdown_grace_closes_requests_in_flight() {
     assert_eq!((s.active, s.parked), (0, 0), "{s:?}");
 }
 
+/// The same for a request on a connection woken from the lot, served
+/// both ways: on one worker its first poll ran in the lot's task, before
+/// its own task took it over; the end of the grace period must reach that
+/// task, which nothing else wakes.
+#[test]
+fn shutdown_grace_closes_a_woken_request_in_flight() {
+    for workers in [1, 2] {
+        let gate = Arc::new(Semaphore::new(0));
+        let entered = Arc::new(AtomicUsize::new(0));
+        let mut b = fast_park();
+        b.shutdown_grace(Duration::from_millis(50));
+        let mut srv = serve_with_workers(&b, gated(gate, entered.clone()), workers);
+        let mut c = srv.connect();
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(
+            c.response(),
+            "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello"
+        );
+        srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
+        c.send(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+        wait_entered(&entered);
+        srv.begin_shutdown();
+        assert_eq!(c.read_to_close(), "", "{workers} workers");
+        srv.wait_stopped();
+        let s = srv.stats();
+        assert_eq!(
+            (s.active, s.parked, s.wakes),
+            (0, 0, 1),
+            "{workers} workers: {s:?}"
+        );
+    }
+}
+
 /// A connection holding part of a request while parked is idle too: it
 /// is closed by shutdown.
 #[test]

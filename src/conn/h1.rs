@@ -193,7 +193,10 @@ where
         timer: Pin<&mut Sleep>,
         watch: Pin<&mut Watch<'_>>,
     ) -> Poll<Stop> {
-        match watch.poll_level(cx) {
+        // Registered for a rise only before returning `Pending`: most
+        // phases of a woken connection end in their first poll.
+        let level = watch.level();
+        match level {
             Level::Running => {}
             Level::Draining if self.draining => {}
             Level::Draining => {
@@ -218,9 +221,17 @@ where
             self.acked = abandons;
             self.tracker.abandon_seen();
         }
-        self.watchdog
+        if let Poll::Ready(why) = self
+            .watchdog
             .poll(cx, timer, self.tracker.observe(self.acked))
-            .map(Stop::Expired)
+        {
+            return Poll::Ready(Stop::Expired(why));
+        }
+        if watch.poll_level(cx) != level {
+            // Risen since the check above: act on it in a poll of its own.
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
     }
 
     /// What the connection becomes once the driver stopped.

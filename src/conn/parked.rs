@@ -163,11 +163,13 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
         if self.expired && self.why == Expiry::Handshake {
             std::task::ready!(self.as_mut().handshake_done(cx));
         }
-        let mut this = self.as_mut().project();
+        let this = self.as_mut().project();
         if *this.expired {
             return Poll::Ready(timed_out(*this.why, this.state));
         }
-        if this.watch.as_mut().poll_level(cx) >= Level::Draining {
+        // Registered only before returning `Pending`: a woken connection's
+        // wait ends in its first poll.
+        if this.watch.level() >= Level::Draining {
             return Poll::Ready(Wake::Shutdown);
         }
         // `poll_read_ready` keeps its waker in the connection's readiness
@@ -214,6 +216,9 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
                 }
                 return Poll::Ready(timed_out(*this.why, this.state));
             }
+        }
+        if this.watch.poll_level(cx) >= Level::Draining {
+            return Poll::Ready(Wake::Shutdown);
         }
         Poll::Pending
     }

@@ -203,8 +203,10 @@ pub(crate) enum Closed {
 /// held, from the lot's task.
 pub(crate) trait Owner<T>: Send + Sync + 'static {
     /// A task-less connection turned readable (bytes, or the peer's close,
-    /// which its first read finds): it is served again.
-    fn woken(&self, conn: T, slept: Slept);
+    /// which its first read finds): it is served again. `last`: no other
+    /// connection of the same batch of events comes after it (the owner
+    /// may serve it in the lot's task; see `server::serve_woken`).
+    fn woken(&self, conn: T, slept: Slept, last: bool);
     /// The lot closed `n` connections that waited on `from`.
     fn closed(&self, from: Rung, why: Closed, n: usize);
     /// `n` connections moved from PARKED to DORMANT.
@@ -631,9 +633,6 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
         }
         drop(inner);
         batch.wake.drain(..).for_each(Waker::wake);
-        for (conn, slept) in batch.woken.drain(..) {
-            shared.owner.woken(conn, slept);
-        }
         for (conn, from, why) in batch.gone.drain(..) {
             trace!(?from, ?why, "task-less connection closed");
             // Closed before the owner counts it.
@@ -645,6 +644,11 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
         }
         for (callback, error) in batch.failed.drain(..) {
             callback.call(Woke::Failed(error));
+        }
+        // Last: the owner may serve the last one here, in the lot's task.
+        let n = batch.woken.len();
+        for (i, (conn, slept)) in batch.woken.drain(..).enumerate() {
+            shared.owner.woken(conn, slept, i + 1 == n);
         }
     }
 
