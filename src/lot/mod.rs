@@ -752,16 +752,23 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
             }
         });
         let mut new_front = std::pin::pin!(new_front);
+        // Deadlines are looked at when the timer fires or a new front
+        // comes, not after every batch of events: events add none (a park
+        // that does signals `new_front`).
+        let mut deadlines_due = true;
+        let mut next = None;
         loop {
-            let now = Instant::now();
-            let next = self.expire(now);
-            if let Some(next) = next {
-                // A timer already set within the slack of the deadline
-                // stays: moving it costs more than waking a little early.
-                let at = now + next.max(self.0.slack);
-                let set = timer.deadline();
-                if at < set || at > set + self.0.slack {
-                    timer.as_mut().reset(at);
+            if std::mem::take(&mut deadlines_due) {
+                let now = Instant::now();
+                next = self.expire(now);
+                if let Some(next) = next {
+                    // A timer already set within the slack of the deadline
+                    // stays: moving it costs more than waking a little early.
+                    let at = now + next.max(self.0.slack);
+                    let set = timer.deadline();
+                    if at < set || at > set + self.0.slack {
+                        timer.as_mut().reset(at);
+                    }
                 }
             }
             tokio::select! {
@@ -781,10 +788,10 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
                     }
                     self.on_events(&events, &mut batch);
                 }
-                () = &mut timer, if next.is_some() => {}
+                () = &mut timer, if next.is_some() => deadlines_due = true,
                 // Also with a timer set: a task-less PARKED connection's
                 // deadline may come before the dormant front.
-                () = new_front.as_mut() => {}
+                () = new_front.as_mut() => deadlines_due = true,
             }
         }
     }
