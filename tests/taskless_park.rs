@@ -252,6 +252,40 @@ fn a_long_sleeper_parks_at_once_and_a_quick_return_waits_park_after() {
     assert_eq!((s.parks, s.wakes, s.requests), (3, 2, 4), "{s:?}");
 }
 
+/// A long sleeper whose next request head comes in two pieces: the phase
+/// woken by the first piece parks holding it (in its task), and the phase
+/// that finishes the request still parks at once after the response, so
+/// the request sent right after it wakes the connection again.
+#[test]
+fn a_long_sleeper_whose_head_comes_in_pieces_still_parks_at_once() {
+    let park_after = Duration::from_millis(500);
+    let mut b = dormant::Server::builder();
+    b.park_after(park_after).dormant_after(None);
+    let srv = serve_with(&b, echo_service());
+    let mut c = srv.connect();
+    c.send(get("/1").as_bytes());
+    assert_eq!(c.response(), ok("GET /1 read="));
+    srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
+    wait_tasks(&srv, 1);
+    std::thread::sleep(2 * park_after);
+    c.send(b"GET /2 HTTP/1.1\r\n");
+    srv.wait_for("parked holding the first piece", |s| s.parks == 2);
+    c.send(b"Host: x\r\n\r\n");
+    assert_eq!(c.response(), ok("GET /2 read="));
+    // Parked at once after /2: /3 wakes it again, and its phase, woken
+    // after a short sleep, waits `park_after` and serves /4.
+    for path in ["/3", "/4"] {
+        c.send(get(path).as_bytes());
+        assert_eq!(c.response(), ok(&format!("GET {path} read=")));
+    }
+    srv.wait_for("parked again", |s| {
+        s.parked == 1 && s.active == 0 && s.parks == 4
+    });
+    wait_tasks(&srv, 1);
+    let s = srv.stats();
+    assert_eq!((s.parks, s.wakes, s.requests), (4, 3, 4), "{s:?}");
+}
+
 /// A woken connection whose service does not answer at once, served both
 /// ways: first polled in the lot's task (one worker), and in a task of its
 /// own (two). It is answered, and parks again.

@@ -228,7 +228,7 @@ where
                 gauge.set_active();
                 let timing = h1::Timing {
                     head_since: clocks.head_since,
-                    park_after: if std::mem::take(&mut park_at_once) {
+                    park_after: if park_at_once {
                         Some(Duration::ZERO)
                     } else {
                         shared.config.park_after
@@ -239,6 +239,11 @@ where
             match active.await {
                 Active::Parked(s, c, k) => {
                     trace!(carried = c.len(), "parked");
+                    // A phase that parks holding part of a request (a head
+                    // that came in pieces) hands parking at once on to the
+                    // phase that finishes the request: the client paused
+                    // mid-request, not after one.
+                    park_at_once &= !c.is_empty();
                     state.shared.stats.parks.fetch_add(1, Relaxed);
                     gauge.set_parked();
                     match park_taskless(s, &c, &k, &state) {

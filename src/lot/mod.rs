@@ -14,8 +14,9 @@
 //! registered with tokio (`AsyncFd`), and one task per lot drives it
 //! ([`Lot::drive`]). Every connection is registered in that poll once, at
 //! accept ([`Lot::register`]), edge-triggered for reading (and for writing
-//! once a write finds the socket full), and stays there until it closes: a connection never moves between tokio's
-//! epoll and the lot's, so parking and waking make no system call. One slab
+//! once a write finds the socket full), and stays there until it closes: a
+//! connection never moves between tokio's epoll and the lot's, so parking
+//! and waking make no system call. One slab
 //! holds a slot per registered connection, whatever it is doing:
 //!
 //! ```text
@@ -42,9 +43,10 @@
 //! connection stays with its task) or finds the slot PARKED (the lot wakes
 //! it). When an event reports bytes (or the peer's close) for a task-less
 //! connection, the driver makes its slot `Served` again with both sides
-//! ready, so its new task's first read and write reach the socket (the
-//! events it missed while task-less went nowhere), and hands it to
-//! [`Owner::woken`] with how long it slept ([`Slept`]: the owner parks a
+//! ready, so the first read and write of whatever serves it next reach the
+//! socket (the events it missed while task-less went nowhere), and hands it
+//! to [`Owner::woken`], after the batch and without the lock, with how long
+//! it slept ([`Slept`]: the owner parks a
 //! connection that slept long again as soon as it is quiet). An event that
 //! only reports room to write (the ACK of the last response) leaves it
 //! asleep. An event that reports the peer's
