@@ -147,7 +147,7 @@ where
     };
     let config = &shared.config;
     let mut driver = Driver {
-        conn: Box::new(shared.http1.serve_connection(io, svc)),
+        conn: shared.http1.serve_connection(io, svc),
         watchdog: Watchdog::new(config.timeouts, timing.park_after, Some(head_since)),
         tracker,
         acked: 0,
@@ -169,10 +169,7 @@ where
     S: HttpService<B>,
     B: ResBody,
 {
-    /// Boxed apart from the rest of the phase: each box stays under the
-    /// size glibc's per-thread cache serves (1,032 bytes), where the phase
-    /// in one box (1,456) took `malloc`'s slow path on every wake.
-    conn: Box<Connection<T, S>>,
+    conn: Connection<T, S>,
     watchdog: Watchdog,
     tracker: Arc<Tracker>,
     /// Abandoned request bodies hyper has been polled after.
@@ -205,12 +202,12 @@ where
             Level::Draining => {
                 self.draining = true;
                 self.watchdog.stop_parking();
-                Pin::new(&mut *self.conn).graceful_shutdown();
+                Pin::new(&mut self.conn).graceful_shutdown();
             }
             Level::Forced => return Poll::Ready(Stop::Failed),
         }
         let abandons = self.tracker.abandons();
-        match Pin::new(&mut *self.conn).poll(cx) {
+        match Pin::new(&mut self.conn).poll(cx) {
             Poll::Ready(Ok(())) => return Poll::Ready(Stop::Finished),
             Poll::Ready(Err(error)) => {
                 debug!(%error, "connection error");
@@ -245,7 +242,7 @@ where
             .requests
             .fetch_add(self.tracker.requests(), Relaxed);
         match stop {
-            Stop::Expired(Expiry::Park) => take_apart(*self.conn, &self.watchdog),
+            Stop::Expired(Expiry::Park) => take_apart(self.conn, &self.watchdog),
             Stop::Expired(why) => {
                 debug!(?why, "timeout");
                 why.count(&shared.stats);
@@ -253,7 +250,7 @@ where
             }
             Stop::Finished => {
                 if let Some(tx) = self.tracker.upgrade.take() {
-                    hand_off(*self.conn, tx, state);
+                    hand_off(self.conn, tx, state);
                 }
                 Active::Closed
             }
