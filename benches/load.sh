@@ -46,11 +46,13 @@
 # times, where paired rounds agree within a few percent. It suits the
 # cells where both servers together stay well below one core (T = 3 s:
 # ~6% each; T = 0.2 s: ~40% each, so their latencies include waiting for
-# the other; not T = 5 ms, where each alone saturates the core). Printed per run: requests in the window, requests/s,
-# the server's and the client's CPU use in the window (% of a core: a
-# server at 100 is saturated, a client near 100 may not keep up), server CPU
-# µs per request, latency p50/p99/p99.9 (µs), RSS per connection
-# ((RSS with the connections open - RSS before) / connections, bytes) and
+# the other; not T = 5 ms, where each alone saturates the core).
+#
+# Printed per run: requests in the window, requests/s, the server's and the
+# client's CPU use in the window (% of a core: a server at 100 is
+# saturated, a client near 100 may not keep up), server CPU µs per request,
+# latency p50/p99/p99.9 (µs), RSS per connection ((RSS with the
+# connections open - RSS before) / connections, bytes) and
 # errors, then the server's context switches per request in the window
 # (all threads, /proc/PID/task/*/status: mostly a worker that slept in
 # epoll_wait and was woken, which costs more kernel time than most system
