@@ -93,17 +93,24 @@ fn client_close_while_parked_taskless_releases_the_fd() {
     assert_eq!(s.wakes, 0, "a close is not a wake: {s:?}");
 }
 
-#[test]
-fn taskless_parked_goes_dormant_then_wakes() {
-    let mut b = dormant::Server::builder();
-    b.park_after(Duration::from_millis(2))
-        .dormant_after(Duration::from_millis(30));
-    let srv = serve_with(&b, echo_service());
+/// Serves the echo service with `b`; a connection makes one request
+/// (`/1`) and parks task-less.
+fn parked_after_one_request(b: &dormant::Builder) -> (Serve, Client) {
+    let srv = serve_with(b, echo_service());
     let mut c = srv.connect();
     c.send(get("/1").as_bytes());
     assert_eq!(c.response(), ok("GET /1 read="));
     srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
     wait_tasks(&srv, 1);
+    (srv, c)
+}
+
+#[test]
+fn taskless_parked_goes_dormant_then_wakes() {
+    let mut b = dormant::Server::builder();
+    b.park_after(Duration::from_millis(2))
+        .dormant_after(Duration::from_millis(30));
+    let (srv, mut c) = parked_after_one_request(&b);
     srv.wait_for("dormant", |s| s.dormant == 1 && s.parked == 0);
     c.send(get("/2").as_bytes());
     assert_eq!(c.response(), ok("GET /2 read="));
@@ -219,37 +226,47 @@ fn parked_slab_freed_and_rebuilt() {
     wait_tasks(&srv, 1);
 }
 
+/// A server with `park_after` 500 ms (never dormant) and a connection
+/// that made one request (`/1`), parked, and then slept twice
+/// `park_after`: its next wake is after a long sleep.
+fn long_sleeper() -> (Serve, Client) {
+    let park_after = Duration::from_millis(500);
+    let mut b = dormant::Server::builder();
+    b.park_after(park_after).dormant_after(None);
+    let (srv, c) = parked_after_one_request(&b);
+    std::thread::sleep(2 * park_after);
+    (srv, c)
+}
+
+/// Waits until the one connection of `srv` is parked task-less again
+/// after its last request, then checks its `(parks, wakes, requests)`.
+fn assert_parked_again(srv: &Serve, want: (u64, u64, u64)) {
+    srv.wait_for("parked again", |s| {
+        s.parked == 1 && s.active == 0 && s.parks == want.0
+    });
+    wait_tasks(srv, 1);
+    let s = srv.stats();
+    assert_eq!((s.parks, s.wakes, s.requests), want, "{s:?}");
+}
+
 /// A connection woken after sleeping at least `park_after` parks again as
 /// soon as its response is written, without waiting `park_after` once
 /// more; one whose client came back sooner than that waits `park_after`
 /// again, so a burst of requests is served by one ACTIVE phase.
 #[test]
 fn a_long_sleeper_parks_at_once_and_a_quick_return_waits_park_after() {
-    let park_after = Duration::from_millis(500);
-    let mut b = dormant::Server::builder();
-    b.park_after(park_after).dormant_after(None);
-    let srv = serve_with(&b, echo_service());
-    let mut c = srv.connect();
+    let (srv, mut c) = long_sleeper();
     let mut request = |path: &str| {
         c.send(get(path).as_bytes());
         assert_eq!(c.response(), ok(&format!("GET {path} read=")));
     };
-    request("/1");
-    srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
-    wait_tasks(&srv, 1);
-    std::thread::sleep(2 * park_after);
     // Woken after a long sleep: parked again right after the response, so
     // the next request, sent at once, wakes it again.
     request("/2");
     request("/3");
     // /3 came back quickly: its phase waits `park_after` and serves /4.
     request("/4");
-    srv.wait_for("parked again", |s| {
-        s.parked == 1 && s.active == 0 && s.parks == 3
-    });
-    wait_tasks(&srv, 1);
-    let s = srv.stats();
-    assert_eq!((s.parks, s.wakes, s.requests), (3, 2, 4), "{s:?}");
+    assert_parked_again(&srv, (3, 2, 4));
 }
 
 /// A long sleeper whose next request head comes in two pieces: the phase
@@ -258,16 +275,7 @@ fn a_long_sleeper_parks_at_once_and_a_quick_return_waits_park_after() {
 /// the request sent right after it wakes the connection again.
 #[test]
 fn a_long_sleeper_whose_head_comes_in_pieces_still_parks_at_once() {
-    let park_after = Duration::from_millis(500);
-    let mut b = dormant::Server::builder();
-    b.park_after(park_after).dormant_after(None);
-    let srv = serve_with(&b, echo_service());
-    let mut c = srv.connect();
-    c.send(get("/1").as_bytes());
-    assert_eq!(c.response(), ok("GET /1 read="));
-    srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
-    wait_tasks(&srv, 1);
-    std::thread::sleep(2 * park_after);
+    let (srv, mut c) = long_sleeper();
     c.send(b"GET /2 HTTP/1.1\r\n");
     srv.wait_for("parked holding the first piece", |s| s.parks == 2);
     c.send(b"Host: x\r\n\r\n");
@@ -278,12 +286,7 @@ fn a_long_sleeper_whose_head_comes_in_pieces_still_parks_at_once() {
         c.send(get(path).as_bytes());
         assert_eq!(c.response(), ok(&format!("GET {path} read=")));
     }
-    srv.wait_for("parked again", |s| {
-        s.parked == 1 && s.active == 0 && s.parks == 4
-    });
-    wait_tasks(&srv, 1);
-    let s = srv.stats();
-    assert_eq!((s.parks, s.wakes, s.requests), (4, 3, 4), "{s:?}");
+    assert_parked_again(&srv, (4, 3, 4));
 }
 
 /// A woken connection whose service does not answer at once, served both

@@ -78,7 +78,7 @@ where
     B: ResponseBody,
 {
     let config = config.clone();
-    serve_listener_with(builder, service, move || async move {
+    serve_listener_with(builder, service, 2, move || async move {
         let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = tcp.local_addr().unwrap();
         (TlsListener::new(tcp, config), addr)

@@ -182,7 +182,7 @@ fn split_pipelines_over_tls_on(workers: usize) {
     let mut b = dormant::Server::builder();
     b.park_after(PARK_AFTER);
     let config = TlsConfig::new(cert.server_config());
-    let srv = serve_listener_with_workers(
+    let srv = serve_listener_with(
         &b,
         service_fn(describe::<dormant::Body>),
         workers,

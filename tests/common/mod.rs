@@ -227,29 +227,12 @@ where
     })
 }
 
-/// Starts `service` as [`serve_with`] does, on a listener of the test's
-/// own (a `dormant::tls::TlsListener`, say): `bind` runs inside the
+/// Starts `service` as [`serve_with`] does, on a runtime of `workers`
+/// worker threads (see [`serve_with_workers`]), on a listener of the
+/// test's own (a `dormant::tls::TlsListener`, say): `bind` runs inside the
 /// server's runtime and returns the listener and the address clients
 /// connect to.
 pub fn serve_listener_with<L, A, Bind, Fut, S, B>(
-    builder: &dormant::Builder,
-    service: S,
-    bind: Bind,
-) -> Serve<A>
-where
-    L: dormant::Listener,
-    A: Send + 'static,
-    Bind: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = (L, A)>,
-    S: Servable<B>,
-    B: ResponseBody,
-{
-    serve_on(builder, service, 2, None, bind)
-}
-
-/// [`serve_listener_with`] on a runtime of `workers` worker threads (see
-/// [`serve_with_workers`]).
-pub fn serve_listener_with_workers<L, A, Bind, Fut, S, B>(
     builder: &dormant::Builder,
     service: S,
     workers: usize,
