@@ -16,8 +16,8 @@
 //! accept ([`Lot::register`]), edge-triggered for reading (and for writing
 //! once a write finds the socket full), and stays there until it closes: a
 //! connection never moves between tokio's epoll and the lot's, so parking
-//! and waking make no system call. One slab
-//! holds a slot per registered connection, whatever it is doing:
+//! and waking make no system call. One slab holds a slot per registered
+//! connection, whatever it is doing:
 //!
 //! ```text
 //!  slots: Slab<Slot>   Served(cell)                 a task serves it: events
@@ -37,20 +37,19 @@
 //! connection's readiness [`Cell`] and wake the task (`ready.rs`).
 //!
 //! A connection parks ([`Lot::park`]) only if its cell says no byte came
-//! since its last read found the socket empty; the check and the change
-//! of its slot happen under the lot's lock, which the driver also holds
-//! while it acts on events, so an event is either seen by the check (the
+//! since its last read found the socket empty; the check and the change of
+//! its slot happen under the lot's lock, which the driver also holds while
+//! it acts on events, so an event is either seen by the check (the
 //! connection stays with its task) or finds the slot PARKED (the lot wakes
 //! it). When an event reports bytes (or the peer's close) for a task-less
 //! connection, the driver makes its slot `Served` again with both sides
 //! ready, so the first read and write of whatever serves it next reach the
 //! socket (the events it missed while task-less went nowhere), and hands it
 //! to [`Owner::woken`], after the batch and without the lock, with how long
-//! it slept ([`Slept`]: the owner parks a
-//! connection that slept long again as soon as it is quiet). An event that
-//! only reports room to write (the ACK of the last response) leaves it
-//! asleep. An event that reports the peer's
-//! close asks the transport whether bytes came before it
+//! it slept ([`Slept`]: the owner parks a connection that slept long again
+//! as soon as it is quiet). An event that only reports room to write (the
+//! ACK of the last response) leaves it asleep. An event that reports the
+//! peer's close asks the transport whether bytes came before it
 //! ([`Parkable::peer_closed`], a one-byte peek for TCP): none means the
 //! peer closed, and the fd is closed right there.
 //!
