@@ -797,8 +797,8 @@ fn serve_woken<T, S, B>(
 
 /// What the parking lot of a `serve` call reports to: connections it hands
 /// back are served again (see `serve_woken`), and what it closes is
-/// counted. Holds the
-/// state weakly: the state keeps the lot, which keeps this.
+/// counted. Holds the state weakly: the state keeps the lot, which keeps
+/// this.
 struct LotOwner<T: Seam, S, B> {
     state: Weak<ServeState<T>>,
     service: Arc<S>,
