@@ -172,8 +172,12 @@ impl http_body::Body for Big {
     }
 }
 
-#[test]
-fn a_client_that_never_reads_is_closed_by_write_timeout() {
+/// A client asks for `/big` and reads nothing: the server gives up on the
+/// response at the write timeout; small responses to others go on. With
+/// `woken`, the client first makes a small request and waits until its
+/// connection parked, so `/big` is served by a woken connection: its first
+/// poll in the lot's task arms the timer, its own task must hold it.
+fn a_client_that_never_reads(woken: bool) {
     let mut b = fast_park();
     b.write_timeout(Duration::from_millis(300));
     let srv = serve_with(
@@ -189,11 +193,17 @@ fn a_client_that_never_reads_is_closed_by_write_timeout() {
         }),
     );
     let mut stuck = srv.connect();
+    if woken {
+        stuck.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(stuck.response(), ok("small"));
+        srv.wait_for("parked", |s| s.parked == 1 && s.active == 0);
+    }
     stuck.send(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
     // The client reads nothing; the server gives up on the response.
     srv.wait_for("the write timeout", |s| {
         s.write_timeouts == 1 && s.active == 0
     });
+    assert_eq!(srv.stats().wakes, u64::from(woken));
     // Small responses are unaffected.
     let mut c = srv.connect();
     for _ in 0..3 {
@@ -201,6 +211,16 @@ fn a_client_that_never_reads_is_closed_by_write_timeout() {
         assert_eq!(c.response(), ok("small"));
     }
     assert_eq!(srv.stats().write_timeouts, 1);
+}
+
+#[test]
+fn a_client_that_never_reads_is_closed_by_write_timeout() {
+    a_client_that_never_reads(false);
+}
+
+#[test]
+fn a_woken_client_that_never_reads_is_closed_by_write_timeout() {
+    a_client_that_never_reads(true);
 }
 
 fn idle_timeout_closes(builder: &mut dormant::Builder) -> dormant::Stats {
