@@ -116,6 +116,10 @@ const EVENTS: usize = 256;
 /// A slab at most this long is kept when it empties.
 const SLOTS_KEEP: usize = 64;
 
+/// Readiness cells made at a time (see [`Inner::new_cell`]): 64 blocks of
+/// 112 B, 7 KiB.
+const CELL_RUN: usize = 64;
+
 /// What the lot needs of the connections it holds: a transport's stream,
 /// registered with the lot while a task serves it.
 pub trait Parkable: Send + Sync + Sized + 'static {
@@ -258,9 +262,31 @@ struct Inner<D, W> {
     /// The waker of the task that drives the lot, told when a deadline
     /// queue goes from empty to non-empty (`Shared::new_front`).
     driver: Option<Waker>,
+    /// Cells made ahead of need (see [`Inner::new_cell`]).
+    spare_cells: Vec<Arc<Cell>>,
 }
 
 impl<D, W> Inner<D, W> {
+    /// A readiness cell for a connection being registered or woken.
+    ///
+    /// Made [`CELL_RUN`] at a time. A cell lives as long as its connection
+    /// (or its PARKED spell), and a connection spends its first moments
+    /// ACTIVE among short-lived blocks: hyper's two 8 KiB buffers, the
+    /// phase's future, its task. Made one at a time, cells land among those
+    /// blocks, and each keeps its page resident once they are freed; made
+    /// in runs, they fill pages of their own. `benches/idle_memory`, 10,000
+    /// PARKED connections, trimmed RSS per connection, medians of 8
+    /// interleaved runs: 358 B against 389 B one at a time (the second
+    /// 5,000: 158 B against 183 B). At most a run's worth, 7 KiB, waits
+    /// unused.
+    fn new_cell(&mut self) -> Arc<Cell> {
+        if self.spare_cells.is_empty() {
+            let run = (0..CELL_RUN).map(|_| Arc::new(Cell::default()));
+            self.spare_cells.extend(run);
+        }
+        self.spare_cells.pop().unwrap_or_default()
+    }
+
     /// Frees the slot at `key`. When the last connection leaves a large
     /// slab, the slab and its queues are freed: otherwise a burst would
     /// leave its high-water mark behind. Entries left in the queues would
@@ -368,6 +394,7 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
                 sleeping: 0,
                 closed: false,
                 driver: None,
+                spare_cells: Vec::new(),
             }),
             clock: Clock::new(Instant::now()),
             new_front: AtomicBool::new(false),
@@ -380,12 +407,14 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
     /// frees the slot.
     pub(crate) fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration> {
         let shared = &self.0;
-        let cell = Arc::new(Cell::registered());
+        let cell;
         let key = {
             let mut inner = shared.lock();
             if inner.closed {
                 return Err(io::Error::other("the server is shutting down"));
             }
+            cell = inner.new_cell();
+            cell.set_registered();
             (inner.slots.insert(Slot::Served(cell.clone())))
                 .map_err(|_| io::Error::other("parking lot full"))?
         };
@@ -621,7 +650,7 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
                         .push((T::from_dormant(conn, registration), Slept::Parked(slept)));
                 }
                 (Slot::Dormant { conn, .. }, None) => {
-                    let cell = Arc::new(Cell::default());
+                    let cell = inner.new_cell();
                     cell.set_woken(read);
                     inner.slots.put_back(key, Slot::Served(cell.clone()));
                     let registration = Registration::new(key, cell, shared.clone());

@@ -68,12 +68,11 @@ pub(crate) struct Cell {
 }
 
 impl Cell {
-    /// A new connection's cell: writes try the socket, reads wait for the
-    /// event registering it reports (at once if bytes came already).
-    pub(super) fn registered() -> Self {
-        let cell = Cell::default();
-        cell.lock().sides[Direction::Write as usize].ready = true;
-        cell
+    /// Readies a new connection's cell: writes try the socket, reads wait
+    /// for the event registering it reports (at once if bytes came
+    /// already).
+    pub(super) fn set_registered(&self) {
+        self.lock().sides[Direction::Write as usize].ready = true;
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
