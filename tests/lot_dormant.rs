@@ -250,3 +250,161 @@ fn large_response_after_a_wake_is_written_to_the_end() {
         assert_eq!(srv.stats().lot_wakes, 1, "{workers} workers");
     }
 }
+
+/// How a request sent at about the moment its connection is closed
+/// (idle deadline, shutdown) ended.
+#[derive(Debug, PartialEq)]
+enum Raced {
+    /// Answered with one of the expected responses, exactly.
+    Answered,
+    /// Closed before a byte of the response: the close won.
+    Closed,
+}
+
+/// Sends `GET path` and reads the response, which must be one of
+/// `expected`, or the close of a connection the server closed first.
+/// Anything else (another response, a close after part of one, a
+/// timeout) fails the test.
+fn request_racing_a_close(c: &mut Client, path: &str, expected: &[String]) -> Raced {
+    use std::io::{ErrorKind, Write};
+    let closed = |e: &std::io::Error| {
+        matches!(
+            e.kind(),
+            ErrorKind::ConnectionReset | ErrorKind::BrokenPipe | ErrorKind::ConnectionAborted
+        )
+    };
+    match c.stream.write_all(get(path).as_bytes()) {
+        Ok(()) => {}
+        Err(e) if closed(&e) => return Raced::Closed,
+        Err(e) => panic!("{path}: write: {e}"),
+    }
+    let mut buf = Vec::new();
+    loop {
+        if let Some(len) = complete_response(&buf) {
+            let response = strip_date(&String::from_utf8_lossy(&buf[..len]));
+            assert!(expected.contains(&response), "{path}: {response:?}");
+            assert_eq!(len, buf.len(), "{path}: bytes after the response");
+            return Raced::Answered;
+        }
+        let mut chunk = [0u8; 4096];
+        match c.stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if closed(&e) => break,
+            Err(e) => panic!("{path}: read (timed out?): {e}"),
+        }
+    }
+    assert!(
+        buf.is_empty(),
+        "{path}: closed after part of a response: {:?}",
+        String::from_utf8_lossy(&buf)
+    );
+    Raced::Closed
+}
+
+/// Requests that arrive around the moment the lot's idle deadline closes
+/// their connection (task-less PARKED, or DORMANT): the event and the
+/// deadline race in the lot. Each request is either answered exactly or
+/// its connection closed without a byte of response; the server goes on
+/// serving, and every connection is released.
+fn requests_racing_the_idle_deadline(dormant_after: Option<Duration>) {
+    let mut b = dormant::Server::builder();
+    b.park_after(Duration::ZERO)
+        .dormant_after(dormant_after)
+        .idle_timeout(Duration::from_millis(40));
+    let srv = serve_with(&b, echo_service());
+    let threads: Vec<_> = (0..8u64)
+        .map(|t| {
+            let addr = srv.addr;
+            std::thread::spawn(move || {
+                let mut closed = 0;
+                for i in 0..12u64 {
+                    let mut c = Client::connect(addr);
+                    let first = format!("/{t}/{i}/first");
+                    c.send(get(&first).as_bytes());
+                    assert_eq!(c.response(), ok(&format!("GET {first} read=")));
+                    // 30–50 ms: either side of the deadline.
+                    std::thread::sleep(Duration::from_millis(30 + (t * 7 + i * 5) % 21));
+                    let path = format!("/{t}/{i}");
+                    let expected = [ok(&format!("GET {path} read="))];
+                    if request_racing_a_close(&mut c, &path, &expected) == Raced::Closed {
+                        closed += 1;
+                    }
+                }
+                closed
+            })
+        })
+        .collect();
+    let closed: u64 = threads
+        .into_iter()
+        .map(|t| t.join().expect("every request answered exactly or closed"))
+        .sum();
+    srv.wait_for("every connection released", |s| {
+        s.active == 0 && s.parked == 0 && s.dormant == 0
+    });
+    let s = srv.stats();
+    assert!(
+        s.idle_timeouts >= closed,
+        "{closed} requests met a closed connection, but {} idle timeouts: {s:?}",
+        s.idle_timeouts
+    );
+    let mut c = srv.connect();
+    c.send(get("/after").as_bytes());
+    assert_eq!(c.response(), ok("GET /after read="));
+}
+
+#[test]
+fn requests_racing_the_idle_deadline_of_dormant_connections() {
+    requests_racing_the_idle_deadline(Some(Duration::from_millis(5)));
+}
+
+#[test]
+fn requests_racing_the_idle_deadline_of_parked_connections() {
+    requests_racing_the_idle_deadline(None);
+}
+
+/// Graceful shutdown while DORMANT connections are woken by requests: the
+/// lot's close of idle connections races their events. Each request is
+/// answered exactly (with `connection: close` once the drain began) or its
+/// connection closed without a byte of response; every idle connection is
+/// closed, and `serve` returns.
+#[test]
+fn requests_racing_graceful_shutdown() {
+    let mut srv = serve_with(&dormant_fast(), echo_service());
+    let mut clients = connect_served(&srv, 64);
+    srv.wait_for("all dormant", |s| s.dormant == 64);
+    let (racing, idle) = clients.split_at_mut(32);
+    let sent = std::sync::atomic::AtomicUsize::new(0);
+    let outcomes = std::thread::scope(|scope| {
+        let sender = scope.spawn(|| {
+            let mut outcomes = Vec::new();
+            for (i, c) in racing.iter_mut().enumerate() {
+                let path = format!("/racing/{i}");
+                let body = format!("GET {path} read=");
+                let closing = format!(
+                    "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                outcomes.push(request_racing_a_close(c, &path, &[ok(&body), closing]));
+                sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            outcomes
+        });
+        // The drain begins while the requests come.
+        wait("a few requests answered", || {
+            sent.load(std::sync::atomic::Ordering::Relaxed) >= 4
+        });
+        srv.begin_shutdown();
+        sender
+            .join()
+            .expect("every request answered exactly or closed")
+    });
+    assert!(
+        outcomes[..4].iter().all(|o| *o == Raced::Answered),
+        "requests before the drain are answered: {outcomes:?}"
+    );
+    for c in idle {
+        assert_eq!(c.read_to_close(), "", "an idle connection is closed");
+    }
+    srv.wait_stopped();
+}
