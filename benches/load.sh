@@ -319,6 +319,7 @@ run() {
     for i in $(seq 0 $((n - 1))); do
         local reqs=${out[$i requests]} v=${vs[$i]} dt=$((c1[i] - c0[i]))
         out[$i cpu_us]=$(calc "$reqs ? $dt / $HZ * 1e6 / $reqs : 0")
+        out[$i ticks]=$dt
         out[$i switches]=$(calc "$reqs ? (${s1[$i]} - ${s0[$i]}) / $reqs : 0")
         out[$i srv_pct]=$(printf %.0f "$(calc "$dt / $HZ / $WINDOW * 100")")
         out[$i cli_pct]="?"
@@ -405,7 +406,11 @@ for cell in $CELLS; do
                 printf "$row" "$r" "$(name "$v")" "${out[$i requests]}" "$(printf %.1f "$(calc "${out[$i requests]} / $WINDOW")")" \
                     "${out[$i srv_pct]}" "${out[$i cli_pct]}" "$(printf %.2f "${out[$i cpu_us]}")" "${out[$i p50_us]}" \
                     "${out[$i p99_us]}" "${out[$i p999_us]}" "${out[$i rss_conn]}" "${out[$i errors]}${out[$i note]}"
-                printf "       context switches per request: %.2f\n" "${out[$i switches]}"
+                # At a few percent of a core, a window holds few clock ticks
+                # of the server's CPU time, and one tick more or less moves
+                # the CPU figures by its share: the resolution of this run.
+                printf "       context switches per request: %.2f; server CPU %d clock ticks (one is %.1f%%)\n" \
+                    "${out[$i switches]}" "${out[$i ticks]}" "$(calc "${out[$i ticks]} ? 100 / ${out[$i ticks]} : 100")"
                 if [ "$SYSCALLS" = 1 ]; then
                     # perf's CSV: count,unit,event,...
                     awk -F, -v n="${out[$i requests]}" '
