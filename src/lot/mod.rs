@@ -407,18 +407,18 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
     /// frees the slot.
     pub(crate) fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration> {
         let shared = &self.0;
-        let cell;
-        let key = {
+        let (key, cell) = {
             let mut inner = shared.lock();
             if inner.closed {
                 return Err(io::Error::other("the server is shutting down"));
             }
-            cell = inner.new_cell();
-            cell.set_registered();
-            (inner.slots.insert(Slot::Served(cell.clone())))
-                .map_err(|_| io::Error::other("parking lot full"))?
+            let cell = inner.new_cell();
+            let key = (inner.slots.insert(Slot::Served(cell.clone())))
+                .map_err(|_| io::Error::other("parking lot full"))?;
+            (key, cell)
         };
         // Outside the lock: no event can name the key before this.
+        cell.set_registered();
         let interest = Interest::READABLE | Interest::WRITABLE;
         let raw = fd.as_raw_fd();
         if let Err(error) =
