@@ -26,7 +26,7 @@
 //! "timeouts on" sets header read 30 s, read 30 s, write 30 s and idle 60 s;
 //! "timeouts off" sets none of them (the default has the header read
 //! timeout only). Allocations per request are counted by
-//! `benches/request_allocs.rs`, which needs a counting allocator this bench
+//! `benches/experiments/request_allocs.rs`, which needs a counting allocator this bench
 //! must not pay for.
 
 use std::hint::black_box;

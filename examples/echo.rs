@@ -16,7 +16,7 @@
 //!
 //! After each message the stream goes to sleep: it has no task, no tokio
 //! registration and no buffer until its next bytes arrive (see
-//! `benches/upgrade_memory.rs` for what that costs).
+//! `benches/experiments/upgrade_memory.rs` for what that costs).
 
 use std::convert::Infallible;
 

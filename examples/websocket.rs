@@ -8,7 +8,17 @@
 //! Any path accepts a WebSocket handshake (`GET` with `Connection: Upgrade`,
 //! `Upgrade: websocket`, `Sec-WebSocket-Version: 13` and a
 //! `Sec-WebSocket-Key`); text and binary messages come back unchanged.
-//! Other requests get `426 Upgrade Required`.
+//! Other requests get `426 Upgrade Required`. Try it with any WebSocket
+//! client (`websocat ws://127.0.0.1:3000/`, a browser's
+//! `new WebSocket("ws://127.0.0.1:3000/")`), or by hand: the handshake,
+//! then the text message `hi` in a masked frame (`\201\202`: final text
+//! frame, masked, 2 bytes; a zero mask), which comes back after the `101`
+//! as an unmasked frame (two bytes, then `hi`):
+//!
+//! ```text
+//! printf 'GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n\201\202\0\0\0\0hi' \
+//!     | nc -q 1 127.0.0.1 3000
+//! ```
 //!
 //! # Buffer sizes
 //!

@@ -1,17 +1,18 @@
-//! The benchmark baseline for `examples/hello.rs`: the same handler on a
-//! plain hyper-util auto server (HTTP/1.1 and h2c), one task per
-//! connection, nothing else.
+//! The benchmark baseline for `hello_dormant` (dormant's bench server): the
+//! same handler on a plain hyper-util auto server (HTTP/1.1 and h2c), one
+//! task per connection, nothing else.
 //!
 //! ```text
 //! cargo run --release --example hello_hyper [ADDR]     # default 127.0.0.1:3000
 //! TOKIO_WORKER_THREADS=1 cargo run --release --example hello_hyper
+//! curl http://127.0.0.1:3000/
 //! ```
 //!
 //! Not an example of dormant: it lives with the benches that run it
-//! (`benches/wrk.sh`, `benches/syscalls.sh`, `benches/instructions.sh`,
-//! `benches/load.sh`) and
-//! is declared in Cargo.toml as the example `hello_hyper`, so that cargo
-//! builds it with the dev-dependencies. It and `hello` both run on tokio's
+//! (`benches/scripts/`: `wrk.sh`, `syscalls.sh`, `instructions.sh`,
+//! `load.sh`, `wake_instructions.sh`) and is declared in Cargo.toml as the
+//! example `hello_hyper`, so that cargo builds it with the
+//! dev-dependencies. It and `hello_dormant` both run on tokio's
 //! multi-thread runtime, which takes its worker count from
 //! `TOKIO_WORKER_THREADS`.
 

@@ -1,7 +1,7 @@
-//! The benchmark baseline for `examples/tls.rs`: `hello_hyper` (the same
-//! handler on a plain hyper-util auto server, one task per connection)
-//! over tokio-rustls, with the same certificate handling and the same
-//! rustls configuration as `examples/tls.rs`.
+//! The benchmark baseline for `hello_dormant_tls` (dormant's TLS bench
+//! server): `hello_hyper` (the same handler on a plain hyper-util auto
+//! server, one task per connection) over tokio-rustls, with the same
+//! certificate handling and the same rustls configuration.
 //!
 //! ```text
 //! cargo run --release --features tls --example hello_hyper_tls [ADDR [CERT_PEM KEY_PEM]]
@@ -11,7 +11,7 @@
 //!
 //! `ADDR` defaults to `127.0.0.1:3443`. Without certificate files it makes
 //! a self-signed certificate for `localhost` and `127.0.0.1` (rcgen's
-//! defaults, as `examples/tls.rs`), writes it to a directory under the
+//! defaults, `benches/common/cert.rs`), writes it to a directory under the
 //! system's temporary directory and prints where. The configuration is
 //! the one `dormant::tls::TlsConfig::from_pem_files` makes: the process's
 //! default crypto provider, else the features' (aws-lc-rs for `tls`, ring
@@ -26,13 +26,13 @@
 //! timeout: this is `hello_hyper` with TLS and nothing else.
 //!
 //! Not an example of dormant: it lives with the benches that run it
-//! (`TLS=1 benches/wrk.sh`) and is declared in Cargo.toml as the example
-//! `hello_hyper_tls`, built only with a TLS feature. It and `tls` both run
-//! on tokio's multi-thread runtime, which takes its worker count from
-//! `TOKIO_WORKER_THREADS`.
+//! (`TLS=1 benches/scripts/wrk.sh`) and is declared in Cargo.toml as the
+//! example `hello_hyper_tls`, built only with a TLS feature. It and
+//! `hello_dormant_tls` both run on tokio's multi-thread runtime, which
+//! takes its worker count from `TOKIO_WORKER_THREADS`.
 
 use std::convert::Infallible;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use http::{Request, Response};
@@ -48,6 +48,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+#[path = "../common/cert.rs"]
+mod cert;
+
 async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
     Ok(Response::new(Full::new(Bytes::from_static(
         b"Hello, World!",
@@ -61,7 +64,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = match (args.next(), args.next()) {
         (Some(cert), Some(key)) => config_from_pem_files(cert.as_ref(), key.as_ref())?,
         (None, _) => {
-            let (cert, key) = self_signed()?;
+            let (cert, key) = cert::self_signed("dormant-tls-hello-hyper")?;
             eprintln!(
                 "self-signed certificate for localhost and 127.0.0.1: {} \
                  (curl --cacert {} https://localhost:3443/)",
@@ -132,17 +135,4 @@ fn provider() -> Result<Arc<CryptoProvider>, Box<dyn std::error::Error>> {
     return Ok(Arc::new(rustls::crypto::ring::default_provider()));
     #[cfg(not(any(feature = "tls", feature = "tls-ring")))]
     Err("no rustls crypto provider: build with `--features tls` or `--features tls-ring`".into())
-}
-
-/// Makes a self-signed certificate and writes it and its key as PEM files;
-/// returns their paths (as `examples/tls.rs`, in a directory of its own).
-fn self_signed() -> Result<(PathBuf, PathBuf), Box<dyn std::error::Error>> {
-    let names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
-    let certified = rcgen::generate_simple_self_signed(names)?;
-    let dir = std::env::temp_dir().join("dormant-tls-hello-hyper");
-    std::fs::create_dir_all(&dir)?;
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    std::fs::write(&cert, certified.cert.pem())?;
-    std::fs::write(&key, certified.key_pair.serialize_pem())?;
-    Ok((cert, key))
 }

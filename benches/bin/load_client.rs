@@ -1,6 +1,7 @@
-//! The load client of `benches/load.sh`: N keep-alive HTTP/1.1 connections
-//! to one server, each sending `GET /` after an exponentially distributed
-//! think time, with the latency of every request recorded.
+//! The load client of `benches/scripts/load.sh` and `wake_instructions.sh`:
+//! N keep-alive HTTP/1.1 connections to one server, each sending `GET /`
+//! after an exponentially distributed think time, with the latency of every
+//! request recorded.
 //!
 //! ```text
 //! load_client ADDR CONNS THINK WARMUP WINDOW [CONNECT_RATE]

@@ -1,7 +1,8 @@
 //! What the keep-alive hello-world benches (`throughput`, `request_allocs`,
 //! `idle_memory`) share: the handlers, the hyper-util baseline server and the response
 //! framing the clients use. Included with
-//! `#[path = "common/hello.rs"] mod hello;`.
+//! `#[path = "common/hello.rs"] mod hello;` (`"../common/hello.rs"` from
+//! `benches/experiments/`).
 
 use std::convert::Infallible;
 use std::future::Future;

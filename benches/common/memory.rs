@@ -1,7 +1,8 @@
 //! What the memory benches (`idle_memory`, `upgrade_memory`) share: the
 //! counting global allocator, heap and RSS readings, and small helpers.
-//! Each includes this file with `#[path = "common/memory.rs"] mod memory;`;
-//! the processes that take the readings are in `common/procs.rs`.
+//! Each (in `benches/experiments/`) includes this file with
+//! `#[path = "../common/memory.rs"] mod memory;`; the processes that take
+//! the readings are in `common/procs.rs`.
 
 use std::time::{Duration, Instant};
 

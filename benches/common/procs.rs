@@ -1,9 +1,9 @@
 //! The processes of a memory bench (`idle_memory`, `upgrade_memory`) and
 //! how they talk, shared so that each bench keeps only its kinds, its
-//! servers and its client's exchange. Each includes this file with
-//! `#[path = "common/procs.rs"] mod procs;`, next to `memory.rs` as
-//! `mod memory` (which this file uses), describes itself with a [`Bench`]
-//! and calls [`main`].
+//! servers and its client's exchange. Each (in `benches/experiments/`)
+//! includes this file with `#[path = "../common/procs.rs"] mod procs;`,
+//! next to `memory.rs` as `mod memory` (which this file uses), describes
+//! itself with a [`Bench`] and calls [`main`].
 //!
 //! One binary plays three roles, chosen by `{PREFIX}_ROLE`:
 //!

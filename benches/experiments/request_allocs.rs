@@ -28,7 +28,7 @@ use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-#[path = "common/hello.rs"]
+#[path = "../common/hello.rs"]
 mod hello;
 
 use hello::{complete_response, hello_dormant, serve_hyper_util};

@@ -118,11 +118,11 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-#[path = "common/hello.rs"]
+#[path = "../common/hello.rs"]
 mod hello;
-#[path = "common/memory.rs"]
+#[path = "../common/memory.rs"]
 mod memory;
-#[path = "common/procs.rs"]
+#[path = "../common/procs.rs"]
 mod procs;
 
 #[cfg(feature = "tls-no-provider")]

@@ -1,19 +1,22 @@
 #!/bin/bash
 # User-space instructions per request for keep-alive connections that think
-# between requests (the load of benches/load.sh, smaller): dormant
-# (examples/hello.rs, and its park_after / dormant_after ablations) against
-# hyper-util (benches/bin/hello_hyper.rs), each server under valgrind's
-# callgrind with one tokio worker thread, the client (benches/bin/
-# load_client.rs) in its own process.
+# between requests (the load of benches/scripts/load.sh, smaller): dormant
+# (benches/bin/hello_dormant.rs, and its park_after / dormant_after
+# ablations) against hyper-util (benches/bin/hello_hyper.rs), each server
+# under valgrind's callgrind with one tokio worker thread, the client
+# (benches/bin/load_client.rs) in its own process.
 #
-#   benches/wake_instructions.sh [ROUNDS]          # default 1 round
-#   CELLS="300:3" VARIANTS=default benches/wake_instructions.sh
+#   benches/scripts/wake_instructions.sh [ROUNDS]          # default 1 round
+#   CELLS="300:3" VARIANTS=default benches/scripts/wake_instructions.sh
+#
+# Run it from anywhere: it works in the checkout that holds it.
 #
 # Why: at a few thousand requests/s a server's CPU time on this shared
 # virtual machine is mostly the kernel, much of it waking the client over
-# loopback, and its ratios swing by 2x from round to round (README, "Load").
-# Instruction counts do not move with other tenants' load: they measure the
-# wake path itself (user space only; system calls: benches/syscalls.sh).
+# loopback, and its ratios swing by 2x from round to round (BENCHMARKS.md,
+# "Load"). Instruction counts do not move with other tenants' load: they
+# measure the wake path itself (user space only; system calls:
+# benches/scripts/syscalls.sh).
 #
 # CELLS lists CONNS:THINK (THINK in seconds; default "100:0.2 300:3": every
 # dormant connection PARKED, then DORMANT, between requests). VARIANTS
@@ -49,8 +52,8 @@ ADDR=${WAKE_ADDR:-127.0.0.1:3922}
 WINDOW=${WINDOW:-20}
 PARTS=${PARTS:-0}
 
-cd "$(dirname "$0")/.."
-cargo build --release --quiet --example hello --example hello_hyper --example load_client
+cd "$(dirname "$0")/../.."
+cargo build --release --quiet --example hello_dormant --example hello_hyper --example load_client
 BIN=${CARGO_TARGET_DIR:-target}/release/examples
 OUT=$(mktemp -d)
 pid=""
@@ -62,9 +65,9 @@ ulimit -n "$(ulimit -Hn)"
 run() {
     case $1 in
     hyper-util) bin=hello_hyper park=10 dormant=1000 ;;
-    default) bin=hello park=10 dormant=1000 ;;
-    park_off) bin=hello park=off dormant=1000 ;;
-    dormant_off) bin=hello park=10 dormant=off ;;
+    default) bin=hello_dormant park=10 dormant=1000 ;;
+    park_off) bin=hello_dormant park=off dormant=1000 ;;
+    dormant_off) bin=hello_dormant park=10 dormant=off ;;
     *)
         echo "wake_instructions.sh: unknown variant $1" >&2
         exit 1

@@ -1,13 +1,15 @@
 #!/bin/bash
 # System calls per keep-alive request with think time between requests:
-# dormant (examples/hello.rs, defaults) against hyper-util
+# dormant (benches/bin/hello_dormant.rs, defaults) against hyper-util
 # (benches/bin/hello_hyper.rs), one after the other in the same run,
 # counted by `strace -f -c` on the server process.
 #
-#   benches/syscalls.sh [CONNS] [REQUESTS] [THINK]   # default 200 10 0.3
-#   benches/syscalls.sh 1 300 0.3     # one connection: every wake alone
-#   benches/syscalls.sh 200 8 1.6     # long enough to go DORMANT
-#   benches/syscalls.sh 1 300 0.005   # stays ACTIVE
+#   benches/scripts/syscalls.sh [CONNS] [REQUESTS] [THINK]   # default 200 10 0.3
+#   benches/scripts/syscalls.sh 1 300 0.3     # one connection: every wake alone
+#   benches/scripts/syscalls.sh 200 8 1.6     # long enough to go DORMANT
+#   benches/scripts/syscalls.sh 1 300 0.005   # stays ACTIVE
+#
+# Run it from anywhere: it works in the checkout that holds it.
 #
 # CONNS clients (bash, /dev/tcp) each open one keep-alive connection and
 # send REQUESTS `GET /` requests, reading each response to its end and
@@ -27,8 +29,8 @@ REQUESTS=${2:-10}
 THINK=${3:-0.3}
 PORT=${SYSCALLS_PORT:-3919}
 
-cd "$(dirname "$0")/.."
-cargo build --release --quiet --example hello --example hello_hyper
+cd "$(dirname "$0")/../.."
+cargo build --release --quiet --example hello_dormant --example hello_hyper
 BIN=${CARGO_TARGET_DIR:-target}/release/examples
 # The length of a hello response: status line, content-length and date
 # (fixed width) headers, blank line, 13-byte body.
@@ -79,7 +81,7 @@ measure() {
 }
 
 echo "system calls per request: $CONNS connections x $REQUESTS requests, think ${THINK}s, 1 worker thread"
-d=$(measure hello)
+d=$(measure hello_dormant)
 h=$(measure hello_hyper)
 echo "dormant:    $(echo "$d" | head -1)"
 echo "$d" | tail -n +2

@@ -1,23 +1,27 @@
 #!/bin/sh
-# User-space instructions per keep-alive request: dormant (examples/hello.rs,
-# with its defaults and with the PeerAddr extension on) against hyper-util
-# (benches/bin/hello_hyper.rs), same run, under valgrind's
-# callgrind. Instruction counts do not move with other tenants' load, so on
-# a shared machine they resolve differences of a few percent that
-# requests/s cannot (see benches/wrk.sh for those). They count the server
-# process's user space only: the kernel's share of a request (about 80% of
-# its CPU time here, under perf) is not in them.
+# User-space instructions per keep-alive request: dormant
+# (benches/bin/hello_dormant.rs, with its defaults and with the PeerAddr
+# extension on) against hyper-util (benches/bin/hello_hyper.rs), same run,
+# under valgrind's callgrind. Instruction counts do not move with other
+# tenants' load, so on a shared machine they resolve differences of a few
+# percent that requests/s cannot (see benches/scripts/wrk.sh for those).
+# They count the server process's user space only: the kernel's share of a
+# request (about 80% of its CPU time here, under perf) is not in them.
 #
-#   benches/instructions.sh [ROUNDS] [DURATION]   # default 2 rounds of 5s
-#   CALLGRIND_KEEP=1 benches/instructions.sh      # keep the profiles in target/
-#   BASELINE=/path/to/hello benches/instructions.sh   # and another build of hello
+#   benches/scripts/instructions.sh [ROUNDS] [DURATION]   # default 2 rounds of 5s
+#   CALLGRIND_KEEP=1 benches/scripts/instructions.sh      # keep the profiles in target/
+#   BASELINE=/path/to/hello_dormant benches/scripts/instructions.sh   # and another build
 #
-# BASELINE compares a change with the build before it in the same run: build
-# the earlier commit's example elsewhere (git worktree add /tmp/before REV;
-# cd /tmp/before; cargo build --release --example hello) and pass its binary;
-# each round then runs it too and prints dormant / baseline. hyper-util's
-# own count moves by about 1% from one run to the next, so comparing two
-# runs' ratios cannot resolve a 1% change; interleaving the builds can.
+# Run it from anywhere: it works in the checkout that holds it.
+#
+# BASELINE compares a change with the build before it in the same run:
+# build the earlier commit's bench server elsewhere (git worktree add
+# /tmp/before REV; cd /tmp/before; cargo build --release --example
+# hello_dormant, or --example hello before the bench server had a binary of
+# its own) and pass its binary; each round then runs it too and prints
+# dormant / baseline. hyper-util's own count moves by about 1% from one run
+# to the next, so comparing two runs' ratios cannot resolve a 1% change;
+# interleaving the builds can.
 #
 # Each round starts a server under callgrind with one tokio worker thread,
 # warms it up with `wrk -t1 -c64` for 2 s, zeroes the counters, runs wrk for
@@ -37,8 +41,8 @@ ROUNDS=${1:-2}
 DURATION=${2:-5s}
 ADDR=${WRK_ADDR:-127.0.0.1:3918}
 
-cd "$(dirname "$0")/.."
-cargo build --release --quiet --example hello --example hello_hyper
+cd "$(dirname "$0")/../.."
+cargo build --release --quiet --example hello_dormant --example hello_hyper
 TARGET=${CARGO_TARGET_DIR:-target}
 BIN=$TARGET/release/examples
 OUT=$(mktemp -d)
@@ -84,8 +88,8 @@ ratios_on=""
 baselines=""
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
-    d=$(run hello)
-    o=$(run hello on)
+    d=$(run hello_dormant)
+    o=$(run hello_dormant on)
     h=$(run hello_hyper)
     ratio=$(echo "$d $h" | awk '{ printf "%.3f", $1 / $2 }')
     ratio_on=$(echo "$o $h" | awk '{ printf "%.3f", $1 / $2 }')

@@ -15,7 +15,7 @@
 //!
 //! # Method
 //!
-//! As `benches/idle_memory.rs`: every measurement runs in a fresh *server
+//! As `benches/experiments/idle_memory.rs`: every measurement runs in a fresh *server
 //! process* (this binary re-executed with `UPGRADE_ROLE=server`) on a
 //! 2-worker runtime; it warms up (64 connections that upgrade, echo once and
 //! close), takes the *before* figures, then has a *client process*
@@ -72,9 +72,9 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-#[path = "common/memory.rs"]
+#[path = "../common/memory.rs"]
 mod memory;
-#[path = "common/procs.rs"]
+#[path = "../common/procs.rs"]
 mod procs;
 
 use memory::{env_usize, wait_until};

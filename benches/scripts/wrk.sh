@@ -1,16 +1,18 @@
 #!/bin/sh
-# Hello-world throughput with wrk: dormant (examples/hello.rs) against
-# hyper-util (benches/bin/hello_hyper.rs), same machine, same run, in one
-# of two ways:
+# Hello-world throughput with wrk: dormant (benches/bin/hello_dormant.rs)
+# against hyper-util (benches/bin/hello_hyper.rs), same machine, same run,
+# in one of two ways:
 #
-#   benches/wrk.sh [ROUNDS] [DURATION]          # alternating, default 5 rounds of 8s
-#   PAIRED=1 benches/wrk.sh [ROUNDS] [DURATION] # both at once on one core
-#   PARK_AFTER_MS=0 benches/wrk.sh              # dormant with park_after = 0 ms
-#   PEER_ADDR=on benches/wrk.sh                 # dormant with the PeerAddr extension
-#   TLS=1 PAIRED=1 benches/wrk.sh               # over TLS: examples/tls.rs against
-#                                               # benches/bin/hello_hyper_tls.rs
-#   CLOSE=1 TLS=1 PAIRED=1 benches/wrk.sh       # a new connection (and TLS
-#                                               # handshake) per request
+#   benches/scripts/wrk.sh [ROUNDS] [DURATION]          # alternating, default 5 rounds of 8s
+#   PAIRED=1 benches/scripts/wrk.sh [ROUNDS] [DURATION] # both at once on one core
+#   PARK_AFTER_MS=0 benches/scripts/wrk.sh              # dormant with park_after = 0 ms
+#   PEER_ADDR=on benches/scripts/wrk.sh                 # dormant with the PeerAddr extension
+#   TLS=1 PAIRED=1 benches/scripts/wrk.sh               # over TLS: hello_dormant_tls against
+#                                                       # hello_hyper_tls (benches/bin/)
+#   CLOSE=1 TLS=1 PAIRED=1 benches/scripts/wrk.sh       # a new connection (and TLS
+#                                                       # handshake) per request
+#
+# Run it from anywhere: it works in the checkout that holds it.
 #
 # Each server gets one tokio worker thread (TOKIO_WORKER_THREADS=1) pinned
 # to CPU 0; wrk (-t1 -c64) is pinned to CPU 1. Requests are keep-alive
@@ -33,10 +35,11 @@
 # get what their wrk can send and the requests ratio says little about
 # them; read the CPU-per-request column then.
 #
-# TLS=1: HTTPS, with examples/tls.rs as dormant and
-# benches/bin/hello_hyper_tls.rs (hyper-util over tokio-rustls, the same
+# TLS=1: HTTPS, with benches/bin/hello_dormant_tls.rs (dormant's
+# TlsListener, the configuration of TlsConfig::from_pem_files) as dormant
+# and benches/bin/hello_hyper_tls.rs (hyper-util over tokio-rustls, the same
 # rustls configuration) as hyper-util, both built with `--features tls`
-# (aws-lc-rs). Before the first round examples/tls.rs makes a self-signed
+# (aws-lc-rs). Before the first round hello_dormant_tls makes a self-signed
 # certificate (rcgen, ECDSA P-256) in a temporary directory; every server
 # of the run is then given that certificate and key. wrk speaks TLS through
 # OpenSSL without ALPN, so both serve HTTP/1.1 (TLS 1.3, X25519,
@@ -60,10 +63,10 @@
 # Needs wrk (Debian: apt-get install wrk), taskset (util-linux) and two
 # free ports (WRK_ADDR, default 127.0.0.1:3917, and WRK_ADDR2, default
 # 127.0.0.1:3918, for hyper-util when paired); perf for CLOSE=1's
-# connection counts. PARK_AFTER_MS and PEER_ADDR are passed to
-# examples/hello.rs (examples/tls.rs reads neither: the script refuses them
-# with TLS=1); SERVER_CPU and CLIENT_CPU move the servers and wrk;
-# CARGO_TARGET_DIR is honoured. wrk's non-2xx responses and socket errors
+# connection counts. PARK_AFTER_MS and PEER_ADDR are passed to dormant's
+# server (hello_dormant, or hello_dormant_tls with TLS=1; see
+# benches/common/server.rs); SERVER_CPU and CLIENT_CPU move the servers
+# and wrk; CARGO_TARGET_DIR is honoured. wrk's non-2xx responses and socket errors
 # are printed as they come.
 set -eu
 
@@ -74,21 +77,17 @@ ADDR2=${WRK_ADDR2:-127.0.0.1:3918}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 if [ -n "${TLS:-}" ]; then
-    if [ -n "${PARK_AFTER_MS:-}${PEER_ADDR:-}" ]; then
-        echo "PARK_AFTER_MS and PEER_ADDR are for examples/hello.rs; examples/tls.rs reads neither" >&2
-        exit 1
-    fi
-    DORMANT=tls
+    DORMANT=hello_dormant_tls
     HYPER=hello_hyper_tls
     SCHEME=https
-    cargo build --release --quiet --features tls --example tls --example hello_hyper_tls
+    cargo build --release --quiet --features tls --example hello_dormant_tls --example hello_hyper_tls
 else
-    DORMANT=hello
+    DORMANT=hello_dormant
     HYPER=hello_hyper
     SCHEME=http
-    cargo build --release --quiet --example hello --example hello_hyper
+    cargo build --release --quiet --example hello_dormant --example hello_hyper
 fi
 TARGET=${CARGO_TARGET_DIR:-target}/release/examples
 
@@ -112,22 +111,22 @@ listening() {
     done
 }
 
-# With TLS, one certificate for every server of the run: examples/tls.rs
+# With TLS, one certificate for every server of the run: hello_dormant_tls
 # writes its self-signed one under $TMPDIR and is stopped at once.
 CERT=""
 KEY=""
 if [ -n "${TLS:-}" ]; then
     certdir=$(mktemp -d)
     trap 'rm -rf "$certdir"' EXIT
-    TMPDIR=$certdir "$TARGET/tls" 127.0.0.1:0 >"$certdir/out" 2>&1 &
+    TMPDIR=$certdir "$TARGET/$DORMANT" 127.0.0.1:0 >"$certdir/out" 2>&1 &
     pid=$!
-    listening tls "$pid" "$certdir/out"
+    listening "$DORMANT" "$pid" "$certdir/out"
     kill "$pid"
     wait "$pid" 2>/dev/null || true
-    CERT=$certdir/dormant-tls-example/cert.pem
-    KEY=$certdir/dormant-tls-example/key.pem
+    CERT=$certdir/dormant-tls-hello-dormant/cert.pem
+    KEY=$certdir/dormant-tls-hello-dormant/key.pem
     if [ ! -s "$CERT" ] || [ ! -s "$KEY" ]; then
-        echo "examples/tls.rs wrote no certificate:" >&2
+        echo "$DORMANT wrote no certificate:" >&2
         cat "$certdir/out" >&2
         exit 1
     fi
@@ -301,10 +300,9 @@ if [ -n "${CLOSE:-}" ]; then
 fi
 echo "wrk -t1 -c64 -d$DURATION $SCHEME, $connections, $mode, servers: 1 worker thread on CPU $SERVER_CPU, wrk on CPU $CLIENT_CPU"
 if [ -n "${TLS:-}" ]; then
-    echo "dormant: examples/tls.rs, hyper-util: benches/bin/hello_hyper_tls.rs (tokio-rustls), one self-signed certificate"
-else
-    echo "dormant park_after: ${PARK_AFTER_MS:-default} ms, PeerAddr extension: ${PEER_ADDR:-off}"
+    echo "dormant: hello_dormant_tls, hyper-util: hello_hyper_tls (tokio-rustls), one self-signed certificate"
 fi
+echo "dormant park_after: ${PARK_AFTER_MS:-default} ms, PeerAddr extension: ${PEER_ADDR:-off}"
 printf '%-6s %12s %12s %8s %12s %12s %8s\n' round "dormant req" "hyper req" ratio \
     "dormant µs" "hyper µs" "cpu h/d"
 ratios=""

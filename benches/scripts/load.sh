@@ -1,21 +1,25 @@
 #!/bin/bash
 # Keep-alive connections that think between requests: server CPU time per
-# request, latency and RSS per connection of dormant (examples/hello.rs)
-# against hyper-util (benches/bin/hello_hyper.rs), interleaved in one run.
+# request, latency and RSS per connection of dormant
+# (benches/bin/hello_dormant.rs) against hyper-util
+# (benches/bin/hello_hyper.rs), interleaved in one run.
 #
-#   benches/load.sh [ROUNDS] [WINDOW]       # default 3 rounds, 20 s window: the full matrix (~27 min)
-#   CELLS="5000:3" VARIANTS=default benches/load.sh 1 10
-#   CELLS="200:0.2 200:3" benches/load.sh 1 5   # a smoke run
-#   PAIRED=1 CELLS="5000:3" VARIANTS="default park_off" benches/load.sh 3 20
+#   benches/scripts/load.sh [ROUNDS] [WINDOW]   # default 3 rounds, 20 s window: the full matrix (~27 min)
+#   CELLS="5000:3" VARIANTS=default benches/scripts/load.sh 1 10
+#   CELLS="200:0.2 200:3" benches/scripts/load.sh 1 5   # a smoke run
+#   PAIRED=1 CELLS="5000:3" VARIANTS="default park_off" benches/scripts/load.sh 3 20
+#
+# Run it from anywhere: it works in the checkout that holds it.
 #
 # CELLS lists the cells as CONNS:THINK (THINK in seconds), default
 # "5000:0.005 5000:0.2 5000:3 15000:3". VARIANTS lists the dormant servers run
 # in each cell against hyper-util, default "default park_off dormant_off":
-# `default` is examples/hello with its defaults, `park_off` sets
-# PARK_AFTER_MS=off (park_after(None): connections keep hyper, never park),
-# `dormant_off` DORMANT_AFTER_MS=off (dormant_after(None): parked connections
-# stay in tokio, never DORMANT); `dormant_10s` (not run by default)
-# DORMANT_AFTER_MS=10000, a longer dormant_after than the default 1 s;
+# `default` is benches/bin/hello_dormant.rs with its defaults, `park_off`
+# sets PARK_AFTER_MS=off (park_after(None): connections keep hyper, never
+# park), `dormant_off` DORMANT_AFTER_MS=off (dormant_after(None): parked
+# connections stay in tokio, never DORMANT); `dormant_10s` (not run by
+# default) DORMANT_AFTER_MS=10000, a longer dormant_after than the default
+# 1 s;
 # `park_0` (not run by default) PARK_AFTER_MS=0, park_after(0): every
 # connection parks as soon as it is quiet.
 #
@@ -105,8 +109,8 @@ for call in epoll_wait epoll_ctl recvfrom writev write; do
 done
 HZ=$(getconf CLK_TCK)
 
-cd "$(dirname "$0")/.."
-cargo build --release --quiet --example hello --example hello_hyper --example load_client
+cd "$(dirname "$0")/../.."
+cargo build --release --quiet --example hello_dormant --example hello_hyper --example load_client
 TARGET=${CARGO_TARGET_DIR:-target}/release/examples
 
 ulimit -n "$(ulimit -Hn)"
@@ -183,7 +187,7 @@ stop() {
 # variant) on ADDR, pinned, logging to LOG, and waits until it listens;
 # sets $server.
 start() {
-    local bin=hello
+    local bin=hello_dormant
     local -a vars=()
     case $1 in
     hyper) bin=hello_hyper ;;
