@@ -68,12 +68,6 @@ pub trait Listener: Send + 'static {
 
     /// Returns the address the listener is bound to.
     fn local_addr(&self) -> io::Result<Addr<Self>>;
-
-    /// Told once, before the first accept, whether the server serves
-    /// HTTP/2 (a TLS listener then leaves `h2` out of the ALPN protocols it
-    /// offers). Most listeners ignore it.
-    #[doc(hidden)]
-    fn set_http2(&mut self, _enabled: bool) {}
 }
 
 impl Listener for TcpListener {

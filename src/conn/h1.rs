@@ -136,7 +136,7 @@ where
     let head_since = timing.head_since.unwrap_or_else(Instant::now);
     let tracker = Arc::new(Tracker::default());
     #[cfg(feature = "tls-no-provider")]
-    let tls = stream.tls_info();
+    let tls = stream.connected().tls_info;
     let io = ConnIo::new(stream, replay, tracker.clone(), CloseWatch::Watch);
     let svc = ConnService {
         inner: service.clone(),

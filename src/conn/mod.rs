@@ -49,7 +49,7 @@ use crate::io::Replay;
 use crate::service::{HttpService, ResBody};
 use crate::state::{Open, ServeState};
 use crate::stats::Gauge;
-use crate::transport::Seam;
+use crate::transport::{Alpn, Seam};
 use parked::{Clocks, ParkedWait, Wake};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -86,11 +86,11 @@ enum Protocol {
 /// Tells a connection's protocol: from ALPN when the transport has it
 /// (TLS), else from its first bytes (with `http2` on, the HTTP/2 preface
 /// means h2c with prior knowledge).
-fn detect(replay: &Replay, http2: bool, alpn_h2: Option<bool>) -> Protocol {
-    match alpn_h2 {
-        Some(true) if http2 => return Protocol::Http2,
-        Some(_) => return Protocol::Http1,
-        None => {}
+fn detect(replay: &Replay, http2: bool, alpn: Alpn) -> Protocol {
+    match alpn {
+        Alpn::H2 if http2 => return Protocol::Http2,
+        Alpn::H2 | Alpn::Http1 => return Protocol::Http1,
+        Alpn::Unchosen => {}
     }
     if replay.len() < H2_PREFACE.len() && replay.starts_with(&H2_PREFACE[..replay.len()]) {
         Protocol::Undecided
@@ -173,10 +173,6 @@ where
         };
         let mut first = origin == Origin::Accepted;
         let mut park_at_once = origin == Origin::Woken { slept_long: true };
-        #[cfg(feature = "tls-no-provider")]
-        if first && state.shared.config.tls_info {
-            stream.keep_tls_info();
-        }
         loop {
             // PARKED: no hyper state, no buffer. Whatever is not needed
             // across the wait is computed inside it, so the task does not
@@ -201,17 +197,11 @@ where
                             continue;
                         }
                     },
-                    Wake::Closed => {
-                        if stream.handshaking() {
-                            let stats = &state.shared.stats;
-                            stats.tls_handshake_failures.fetch_add(1, Relaxed);
-                        }
-                        return;
-                    }
+                    Wake::Closed => return,
                 };
                 let shared = &state.shared;
                 let protocol = if first {
-                    detect(&replay, shared.config.http2, stream.alpn_h2())
+                    detect(&replay, shared.config.http2, stream.connected().alpn)
                 } else {
                     shared.stats.wakes.fetch_add(1, Relaxed);
                     Protocol::Http1
@@ -219,10 +209,6 @@ where
                 if let Protocol::Undecided = protocol {
                     carried = replay.into_carried();
                     continue;
-                }
-                if first && T::HANDSHAKES {
-                    // Bytes came through: the handshake is complete.
-                    shared.stats.tls_handshakes.fetch_add(1, Relaxed);
                 }
                 first = false;
                 gauge.set_active();

@@ -17,7 +17,7 @@ use crate::lot::Parkable;
 use crate::shutdown::{Level, Watch};
 use crate::state::ServeState;
 use crate::timeout::Expiry;
-use crate::transport::Seam;
+use crate::transport::{Handshake, Seam};
 
 /// The clocks a connection keeps while PARKED.
 #[derive(Clone, Copy, Debug)]
@@ -87,13 +87,13 @@ impl<'a, T: Seam> ParkedWait<'a, T> {
         };
         // A handshake under way has its own, shorter bound, counted from
         // accept like the head's (see `handshake_done`).
-        if let (true, Some(since), Some(limit)) = (
-            stream.handshaking(),
-            clocks.head_since,
-            config.tls_handshake_timeout,
-        ) {
+        // (Asked only for a connection whose first request is on the
+        // clock: a woken one's wait does not ask its transport.)
+        if let (Some(since), Some(limit)) = (clocks.head_since, config.tls_handshake_timeout) {
             let at = since + limit;
-            if deadline.is_none_or(|(head, _)| at < head) {
+            if stream.connected().handshake == Handshake::UnderWay
+                && deadline.is_none_or(|(head, _)| at < head)
+            {
                 deadline = Some((at, Expiry::Handshake));
             }
         }
@@ -119,7 +119,7 @@ impl<T: Seam> ParkedWait<'_, T> {
     /// counted from the same accept (`Pending`, the timer registered).
     fn handshake_done(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Wake> {
         let mut this = self.project();
-        if this.stream.handshaking() {
+        if this.stream.connected().handshake == Handshake::UnderWay {
             return Poll::Ready(timed_out(Expiry::Handshake, this.state));
         }
         let timeouts = &this.state.shared.config.timeouts;

@@ -162,7 +162,7 @@ pub trait Parkable: Send + Sync + Sized + 'static {
 
 /// Registers a new connection with a lot: what a transport sees of it
 /// when dormant starts serving a connection.
-pub trait Register {
+pub(crate) trait Register: Sync {
     /// See [`Lot::register`].
     fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration>;
 }

@@ -14,7 +14,9 @@ use crate::listener::Listener;
 use crate::service::{HttpService, ResBody};
 use crate::shutdown::Level;
 use crate::state::{Open, ServeState};
-use crate::transport::{Seam, Transport};
+#[cfg(feature = "tls-no-provider")]
+use crate::transport::Handshakes;
+use crate::transport::{Seam, Serving, Transport};
 
 /// How a listener's connections are served.
 type Served<L> = <<L as Listener>::Io as Transport>::Served;
@@ -46,7 +48,15 @@ pub(super) async fn accept_until<L, S, B, F>(
     B: ResBody,
     F: Future<Output = ()> + Send + 'static,
 {
-    listener.set_http2(state.shared.config.http2);
+    #[cfg(feature = "tls-no-provider")]
+    let handshakes: Arc<dyn Handshakes> = state.shared.clone();
+    let serving = Serving {
+        lot: &state.lot,
+        #[cfg(feature = "tls-no-provider")]
+        config: &state.shared.config,
+        #[cfg(feature = "tls-no-provider")]
+        handshakes: &handshakes,
+    };
     let mut signal = std::pin::pin!(signal);
     let mut backoff = MIN_BACKOFF;
     loop {
@@ -64,7 +74,7 @@ pub(super) async fn accept_until<L, S, B, F>(
             Ok((stream, peer)) => {
                 backoff = MIN_BACKOFF;
                 state.shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
-                let stream = match stream.serve_in(&state.lot) {
+                let stream = match stream.serve_in(&serving) {
                     Ok(stream) => stream,
                     Err(error) => {
                         // Out of memory, or of epoll watches: the socket

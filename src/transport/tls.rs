@@ -52,7 +52,7 @@ use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedS
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::tls_info::{TlsInfo, recording_server_name};
-use super::{Peer, Register, Seam, Stream, Transport};
+use super::{Alpn, Connected, Handshake, Handshakes, Peer, Seam, Serving, Stream, Transport};
 use crate::lot::{Parkable, Registration};
 
 /// The largest TLS record on the wire: 16 KiB of plaintext plus TLS 1.2's
@@ -85,17 +85,95 @@ pub(crate) struct Tls {
     /// The session failed (a fatal alert was queued): nothing more is read
     /// or written through it.
     failed: bool,
-    /// `Some` when the server reports [`TlsInfo`] to handlers.
-    info: Option<Box<Info>>,
+    /// What the session keeps for the server beyond rustls's state:
+    /// `Some` from accept until its handshake completes, and after that
+    /// only when the server reports [`TlsInfo`] to handlers.
+    served: Option<Box<Served>>,
 }
 
-/// What a session that reports [`TlsInfo`] has learnt of its handshake.
-enum Info {
-    /// The handshake is under way; the server name is known once the
-    /// ClientHello is processed.
-    Handshaking(Option<Box<str>>),
-    /// The handshake is complete.
-    Done(TlsInfo),
+/// What a session keeps for the server.
+enum Served {
+    /// Accepted, not served yet: the configuration that offers HTTP/1.1
+    /// alone, to start over with if the server's HTTP/2 is off.
+    Accepted { http1: Arc<ServerConfig> },
+    /// Served, its handshake under way.
+    Handshaking {
+        /// Where the handshake's end is counted.
+        handshakes: Arc<dyn Handshakes>,
+        notes: Notes,
+    },
+    /// The handshake is complete, and the server reports what it
+    /// negotiated.
+    Negotiated(TlsInfo),
+}
+
+/// What a handshake under way notes for [`TlsInfo`].
+enum Notes {
+    /// Nothing: the server does not report it.
+    Nothing,
+    /// The server name the client asked for, once its ClientHello is
+    /// processed.
+    ServerName(Option<Box<str>>),
+}
+
+impl Tls {
+    /// Starts serving the session with what the server asks of it: the
+    /// HTTP/1.1-only configuration when its HTTP/2 is off, the counting
+    /// of the handshake's end, and the notes for [`TlsInfo`].
+    fn serve(&mut self, serving: &Serving<'_>) -> io::Result<()> {
+        let accepted = self.served.take();
+        if !self.conn.is_handshaking() {
+            return Ok(());
+        }
+        if let (Some(Served::Accepted { http1 }), false) = (accepted.as_deref(), serving.config.http2)
+        {
+            // No byte was processed yet: the session starts over.
+            self.conn = UnbufferedServerConnection::new(http1.clone()).map_err(tls_error)?;
+        }
+        let handshaking = Served::Handshaking {
+            handshakes: serving.handshakes.clone(),
+            notes: if serving.config.tls_info {
+                Notes::ServerName(None)
+            } else {
+                Notes::Nothing
+            },
+        };
+        self.served = Some(match accepted {
+            Some(mut served) => {
+                *served = handshaking;
+                served
+            }
+            None => Box::new(handshaking),
+        });
+        Ok(())
+    }
+
+    /// The handshake of a served session completed: counts it, and keeps
+    /// what it negotiated if the server reports that.
+    fn handshake_done(&mut self) {
+        let Some(mut served) = self.served.take() else {
+            return;
+        };
+        let Served::Handshaking { handshakes, notes } = &mut *served else {
+            self.served = Some(served);
+            return;
+        };
+        handshakes.completed();
+        if let Notes::ServerName(name) = notes {
+            if let Some(info) = TlsInfo::new(&self.conn, name.take()) {
+                *served = Served::Negotiated(info);
+                self.served = Some(served);
+            }
+        }
+    }
+}
+
+impl Drop for Tls {
+    fn drop(&mut self) {
+        if let Some(Served::Handshaking { handshakes, .. }) = self.served.as_deref() {
+            handshakes.failed();
+        }
+    }
 }
 
 impl fmt::Debug for Tls {
@@ -283,8 +361,14 @@ fn room(buf: &mut Vec<u8>, n: usize) -> &mut [u8] {
 }
 
 impl<IO> TlsStream<IO> {
-    /// A connection whose handshake has not begun.
-    pub(crate) fn new(io: IO, config: Arc<ServerConfig>) -> io::Result<Self> {
+    /// A connection whose handshake has not begun, on `config`; `http1`
+    /// is the configuration to start over with if the server's HTTP/2 is
+    /// off, when it differs.
+    pub(crate) fn new(
+        io: IO,
+        config: Arc<ServerConfig>,
+        http1: Option<Arc<ServerConfig>>,
+    ) -> io::Result<Self> {
         let conn = UnbufferedServerConnection::new(config).map_err(tls_error)?;
         Ok(TlsStream::from_parts(
             io,
@@ -294,7 +378,7 @@ impl<IO> TlsStream<IO> {
                 eof: false,
                 closing: false,
                 failed: false,
-                info: None,
+                served: http1.map(|http1| Box::new(Served::Accepted { http1 })),
             }),
         ))
     }
@@ -363,41 +447,32 @@ impl<IO> TlsStream<IO> {
         self.rec.bufs.as_ref().is_none_or(|bufs| bufs.is_quiet())
     }
 
-    /// From now on, notes what the handshake negotiates, for
-    /// [`tls_info`](Self::tls_info).
-    pub(crate) fn keep_info(&mut self) {
-        let tls = &mut self.rec.tls;
-        if tls.info.is_none() && tls.conn.is_handshaking() {
-            tls.info = Some(Box::new(Info::Handshaking(None)));
-        }
-    }
-
-    /// What the handshake negotiated, once it is complete, if the stream
-    /// was asked to [`keep_info`](Self::keep_info).
-    pub(crate) fn tls_info(&self) -> Option<TlsInfo> {
-        match self.rec.tls.info.as_deref() {
-            Some(Info::Done(info)) => Some(info.clone()),
-            _ => None,
-        }
-    }
-
-    /// [`process_records`](Self::process_records), noting what the
-    /// handshake negotiates while it is under way and the server reports
-    /// it.
+    /// [`process_records`](Self::process_records); while a served
+    /// session's handshake is under way, also notes the server name asked
+    /// for (when the server reports [`TlsInfo`]) and the handshake's end.
     fn process(&mut self, write: &[u8]) -> io::Result<Step> {
-        if !matches!(self.rec.tls.info.as_deref(), Some(Info::Handshaking(_))) {
+        let Some(Served::Handshaking { notes, .. }) = self.rec.tls.served.as_deref() else {
             return self.process_records(write);
-        }
-        let (step, asked) = recording_server_name(|| self.process_records(write));
+        };
+        let step = match notes {
+            Notes::Nothing => self.process_records(write),
+            Notes::ServerName(_) => {
+                let (step, asked) = recording_server_name(|| self.process_records(write));
+                if let Some(Served::Handshaking {
+                    notes: Notes::ServerName(name),
+                    ..
+                }) = self.rec.tls.served.as_deref_mut()
+                {
+                    if asked.is_some() {
+                        *name = asked;
+                    }
+                }
+                step
+            }
+        };
         let tls = &mut *self.rec.tls;
-        if let Some(Info::Handshaking(name)) = tls.info.as_deref_mut() {
-            if asked.is_some() {
-                *name = asked;
-            }
-            if !tls.conn.is_handshaking() {
-                tls.info =
-                    TlsInfo::new(&tls.conn, name.take()).map(|info| Box::new(Info::Done(info)));
-            }
+        if !tls.conn.is_handshaking() {
+            tls.handshake_done();
         }
         step
     }
@@ -830,22 +905,26 @@ where
         super::poll_read_ahead(self, cx)
     }
 
-    fn alpn_h2(&self) -> Option<bool> {
-        self.alpn_protocol().map(|p| p == b"h2")
-    }
-
-    const HANDSHAKES: bool = true;
-
-    fn handshaking(&self) -> bool {
-        self.rec.tls.conn.is_handshaking()
-    }
-
-    fn keep_tls_info(&mut self) {
-        self.keep_info();
-    }
-
-    fn tls_info(&self) -> Option<TlsInfo> {
-        TlsStream::tls_info(self)
+    fn connected(&self) -> Connected {
+        let tls = &*self.rec.tls;
+        if tls.conn.is_handshaking() {
+            return Connected {
+                handshake: Handshake::UnderWay,
+                ..Connected::default()
+            };
+        }
+        Connected {
+            handshake: Handshake::Settled,
+            alpn: match tls.conn.alpn_protocol() {
+                None => Alpn::Unchosen,
+                Some(b"h2") => Alpn::H2,
+                Some(_) => Alpn::Http1,
+            },
+            tls_info: match tls.served.as_deref() {
+                Some(Served::Negotiated(info)) => Some(info.clone()),
+                _ => None,
+            },
+        }
     }
 
     fn into_stream(self) -> io::Result<Stream> {
@@ -891,11 +970,10 @@ where
 
     type Served = TlsStream<IO::Served>;
 
-    fn serve_in(self, lot: &dyn Register) -> io::Result<TlsStream<IO::Served>> {
-        let TlsStream { io, rec } = self;
-        Ok(TlsStream {
-            io: io.serve_in(lot)?,
-            rec,
-        })
+    fn serve_in(self, serving: &Serving<'_>) -> io::Result<TlsStream<IO::Served>> {
+        let TlsStream { io, mut rec } = self;
+        let io = io.serve_in(serving)?;
+        rec.tls.serve(serving)?;
+        Ok(TlsStream { io, rec })
     }
 }
