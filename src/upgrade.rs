@@ -108,7 +108,7 @@ use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::oneshot;
 
 use crate::error::Error;
-use crate::lot::{self, Wakeup};
+use crate::lot;
 use crate::pool::{self, PoolStats};
 use crate::shutdown::Shutdown;
 use crate::transport::Seam;
@@ -413,19 +413,19 @@ pub struct Lot(Arc<Box<dyn Beds>>);
 /// The lot of one transport, as upgraded streams see it: the transport is
 /// erased, as in [`Stream`].
 trait Beds: Send + Sync {
-    fn sleep(&self, stream: Stream, callback: Box<dyn Callback>);
+    fn sleep(&self, stream: Stream, callback: Box<dyn Handler>);
     fn sleeping(&self) -> usize;
 }
 
 /// A lot whose sleepers are upgraded streams.
-pub(crate) type StreamLot<T> = lot::Lot<T, Box<dyn Callback>>;
+pub(crate) type StreamLot<T> = lot::Lot<T, Box<dyn Handler>>;
 
 impl<T: Seam> Beds for StreamLot<T> {
-    fn sleep(&self, stream: Stream, callback: Box<dyn Callback>) {
+    fn sleep(&self, stream: Stream, callback: Box<dyn Handler>) {
         match T::dormant_from_stream(stream) {
             Ok(Ok(dormant)) => lot::Lot::sleep(self, dormant, callback),
-            Ok(Err(error)) => callback.call(Woken::Failed(error)),
-            Err(_) => callback.call(Woken::Failed(io::Error::new(
+            Ok(Err(error)) => callback.run(Woken::Failed(error)),
+            Err(_) => callback.run(Woken::Failed(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "the stream came from a server with another kind of listener than this lot's",
             ))),
@@ -437,16 +437,16 @@ impl<T: Seam> Beds for StreamLot<T> {
     }
 }
 
-impl<T: Seam> Wakeup<T> for Box<dyn Callback> {
-    fn call(self, woke: lot::Woke<T::Dormant>) {
+impl<T: Seam> lot::Callback<T> for Box<dyn Handler> {
+    fn call(self, woken: lot::Woken<T::Dormant>) {
         let up = |dormant| T::dormant_into_stream(dormant).map(Upgraded::from);
-        let woken = match woke {
-            lot::Woke::Readable(dormant) => up(dormant).map(Woken::Readable),
-            lot::Woke::Eof(dormant) => up(dormant).map(Woken::Eof),
-            lot::Woke::Shutdown(dormant) => up(dormant).map(Woken::Shutdown),
-            lot::Woke::Failed(error) => Err(error),
+        let woken = match woken {
+            lot::Woken::Readable(dormant) => up(dormant).map(Woken::Readable),
+            lot::Woken::Eof(dormant) => up(dormant).map(Woken::Eof),
+            lot::Woken::Shutdown(dormant) => up(dormant).map(Woken::Shutdown),
+            lot::Woken::Failed(error) => Err(error),
         };
-        Callback::call(self, woken.unwrap_or_else(Woken::Failed));
+        self.run(woken.unwrap_or_else(Woken::Failed));
     }
 }
 
@@ -480,12 +480,12 @@ impl Lot {
         F: FnOnce(Woken) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let callback: Box<dyn Callback> = Box::new(callback);
+        let callback: Box<dyn Handler> = Box::new(callback);
         // Bytes already read (by hyper, or into a TLS session, where a
         // write decrypts what came with the records before it) would wait
         // for a readiness the socket never gives again.
         if !stream.leftover.is_empty() || stream.stream.has_buffered() {
-            return callback.call(Woken::Readable(stream));
+            return callback.run(Woken::Readable(stream));
         }
         self.0.sleep(stream.stream, callback);
     }
@@ -524,18 +524,19 @@ pub enum Woken {
     Failed(io::Error),
 }
 
-/// A sleeping stream's handler, boxed in the lot.
-pub(crate) trait Callback: Send + 'static {
-    /// Calls the handler in a new task.
-    fn call(self: Box<Self>, woken: Woken);
+/// A sleeping stream's handler (the callback given to [`Lot::sleep`]),
+/// boxed in the lot.
+pub(crate) trait Handler: Send + 'static {
+    /// Runs the handler in a new task.
+    fn run(self: Box<Self>, woken: Woken);
 }
 
-impl<F, Fut> Callback for F
+impl<F, Fut> Handler for F
 where
     F: FnOnce(Woken) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    fn call(self: Box<Self>, woken: Woken) {
+    fn run(self: Box<Self>, woken: Woken) {
         let callback = *self;
         // The handler runs in its own task, never in the lot's driver.
         tokio::spawn(async move { callback(woken).await });

@@ -273,7 +273,7 @@ where
     debug_assert!(replay.is_empty(), "quiet implies the replay was consumed");
     // Copy: `read_buf` is a view into hyper's whole read allocation.
     let carried = Bytes::copy_from_slice(&parts.read_buf);
-    let (quiet_since, head_since) = watchdog.parked_clocks(!carried.is_empty());
+    let (quiet_since, head_since) = watchdog.parked_clocks(&carried);
     Active::Parked(
         stream,
         carried,

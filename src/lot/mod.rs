@@ -76,10 +76,10 @@
 //! lot's second parameter, so that its owner stores its own (boxed)
 //! callbacks as they are. When one turns readable the lot asks the
 //! transport as above and calls the callback, exactly once, with the
-//! stream's parked form ([`Woke`]): readable, closed by the peer, or shut
+//! stream's parked form ([`Woken`]): readable, closed by the peer, or shut
 //! down; or with the error when the socket failed. Sleepers have no
 //! deadline. At shutdown ([`Lot::close_all`]) they are handed back with
-//! [`Woke::Shutdown`]. If the lot is dropped without being closed (the
+//! [`Woken::Shutdown`]. If the lot is dropped without being closed (the
 //! runtime shut down), sleeping streams are closed and their callbacks
 //! dropped uncalled.
 
@@ -167,7 +167,7 @@ pub(crate) trait Register: Sync {
     fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration>;
 }
 
-impl<T: Parkable, W: Wakeup<T>> Register for Lot<T, W> {
+impl<T: Parkable, W: Callback<T>> Register for Lot<T, W> {
     fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration> {
         Lot::register(self, fd)
     }
@@ -208,30 +208,43 @@ pub(crate) enum Closed {
 /// held, from the lot's task.
 pub(crate) trait Owner<T>: Send + Sync + 'static {
     /// A task-less connection turned readable (bytes, or the peer's close,
-    /// which its first read finds): it is served again. `last`: no other
-    /// connection of the same batch of events comes after it (the owner
-    /// may serve it in the lot's task; see `server::serve_woken`).
-    fn woken(&self, conn: T, slept: Slept, last: bool);
+    /// which its first read finds): it is served again. `turn` says whether
+    /// others of the same batch of events come after it (the owner may
+    /// serve the last in the lot's task; see `server::owner`).
+    fn woken(&self, conn: T, slept: Slept, turn: Turn);
     /// The lot closed `n` connections that waited on `from`.
     fn closed(&self, from: Rung, why: Closed, n: usize);
     /// `n` connections moved from PARKED to DORMANT.
     fn went_dormant(&self, n: usize);
 }
 
+/// Where a woken connection comes in its batch of events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// Others of the same batch come after it.
+    Before,
+    /// The last of its batch.
+    Last,
+}
+
 /// Why a sleeper's callback is called; carries the stream's parked form,
-/// out of the lot's poll.
+/// out of the lot's poll (the lot's side of `upgrade::Woken`).
 #[derive(Debug)]
-pub(crate) enum Woke<D> {
+pub(crate) enum Woken<D> {
+    /// Bytes arrived.
     Readable(D),
     /// The peer closed its side, with nothing left to read.
     Eof(D),
+    /// The lot closed ([`Lot::close_all`]), or was closed when the stream
+    /// came.
     Shutdown(D),
+    /// The socket failed, or the stream could not sleep; it is closed.
     Failed(io::Error),
 }
 
 /// A sleeper's callback, called exactly once.
-pub(crate) trait Wakeup<T: Parkable>: Send + 'static {
-    fn call(self, woke: Woke<T::Dormant>);
+pub(crate) trait Callback<T: Parkable>: Send + 'static {
+    fn call(self, woken: Woken<T::Dormant>);
 }
 
 /// A registered connection, by what it is doing.
@@ -363,8 +376,7 @@ struct Batch<T: Parkable, W> {
     /// Connections the peer closed (or that failed), to close.
     gone: Vec<(T::Dormant, Rung, Closed)>,
     /// Sleepers to take out of the poll and call back.
-    sleepers: Vec<(T::Dormant, W, Reason)>,
-    failed: Vec<(W, io::Error)>,
+    sleepers: Vec<(W, Woken<T::Dormant>)>,
 }
 
 impl<T: Parkable, W> Default for Batch<T, W> {
@@ -374,12 +386,11 @@ impl<T: Parkable, W> Default for Batch<T, W> {
             woken: Vec::new(),
             gone: Vec::new(),
             sleepers: Vec::new(),
-            failed: Vec::new(),
         }
     }
 }
 
-impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
+impl<T: Parkable, W: Callback<T>> Lot<T, W> {
     /// A lot that reports to `owner` and may act on a deadline up to
     /// `slack` late, to act on many at once. `registry` is that of the
     /// poll its driver runs ([`Lot::drive`]).
@@ -477,7 +488,7 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
     }
 
     /// Closes every parked and dormant connection, hands every sleeper back
-    /// with [`Woke::Shutdown`], and refuses new ones (shutdown, or the
+    /// with [`Woken::Shutdown`], and refuses new ones (shutdown, or the
     /// driver failed). Served connections are their tasks'.
     pub(crate) fn close_all(&self) {
         let shared = &*self.0;
@@ -508,23 +519,23 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
             .owner
             .closed(Rung::Dormant, Closed::Shutdown, n_dormant);
         for (conn, callback) in sleepers {
-            self.wake_sleeper(conn, callback, Reason::Shutdown);
+            self.wake_sleeper(callback, Woken::Shutdown(conn));
         }
     }
 
     /// Puts a stream that left tokio to sleep until it is readable, its
     /// peer closes it, or the lot closes; then calls `callback`, exactly
-    /// once, with the stream out of the lot's poll (see [`Woke`]).
+    /// once, with the stream out of the lot's poll (see [`Woken`]).
     pub(crate) fn sleep(&self, conn: T::Dormant, callback: W) {
         let mut inner = self.0.lock();
         if inner.closed {
             drop(inner);
-            return callback.call(Woke::Shutdown(conn));
+            return callback.call(Woken::Shutdown(conn));
         }
         let raw = conn.as_fd().as_raw_fd();
         let Some(key) = inner.slots.vacant_key() else {
             drop(inner);
-            return callback.call(Woke::Failed(io::Error::other("parking lot full")));
+            return callback.call(Woken::Failed(io::Error::other("parking lot full")));
         };
         // Registered while the lock is held: the driver cannot see the
         // event before the slab holds the stream, nor `close_all` take it
@@ -534,7 +545,7 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
             (self.0.registry).register(&mut SourceFd(&raw), token, Interest::READABLE)
         {
             drop(inner);
-            return callback.call(Woke::Failed(error));
+            return callback.call(Woken::Failed(error));
         }
         let callback = Box::new(callback);
         let _ = inner.slots.insert(Slot::Sleeping { conn, callback });
@@ -546,17 +557,15 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
         self.0.lock().sleeping
     }
 
-    /// Takes a sleeper out of the lot's poll and calls it back.
-    fn wake_sleeper(&self, conn: T::Dormant, callback: W, reason: Reason) {
-        let raw = conn.as_fd().as_raw_fd();
-        if let Err(error) = self.0.registry.deregister(&mut SourceFd(&raw)) {
-            return callback.call(Woke::Failed(error));
+    /// Takes a sleeper's stream out of the lot's poll and calls it back.
+    fn wake_sleeper(&self, callback: W, woken: Woken<T::Dormant>) {
+        if let Woken::Readable(conn) | Woken::Eof(conn) | Woken::Shutdown(conn) = &woken {
+            let raw = conn.as_fd().as_raw_fd();
+            if let Err(error) = self.0.registry.deregister(&mut SourceFd(&raw)) {
+                return callback.call(Woken::Failed(error));
+            }
         }
-        callback.call(match reason {
-            Reason::Readable => Woke::Readable(conn),
-            Reason::Eof => Woke::Eof(conn),
-            Reason::Shutdown => Woke::Shutdown(conn),
-        });
+        callback.call(woken);
     }
 
     /// Acts on a batch of events under the lot's lock; what needs no lock
@@ -620,18 +629,19 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
             match (slot, gone) {
                 (Slot::Sleeping { conn, callback }, gone) => {
                     inner.sleeping -= 1;
-                    let reason = match gone {
-                        None => Reason::Readable,
-                        Some(Closed::ByPeer) => Reason::Eof,
+                    let woken = match gone {
+                        None => Woken::Readable(conn),
+                        Some(Closed::ByPeer) => Woken::Eof(conn),
                         Some(_) => {
-                            let error = failure.unwrap_or_else(|| {
+                            // Closed here, under the lock, like a
+                            // task-less connection that failed.
+                            drop(conn);
+                            Woken::Failed(failure.unwrap_or_else(|| {
                                 io::Error::other("the socket failed while asleep")
-                            });
-                            batch.failed.push((*callback, error));
-                            continue;
+                            }))
                         }
                     };
-                    batch.sleepers.push((conn, *callback, reason));
+                    batch.sleepers.push((*callback, woken));
                 }
                 (Slot::Parked { conn, .. }, Some(why)) => {
                     batch.gone.push((conn, Rung::Parked, why))
@@ -669,16 +679,14 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
             drop(conn);
             shared.owner.closed(from, why, 1);
         }
-        for (conn, callback, reason) in batch.sleepers.drain(..) {
-            self.wake_sleeper(conn, callback, reason);
-        }
-        for (callback, error) in batch.failed.drain(..) {
-            callback.call(Woke::Failed(error));
+        for (callback, woken) in batch.sleepers.drain(..) {
+            self.wake_sleeper(callback, woken);
         }
         // Last: the owner may serve the last one here, in the lot's task.
         let n = batch.woken.len();
         for (i, (conn, slept)) in batch.woken.drain(..).enumerate() {
-            shared.owner.woken(conn, slept, i + 1 == n);
+            let turn = if i + 1 == n { Turn::Last } else { Turn::Before };
+            shared.owner.woken(conn, slept, turn);
         }
     }
 
@@ -825,13 +833,6 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
             }
         }
     }
-}
-
-/// Why a sleeper is woken.
-enum Reason {
-    Readable,
-    Eof,
-    Shutdown,
 }
 
 #[cfg(test)]

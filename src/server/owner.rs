@@ -12,8 +12,8 @@ use std::task::{Context, Poll, Waker};
 
 use tracing::error;
 
-use crate::conn::{self, Origin};
-use crate::lot::{self, Closed, Rung, Slept};
+use crate::conn::{self, Origin, Pause};
+use crate::lot::{self, Closed, Rung, Slept, Turn};
 use crate::service::{HttpService, ResBody};
 use crate::state::{Open, ServeState};
 use crate::transport::Seam;
@@ -21,13 +21,13 @@ use crate::transport::Seam;
 /// Serves a connection the parking lot handed back with bytes waiting (or
 /// the peer's close). It still counts as held.
 ///
-/// With `in_place`, the connection is first polled right here, in the
-/// lot's task, which the readiness that woke it has just woken: what
+/// With [`FirstPoll::InPlace`], the connection is first polled right
+/// here, in the lot's task, which the readiness that woke it has just woken: what
 /// hyper-util's connection task does in its own. Most wakes end in that
 /// poll (the request answered, the connection parked again), with no task
 /// spawned; one that does not (a service that waits, a response larger than
 /// the socket's buffer) goes on in a task of its own, whose first poll
-/// registers its wakers again. The owner asks for `in_place` for every
+/// registers its wakers again. The owner polls in place every
 /// connection on a runtime with one worker, where a spawned task would run
 /// on this thread right after the lot's anyway; with more, only for the
 /// last of a batch of events, which tokio would run next on this worker
@@ -38,8 +38,8 @@ fn serve_woken<T, S, B>(
     state: &Arc<ServeState<T>>,
     stream: T,
     service: &Arc<S>,
-    slept_long: bool,
-    in_place: bool,
+    pause: Pause,
+    first_poll: FirstPoll,
 ) where
     T: Seam,
     S: HttpService<B>,
@@ -58,9 +58,8 @@ fn serve_woken<T, S, B>(
             return;
         }
     };
-    let origin = Origin::Woken { slept_long };
-    let serve = conn::serve(stream, peer, service.clone(), open, origin);
-    if !in_place {
+    let serve = conn::serve(stream, peer, service.clone(), open, Origin::Woken(pause));
+    if first_poll == FirstPoll::InTask {
         tokio::spawn(serve);
         return;
     }
@@ -81,6 +80,25 @@ fn serve_woken<T, S, B>(
     }
 }
 
+/// Where a woken connection is polled first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FirstPoll {
+    /// In the lot's task, under `catch_unwind` (see [`serve_woken`]).
+    InPlace,
+    /// In a task of its own.
+    InTask,
+}
+
+/// How many workers the runtime has, which decides where woken connections
+/// are polled first (see [`serve_woken`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Workers {
+    /// One: every woken connection is polled in place.
+    One,
+    /// More: only the last of a batch of events is.
+    Many,
+}
+
 /// What the parking lot of a `serve` call reports to: connections it hands
 /// back are served again (see `serve_woken`), and what it closes is
 /// counted. Holds the state weakly: the state keeps the lot, which keeps
@@ -88,9 +106,7 @@ fn serve_woken<T, S, B>(
 pub(super) struct LotOwner<T: Seam, S, B> {
     state: Weak<ServeState<T>>,
     service: Arc<S>,
-    /// The runtime has one worker: every woken connection is first polled
-    /// in the lot's task, not only the last of a batch (see `serve_woken`).
-    one_worker: bool,
+    workers: Workers,
     body: PhantomData<fn() -> B>,
 }
 
@@ -102,7 +118,10 @@ impl<T: Seam, S, B> LotOwner<T, S, B> {
         LotOwner {
             state,
             service,
-            one_worker: tokio::runtime::Handle::current().metrics().num_workers() == 1,
+            workers: match tokio::runtime::Handle::current().metrics().num_workers() {
+                1 => Workers::One,
+                _ => Workers::Many,
+            },
             body: PhantomData,
         }
     }
@@ -114,26 +133,30 @@ where
     S: HttpService<B>,
     B: ResBody,
 {
-    fn woken(&self, conn: T, slept: Slept, last: bool) {
+    fn woken(&self, conn: T, slept: Slept, turn: Turn) {
         let Some(state) = self.state.upgrade() else {
             return;
         };
         let stats = &state.shared.stats;
-        let slept_long = match slept {
+        let config = &state.shared.config;
+        let long = match slept {
             Slept::Parked(slept) => {
                 stats.parked.fetch_sub(1, Ordering::Relaxed);
-                state.shared.config.park_after.is_some_and(|p| slept >= p)
+                config.park_after.is_some_and(|p| slept >= p)
             }
             Slept::Dormant => {
                 stats.lot_wakes.fetch_add(1, Ordering::Relaxed);
                 stats.dormant.fetch_sub(1, Ordering::Relaxed);
                 // It slept at least `dormant_after`.
-                let config = &state.shared.config;
                 matches!((config.park_after, config.dormant_after), (Some(p), Some(d)) if p <= d)
             }
         };
-        let in_place = self.one_worker || last;
-        serve_woken(&state, conn, &self.service, slept_long, in_place);
+        let pause = if long { Pause::Long } else { Pause::Short };
+        let first_poll = match (self.workers, turn) {
+            (Workers::One, _) | (Workers::Many, Turn::Last) => FirstPoll::InPlace,
+            (Workers::Many, Turn::Before) => FirstPoll::InTask,
+        };
+        serve_woken(&state, conn, &self.service, pause, first_poll);
     }
 
     fn closed(&self, from: Rung, why: Closed, n: usize) {

@@ -125,7 +125,8 @@ impl Tls {
         if !self.conn.is_handshaking() {
             return Ok(());
         }
-        if let (Some(Served::Accepted { http1 }), false) = (accepted.as_deref(), serving.config.http2)
+        if let (Some(Served::Accepted { http1 }), false) =
+            (accepted.as_deref(), serving.config.http2)
         {
             // No byte was processed yet: the session starts over.
             self.conn = UnbufferedServerConnection::new(http1.clone()).map_err(tls_error)?;
