@@ -10,8 +10,9 @@
 //! Caddy built each request's context with chains of Go's
 //! `context.WithValue` and string keys: every lookup walked the chain and
 //! compared strings, and every value cost an allocation. Moving to typed
-//! integer keys and one pooled map per request made request setup 2–3×
-//! faster with about 55% fewer allocations.
+//! integer keys and one pooled map per request made request setup several
+//! times faster, with about half the allocations (BENCHMARKS.md, "Context
+//! map", measures this module).
 //!
 //! [`http::Extensions`] is the type-keyed map every Rust HTTP stack uses. It
 //! is a good general tool but not a cheap one: the map itself is boxed and
@@ -379,19 +380,19 @@ impl Context {
         }
     }
 
-    /// The value stored under `key`.
+    /// Returns the value stored under `key`.
     #[inline]
     pub fn get<T: Send + Sync + 'static>(&self, key: &Key<T>) -> Option<&T> {
         self.cell(key)?.as_ref()
     }
 
-    /// The value stored under `key`, mutably.
+    /// Returns the value stored under `key`, mutably.
     #[inline]
     pub fn get_mut<T: Send + Sync + 'static>(&mut self, key: &Key<T>) -> Option<&mut T> {
         self.cell_mut(key)?.as_mut()
     }
 
-    /// The value stored under `key`, storing `make()` first if there is none.
+    /// Returns the value stored under `key`, storing `make()` first if there is none.
     pub fn get_or_insert_with<T: Send + Sync + 'static>(
         &mut self,
         key: &Key<T>,
@@ -418,13 +419,13 @@ impl Context {
         old
     }
 
-    /// Whether a value is stored under `key`.
+    /// Returns whether a value is stored under `key`.
     #[inline]
     pub fn contains<T: Send + Sync + 'static>(&self, key: &Key<T>) -> bool {
         self.get(key).is_some()
     }
 
-    /// How many values are stored.
+    /// Returns how many values are stored.
     ///
     /// Counted, not kept (keeping a count would cost every insert): linear
     /// in the number of keys this context has seen.
@@ -436,7 +437,7 @@ impl Context {
             .count()
     }
 
-    /// Whether no value is stored. Linear like [`len`](Self::len).
+    /// Returns whether no value is stored. Linear like [`len`](Self::len).
     pub fn is_empty(&self) -> bool {
         let generation = self.generation;
         !self.slots.iter().any(|slot| slot.generation == generation)
@@ -575,7 +576,7 @@ pub struct RequestContext {
 }
 
 impl RequestContext {
-    /// An empty context, recycled from this thread's free list when possible.
+    /// Creates an empty context, recycled from this thread's free list when possible.
     #[must_use]
     #[inline]
     pub fn new() -> Self {

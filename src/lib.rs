@@ -1,7 +1,7 @@
 //! An HTTP/1.1 and HTTP/2 server on tokio and hyper whose idle connections
 //! cost almost nothing.
 //!
-//! A keep-alive connection on a hyper or Go server holds 17–20 KiB while it
+//! A keep-alive connection on a hyper or Go server holds kilobytes while it
 //! waits for its next request: read and write buffers, parser state, a task.
 //! dormant serves each connection with hyper while requests flow, and takes
 //! hyper apart once the connection has been idle for a moment
@@ -61,8 +61,14 @@
 //!
 //! # What costs what
 //!
-//! See the README for the measured bytes per idle connection and the
-//! throughput against hyper-util, each with the command that reproduces it.
+//! A PARKED connection waits in the parking lot with its socket and a
+//! readiness cell, no task and no buffer; a DORMANT one keeps only its fd
+//! (and a TLS session's state) and its deadline in the lot's slot, beside
+//! the kernel's socket.
+//! BENCHMARKS.md has the measured bytes per idle connection and the
+//! throughput against hyper-util, each with the command that reproduces
+//! it; `docs/how-it-works.md` and `docs/architecture.md` explain the
+//! design.
 
 #![forbid(unsafe_code)]
 

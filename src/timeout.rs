@@ -18,8 +18,8 @@
 //! timer once per `park_after`, whatever its request rate. In between, the
 //! watchdog neither polls the timer (once it holds the task's waker, a look
 //! at its state is enough) nor recomputes deadlines while the connection is
-//! only ever seen quiet: `benches/instructions.sh` measured those two at
-//! ~200 instructions per request.
+//! only ever seen quiet: both would cost every request (BENCHMARKS.md,
+//! "Instructions per request").
 //!
 //! | phase, seen after hyper returned `Pending` | clock starts | timeout |
 //! |---|---|---|

@@ -92,7 +92,7 @@ impl TlsConfig {
         }
     }
 
-    /// A configuration with the certificate chain and private key in two
+    /// Makes a configuration with the certificate chain and private key in two
     /// PEM files (no client authentication), on the process's default
     /// crypto provider, or the one the crate's features chose.
     ///
@@ -130,7 +130,7 @@ impl TlsConfig {
         Ok(())
     }
 
-    /// The configuration new connections get: the one given, with
+    /// Returns the configuration new connections get: the one given, with
     /// dormant's ALPN protocols if it named none, and its certificate
     /// resolver wrapped in one that notes the server name the client asked
     /// for (for [`TlsInfo`]; it answers as yours does).
@@ -208,7 +208,7 @@ pub struct TlsListener<L> {
 }
 
 impl<L> TlsListener<L> {
-    /// TLS over `listener`'s connections, with `config`.
+    /// Serves TLS over `listener`'s connections, with `config`.
     pub fn new(listener: L, config: TlsConfig) -> Self {
         TlsListener {
             inner: listener,
@@ -216,7 +216,7 @@ impl<L> TlsListener<L> {
         }
     }
 
-    /// The listener underneath.
+    /// Returns the listener underneath.
     pub fn get_ref(&self) -> &L {
         &self.inner
     }

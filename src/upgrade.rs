@@ -59,8 +59,8 @@
 //!
 //! A handler whose stream is idle can give it, with its own small state, to
 //! the server's parking lot ([`Lot::sleep`]): the stream then has no task,
-//! no tokio registration and no buffer (a 16-byte slot, a 16-byte box and
-//! the boxed state, for TCP and Unix sockets alike). When bytes arrive, the peer closes, or the server shuts down, the
+//! no tokio registration and no buffer (its slot in the lot, a small box
+//! and the boxed state, for TCP and Unix sockets alike). When bytes arrive, the peer closes, or the server shuts down, the
 //! lot calls the handler back in a new task with [`Woken`]. The usual shape
 //! is a plain function that puts the stream to sleep with a callback that
 //! serves one wake-up and calls that function again:
@@ -260,6 +260,12 @@ impl Upgraded {
     /// the server read past the upgrade request come first. Each call
     /// returns at most one buffer's worth (4 KiB).
     ///
+    /// # Errors
+    ///
+    /// When reading from the socket fails.
+    ///
+    /// # Cancel safety
+    ///
     /// Cancel safe: dropped while waiting, no byte was read.
     pub async fn read_pooled(&mut self) -> io::Result<Option<PooledBytes>> {
         if !self.leftover.is_empty() {
@@ -287,12 +293,12 @@ impl Upgraded {
         .await
     }
 
-    /// The socket.
+    /// Returns the socket.
     pub fn get_ref(&self) -> &Stream {
         &self.stream
     }
 
-    /// The socket and the leftover bytes not read yet.
+    /// Returns the socket and the leftover bytes not read yet.
     pub fn into_inner(self) -> (Stream, Bytes) {
         (self.stream, self.leftover)
     }
@@ -458,9 +464,9 @@ impl Lot {
 
     /// Puts `stream` to sleep in the parking lot with `callback`, its
     /// handler's state. The stream then has no task, no tokio registration
-    /// and no buffer; the lot keeps 32 bytes for it plus the boxed
-    /// `callback`, whose size is what it captures (keep it small: the
-    /// protocol state between messages).
+    /// and no buffer; the lot keeps its fd and two pointers for it, plus
+    /// the boxed `callback`, whose size is what it captures (keep it small:
+    /// the protocol state between messages).
     ///
     /// `callback` is called exactly once, in a new tokio task, with the
     /// stream when bytes arrive ([`Woken::Readable`]), when the peer closes
@@ -474,7 +480,11 @@ impl Lot {
     /// docs](self)).
     ///
     /// Sleeping streams have no deadline: idle timeouts are the protocol's.
-    /// Must be called from within a tokio runtime.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime: the callback runs in a task
+    /// of its own.
     pub fn sleep<F, Fut>(&self, stream: Upgraded, callback: F)
     where
         F: FnOnce(Woken) -> Fut + Send + 'static,
@@ -490,7 +500,7 @@ impl Lot {
         self.0.sleep(stream.stream, callback);
     }
 
-    /// How many upgraded streams sleep in this lot now.
+    /// Returns how many upgraded streams sleep in this lot now.
     pub fn sleeping(&self) -> usize {
         self.0.sleeping()
     }

@@ -116,8 +116,7 @@ const EVENTS: usize = 256;
 /// A slab at most this long is kept when it empties.
 const SLOTS_KEEP: usize = 64;
 
-/// Readiness cells made at a time (see [`Inner::new_cell`]): 64 blocks of
-/// 112 B, 7 KiB.
+/// Readiness cells made at a time (see [`Inner::new_cell`]).
 const CELL_RUN: usize = 64;
 
 /// What the lot needs of the connections it holds: a transport's stream,
@@ -261,8 +260,8 @@ enum Slot<D, W> {
         deadline: Millis,
     },
     /// An upgraded stream asleep, registered for reading only. The
-    /// callback is boxed again so that the slot stays 16 bytes for a
-    /// plain socket.
+    /// callback is boxed again so that a plain socket's slot stays as
+    /// small as its `Dormant` form: an fd and a deadline.
     Sleeping { conn: D, callback: Box<W> },
 }
 
@@ -287,11 +286,9 @@ impl<D, W> Inner<D, W> {
     /// ACTIVE among short-lived blocks: hyper's two 8 KiB buffers, the
     /// phase's future, its task. Made one at a time, cells land among those
     /// blocks, and each keeps its page resident once they are freed; made
-    /// in runs, they fill pages of their own. `benches/idle_memory`, 10,000
-    /// PARKED connections, trimmed RSS per connection, medians of 8
-    /// interleaved runs: 358 B against 389 B one at a time (the second
-    /// 5,000: 158 B against 183 B). At most a run's worth, 7 KiB, waits
-    /// unused.
+    /// in runs, they fill pages of their own, which lowers the resident
+    /// memory of many PARKED connections (BENCHMARKS.md, "Idle memory").
+    /// At most one run's worth of cells waits unused.
     fn new_cell(&mut self) -> Arc<Cell> {
         if self.spare_cells.is_empty() {
             let run = (0..CELL_RUN).map(|_| Arc::new(Cell::default()));
@@ -765,7 +762,7 @@ impl<T: Parkable, W: Callback<T>> Lot<T, W> {
     /// deadline (`dormant_after`), and most are stale by then (the
     /// connection woke): without the slack, a lot whose connections park
     /// a few thousand times a second woke its task and tokio's timer once
-    /// for nearly every park (`benches/wake_instructions.sh`).
+    /// for nearly every park (BENCHMARKS.md, "Instructions per request").
     pub(crate) async fn drive(&self, poll: Poll) -> io::Result<()> {
         // Deprecated in tokio 1.54 because an arbitrary `AsRawFd` type might
         // close or swap its fd while registered; `mio::Poll` owns its epoll

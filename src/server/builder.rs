@@ -83,13 +83,14 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// How long an HTTP/1 connection must sit idle between requests before
-    /// its hyper state and buffers are dropped (the connection *parks*).
+    /// Sets how long an HTTP/1 connection must sit idle between requests
+    /// before its hyper state and buffers are dropped (the connection
+    /// *parks*).
     /// `None` never parks: connections then cost what they cost on hyper.
     ///
     /// Parking after every response would rebuild hyper for each request of
     /// a busy connection; a short delay keeps busy connections ACTIVE and
-    /// costs nothing measurable (see README, "Throughput").
+    /// costs no throughput (BENCHMARKS.md, "Throughput").
     ///
     /// A connection's pauses predict its next one: a connection woken
     /// after sleeping at least this long parks again as soon as its
@@ -105,21 +106,21 @@ impl Builder {
         self
     }
 
-    /// How long a task-less PARKED connection keeps its readiness cell
-    /// (104 bytes) before the parking lot frees it (DORMANT: the 16-byte
-    /// slot every connection has, plus the kernel's socket). Every
-    /// connection is registered with the lot once, at accept, so going
-    /// DORMANT and waking from it make no system call; a dormant wake
-    /// allocates the cell again (see README, "Load" and "Tuning
-    /// `dormant_after`"). `None` keeps parked connections' cells.
+    /// Sets how long a task-less PARKED connection keeps its readiness
+    /// cell before the parking lot frees it. A DORMANT connection keeps
+    /// its fd and deadline in the slot every connection has, plus the
+    /// kernel's socket. Every connection is registered with the lot once,
+    /// at accept, so going DORMANT and waking from it make no system call;
+    /// a dormant wake allocates the cell again (BENCHMARKS.md, "Idle
+    /// memory" and "Load"). `None` keeps parked connections' cells.
     ///
     /// A connection whose client pipelined part of a request stays PARKED
     /// (it holds those bytes), as do HTTP/2 connections (they never park).
     ///
     /// The lot acts on its deadlines (this one, and the idle timeout of
     /// the connections it holds) in batches, up to a sixteenth of the
-    /// shorter of the two late (at least 1 ms, at most 100 ms): 62 ms with
-    /// the default.
+    /// shorter of the two late (at least 1 ms, at most 100 ms): a sixteenth
+    /// of a second with the default.
     ///
     /// Default is 1 s.
     pub fn dormant_after(&mut self, after: impl Into<Option<Duration>>) -> &mut Self {
@@ -127,7 +128,7 @@ impl Builder {
         self
     }
 
-    /// How long a keep-alive connection may wait for the next request
+    /// Sets how long a keep-alive connection may wait for the next request
     /// before the server closes it, counted from when its last response was
     /// written (Go's `IdleTimeout`). A new connection waits for its first
     /// request under [`header_read_timeout`](Self::header_read_timeout)
@@ -144,8 +145,8 @@ impl Builder {
         self
     }
 
-    /// How long a client may take to send a request head (request line and
-    /// headers), counted from the first byte of the request after an idle
+    /// Sets how long a client may take to send a request head (request line
+    /// and headers), counted from the first byte of the request after an idle
     /// wait, or from accept for a connection's first request (Go's
     /// `ReadHeaderTimeout`). On expiry the connection is closed without a
     /// response, as Go and hyper do. This is what stops a slowloris client
@@ -162,8 +163,8 @@ impl Builder {
         self
     }
 
-    /// How long a client may take to send a whole request, head and body,
-    /// counted like [`header_read_timeout`](Self::header_read_timeout) (Go's
+    /// Sets how long a client may take to send a whole request, head and
+    /// body, counted like [`header_read_timeout`](Self::header_read_timeout) (Go's
     /// `ReadTimeout`). It applies while the handler still reads the body; a
     /// handler that answers without reading the body stops it. On expiry
     /// the connection is closed and a handler still reading gets an error
@@ -175,7 +176,7 @@ impl Builder {
         self
     }
 
-    /// How long writing a response may take, from when the handler returns
+    /// Sets how long writing a response may take, from when the handler returns
     /// it until its last byte is flushed to the socket. On expiry the
     /// connection is closed: this is what frees a connection whose client
     /// stopped reading. Unlike Go's `WriteTimeout`, the time the handler
@@ -189,7 +190,7 @@ impl Builder {
         self
     }
 
-    /// The most connections the server holds at once: ACTIVE, PARKED and
+    /// Sets the most connections the server holds at once: ACTIVE, PARKED and
     /// DORMANT ones all count, since each holds a file descriptor and
     /// kernel socket memory. At the limit the server stops accepting; new
     /// connections wait in the kernel's listen backlog until one closes.
@@ -198,13 +199,13 @@ impl Builder {
     ///
     /// Default is `None`: no limit beyond the process's file descriptor
     /// limit (running out of descriptors pauses accepting; see
-    /// [`Stats::accept_errors`]).
+    /// [`Stats::accept_errors`](crate::Stats::accept_errors)).
     pub fn max_connections(&mut self, max: impl Into<Option<usize>>) -> &mut Self {
         self.max_connections = max.into();
         self
     }
 
-    /// Whether connections that open with the HTTP/2 preface (h2c, "prior
+    /// Sets whether connections that open with the HTTP/2 preface (h2c, "prior
     /// knowledge") are served with HTTP/2. When off, hyper's HTTP/1 parser
     /// rejects the preface and the connection is closed without a response,
     /// as on a plain hyper HTTP/1 server.
@@ -215,7 +216,7 @@ impl Builder {
         self
     }
 
-    /// Whether HTTP/1 connections are kept alive between requests.
+    /// Sets whether HTTP/1 connections are kept alive between requests.
     ///
     /// Default is `true`.
     pub fn keep_alive(&mut self, enabled: bool) -> &mut Self {
@@ -223,8 +224,8 @@ impl Builder {
         self
     }
 
-    /// The largest request head (request line and headers) accepted, in
-    /// bytes; a larger one is answered with `431 Request Header Fields Too
+    /// Sets the largest request head (request line and headers) accepted,
+    /// in bytes; a larger one is answered with `431 Request Header Fields Too
     /// Large` and the connection is closed. Must be at least 8192.
     ///
     /// Default is 417,792 (hyper's default).
@@ -233,7 +234,7 @@ impl Builder {
         self
     }
 
-    /// The most headers a request may have; more are answered with `431`.
+    /// Sets the most headers a request may have; more are answered with `431`.
     ///
     /// Default is 100 (hyper's default).
     pub fn max_headers(&mut self, max: usize) -> &mut Self {
@@ -241,15 +242,15 @@ impl Builder {
         self
     }
 
-    /// Whether every request carries the client's address as a
+    /// Sets whether every request carries the client's address as a
     /// [`PeerAddr`](crate::PeerAddr) extension.
     ///
     /// Off by default, like axum's `ConnectInfo`, because it is not free:
     /// an extension is the only way an `http::Request` can carry the
     /// address, and the first extension of a request costs three
-    /// allocations (`http`'s map, its table and the boxed value) and ~750
-    /// instructions. On a hello-world server that is 1.5–3% of throughput
-    /// (README, "Throughput"). Turn it on when handlers need the address.
+    /// allocations (`http`'s map, its table and the boxed value), which a
+    /// hello-world server feels in its throughput (BENCHMARKS.md,
+    /// "Throughput"). Turn it on when handlers need the address.
     ///
     /// Default is `false`.
     pub fn peer_addr(&mut self, enabled: bool) -> &mut Self {
@@ -257,7 +258,7 @@ impl Builder {
         self
     }
 
-    /// Whether every request on a TLS connection carries what its handshake
+    /// Sets whether every request on a TLS connection carries what its handshake
     /// negotiated as a [`TlsInfo`](crate::tls::TlsInfo) extension: the
     /// server name the client asked for, the ALPN protocol, the TLS version
     /// and cipher suite, and the client's certificates (mutual TLS).
@@ -275,10 +276,10 @@ impl Builder {
         self
     }
 
-    /// How long a client may take to complete a TLS handshake, counted from
+    /// Sets how long a client may take to complete a TLS handshake, counted from
     /// accept (TLS listeners only; see [`tls`](crate)). A connection still
     /// handshaking then is closed and counted in
-    /// [`Stats::tls_handshake_timeouts`]. The `header_read_timeout` also
+    /// [`Stats::tls_handshake_timeouts`](crate::Stats::tls_handshake_timeouts). The `header_read_timeout` also
     /// counts from accept and bounds the handshake and the first request
     /// head together. `None` leaves only that one.
     ///
@@ -288,7 +289,7 @@ impl Builder {
         self
     }
 
-    /// How long a graceful shutdown waits for requests in flight before it
+    /// Sets how long a graceful shutdown waits for requests in flight before it
     /// closes their connections anyway. `None` waits as long as they take.
     ///
     /// Default is `None`, as Go's `Server.Shutdown` with a background
@@ -299,6 +300,14 @@ impl Builder {
     }
 
     /// Checks the configuration and builds the server.
+    ///
+    /// # Errors
+    ///
+    /// A configuration error ([`Error::is_config`]) names the setting that
+    /// is out of range: `max_header_bytes` below 8192, an `idle_timeout`
+    /// over 24 days, a zero `header_read_timeout`, `read_timeout`,
+    /// `write_timeout` or `tls_handshake_timeout` (`None` disables them),
+    /// or a zero `max_connections` or `max_headers`.
     pub fn build(&self) -> Result<Server, Error> {
         if self.max_header_bytes < 8192 {
             return Err(Error::config("max_header_bytes must be at least 8192"));

@@ -64,12 +64,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// A builder with default settings.
+    /// Returns a builder with default settings.
     pub fn builder() -> Builder {
         Builder::default()
     }
 
-    /// A snapshot of this server's counters.
+    /// Returns a snapshot of this server's counters.
     pub fn stats(&self) -> Stats {
         self.shared.stats.snapshot(self.shared.pool.stats())
     }
@@ -90,7 +90,23 @@ impl Server {
     ///
     /// Errors of single connections are logged (with `tracing`) and never
     /// end the server; nor do accept errors, which back off instead of
-    /// spinning. Needs a tokio runtime with I/O and time enabled.
+    /// spinning.
+    ///
+    /// # Errors
+    ///
+    /// The future fails only at its start, if the parking lot's poll cannot
+    /// be created (the process is out of file descriptors).
+    ///
+    /// # Panics
+    ///
+    /// The future panics if it is polled outside a tokio runtime with I/O
+    /// and time enabled.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops accepting and drops the listener; it does
+    /// not close the connections already accepted. To end them too, serve
+    /// [`with_graceful_shutdown`](Serve::with_graceful_shutdown).
     pub fn serve<L, S, B>(&self, listener: L, service: S) -> Serve<L, S>
     where
         L: Listener,

@@ -38,7 +38,7 @@ impl<L, S> Serve<L, S> {
 
     /// Shuts down gracefully once `signal` completes: stops accepting,
     /// closes idle (parked) connections at once, lets requests in flight
-    /// finish (up to [`Builder::shutdown_grace`]) and then closes their
+    /// finish (up to [`Builder::shutdown_grace`](crate::Builder::shutdown_grace)) and then closes their
     /// connections. The future resolves when every connection is gone.
     pub fn with_graceful_shutdown<F>(self, signal: F) -> WithGracefulShutdown<L, S, F>
     where

@@ -14,7 +14,7 @@
 //! | hyper's reads and writes | the socket's own non-blocking calls, when the lot's readiness says so | the same, over records decrypted into buffers taken from a per-thread cache while bytes move |
 //! | a wait for readiness that holds no buffer | the lot's readiness cell ([`Parkable::poll_read_ready`]) | the socket's, unless the session holds plaintext or a whole record already |
 //! | the peer's close while a request is answered ([`Seam::poll_peer`]) | a one-byte peek (TCP); a small read kept for hyper (Unix sockets: std has no stable peek) | a read: `close_notify` or application data, never a peek |
-//! | a *parked* form: the fd plus an optional state ([`Parkable::Dormant`]) | the socket alone: 4 bytes | the fd plus the boxed session (keys, sequence numbers, the start of a record), no record buffer |
+//! | a *parked* form: the fd plus an optional state ([`Parkable::Dormant`]) | the socket's fd alone | the fd plus the boxed session (keys, sequence numbers, the start of a record), no record buffer |
 //!
 //! What a TLS handshake negotiated, for handlers, is `tls_info.rs`.
 //!

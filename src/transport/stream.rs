@@ -27,7 +27,7 @@ enum Kind {
 }
 
 impl Stream {
-    /// The TCP socket, if the stream is one.
+    /// Returns the TCP socket, if the stream is one.
     pub fn as_tcp(&self) -> Option<&TcpStream> {
         match &self.0 {
             Kind::Tcp(stream) => Some(stream),
@@ -35,7 +35,7 @@ impl Stream {
         }
     }
 
-    /// The Unix socket, if the stream is one.
+    /// Returns the Unix socket, if the stream is one.
     pub fn as_unix(&self) -> Option<&UnixStream> {
         match &self.0 {
             Kind::Unix(stream) => Some(stream),
@@ -43,7 +43,7 @@ impl Stream {
         }
     }
 
-    /// The TLS session, if the stream is one; its transport is a `Stream`
+    /// Returns the TLS session, if the stream is one; its transport is a `Stream`
     /// again.
     #[cfg(feature = "tls-no-provider")]
     pub fn as_tls(&self) -> Option<&super::TlsStream<Stream>> {

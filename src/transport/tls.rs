@@ -1,9 +1,9 @@
 //! TLS over a plain transport, on rustls's unbuffered API.
 //!
 //! rustls's buffered `ServerConnection` keeps its incoming-record buffer
-//! (4 KiB, resized before every read and never freed) and its outgoing
-//! queue for the life of the session: ~7 KB an idle connection, before the
-//! socket and the task. Its unbuffered API (`UnbufferedServerConnection`)
+//! (resized before every read and never freed) and its outgoing queue for
+//! the life of the session: kilobytes an idle connection, before the socket
+//! and the task. Its unbuffered API (`UnbufferedServerConnection`)
 //! leaves both buffers to the caller, so here they exist only while bytes
 //! are on their way:
 //!
@@ -15,8 +15,8 @@
 //!               its fd
 //!   bufs        while bytes move, from a per-thread cache, given back
 //!               when a read finds nothing:
-//!     incoming  ciphertext read and not yet processed: a record buffer
-//!               (18.5 KiB)
+//!     incoming  ciphertext read and not yet processed: a buffer for the
+//!               largest record
 //!     outgoing  records encrypted and not yet written: freed once written
 //!     plain     plaintext decrypted and not yet read: freed once read
 //! ```
@@ -432,12 +432,12 @@ impl<IO> TlsStream<IO> {
             }
     }
 
-    /// The protocol the client and the server agreed on with ALPN.
+    /// Returns the protocol the client and the server agreed on with ALPN.
     pub fn alpn_protocol(&self) -> Option<&[u8]> {
         self.rec.tls.conn.alpn_protocol()
     }
 
-    /// The underlying transport.
+    /// Returns the underlying transport.
     pub fn get_ref(&self) -> &IO {
         &self.io
     }
