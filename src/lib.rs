@@ -71,6 +71,7 @@
 //! design.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Imports go one way (README, "Layout"): lot → transport → upgrade →
 // track → body, io, service → state → conn → server; none imports `server`.
@@ -91,6 +92,10 @@ mod state;
 mod stats;
 mod timeout;
 #[cfg(feature = "tls-no-provider")]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+)]
 pub mod tls;
 mod track;
 mod transport;

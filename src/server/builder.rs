@@ -271,6 +271,10 @@ impl Builder {
     ///
     /// Default is `false`.
     #[cfg(feature = "tls-no-provider")]
+    #[cfg_attr(
+        docsrs,
+        doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+    )]
     pub fn tls_info(&mut self, enabled: bool) -> &mut Self {
         self.tls_info = enabled;
         self

@@ -46,6 +46,10 @@ impl Stream {
     /// Returns the TLS session, if the stream is one; its transport is a `Stream`
     /// again.
     #[cfg(feature = "tls-no-provider")]
+    #[cfg_attr(
+        docsrs,
+        doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+    )]
     pub fn as_tls(&self) -> Option<&super::TlsStream<Stream>> {
         match &self.0 {
             Kind::Tls(stream) => Some(stream),
@@ -125,6 +129,10 @@ impl From<UnixStream> for Stream {
 }
 
 #[cfg(feature = "tls-no-provider")]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+)]
 impl From<super::TlsStream<TcpStream>> for Stream {
     fn from(stream: super::TlsStream<TcpStream>) -> Self {
         Stream(Kind::Tls(Box::new(stream.map_io(Stream::from))))
@@ -132,6 +140,10 @@ impl From<super::TlsStream<TcpStream>> for Stream {
 }
 
 #[cfg(feature = "tls-no-provider")]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+)]
 impl From<super::TlsStream<UnixStream>> for Stream {
     fn from(stream: super::TlsStream<UnixStream>) -> Self {
         Stream(Kind::Tls(Box::new(stream.map_io(Stream::from))))
@@ -139,6 +151,10 @@ impl From<super::TlsStream<UnixStream>> for Stream {
 }
 
 #[cfg(feature = "tls-no-provider")]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+)]
 impl TryFrom<Stream> for super::TlsStream<TcpStream> {
     type Error = Stream;
 
@@ -153,6 +169,10 @@ impl TryFrom<Stream> for super::TlsStream<TcpStream> {
 }
 
 #[cfg(feature = "tls-no-provider")]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+)]
 impl TryFrom<Stream> for super::TlsStream<UnixStream> {
     type Error = Stream;
 
