@@ -6,6 +6,9 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+#[cfg(doc)]
+use super::Context;
+
 /// Next index to hand out. `usize::MAX` is never handed out: inside a
 /// [`Key`] it means "unassigned", and as an index it is out of bounds of
 /// every slot array, so a read with an unassigned key needs no extra check.

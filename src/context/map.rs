@@ -51,7 +51,7 @@ fn drop_value<T: 'static>(cell: &mut (dyn Any + Send + Sync)) {
 /// A per-request map from [`Key`]s to values.
 ///
 /// Usually reached through [`ContextExt`] on a request; see the
-/// [module documentation](self) for how it is stored and recycled.
+/// [module documentation](super) for how it is stored and recycled.
 ///
 /// Purposefully not `Clone`: values are not required to be `Clone`.
 pub struct Context {

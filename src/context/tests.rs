@@ -3,9 +3,9 @@
 use super::request::{FREE, FREE_LIST_CAP};
 use super::*;
 use http::Request;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering;
 
 /// Counts its drops into a shared counter.
 #[derive(Debug)]

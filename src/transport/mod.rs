@@ -36,6 +36,8 @@ mod unix;
 use std::fmt;
 use std::io;
 
+#[cfg(doc)]
+use crate::lot::Parkable;
 pub(crate) use crate::lot::Register;
 #[cfg(feature = "tls-no-provider")]
 pub(crate) use sealed::Connected;

@@ -38,10 +38,12 @@
 //! while a request is answered is a read, never a peek: a `close_notify`
 //! ends the stream, application data is read ahead and replayed.
 
-use std::cell::RefCell;
+mod buffers;
+mod handshake;
+mod park;
+
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -51,9 +53,13 @@ use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::tls_info::{TlsInfo, recording_server_name};
-use super::{Alpn, Connected, Handshake, Handshakes, Peer, Seam, Serving, Stream, Transport};
-use crate::lot::{Parkable, Registration};
+#[cfg(doc)]
+use super::TlsInfo;
+use super::tls_info::recording_server_name;
+#[cfg(doc)]
+use crate::lot::Parkable;
+use buffers::{Buffers, append, room};
+use handshake::{Notes, Served};
 
 /// The largest TLS record on the wire: 16 KiB of plaintext plus TLS 1.2's
 /// largest expansion and the header.
@@ -61,16 +67,6 @@ const RECORD: usize = 16 * 1024 + 2048 + 5;
 
 /// The most plaintext encrypted per record.
 const MAX_PLAINTEXT: usize = 16 * 1024;
-
-/// How many [`Buffers`] one thread keeps for reuse.
-const CACHED_BUFFERS: usize = 16;
-
-thread_local! {
-    // Boxed: a stream takes the box itself, so taking and giving back
-    // moves a pointer, never allocates.
-    #[allow(clippy::vec_box)]
-    static BUFFERS: RefCell<Vec<Box<Buffers>>> = const { RefCell::new(Vec::new()) };
-}
 
 /// The session: what a TLS connection keeps while it waits.
 pub(crate) struct Tls {
@@ -89,92 +85,6 @@ pub(crate) struct Tls {
     /// `Some` from accept until its handshake completes, and after that
     /// only when the server reports [`TlsInfo`] to handlers.
     served: Option<Box<Served>>,
-}
-
-/// What a session keeps for the server.
-enum Served {
-    /// Accepted, not served yet: the configuration that offers HTTP/1.1
-    /// alone, to start over with if the server's HTTP/2 is off.
-    Accepted { http1: Arc<ServerConfig> },
-    /// Served, its handshake under way.
-    Handshaking {
-        /// Where the handshake's end is counted.
-        handshakes: Arc<dyn Handshakes>,
-        notes: Notes,
-    },
-    /// The handshake is complete, and the server reports what it
-    /// negotiated.
-    Negotiated(TlsInfo),
-}
-
-/// What a handshake under way notes for [`TlsInfo`].
-enum Notes {
-    /// Nothing: the server does not report it.
-    Nothing,
-    /// The server name the client asked for, once its ClientHello is
-    /// processed.
-    ServerName(Option<Box<str>>),
-}
-
-impl Tls {
-    /// Starts serving the session with what the server asks of it: the
-    /// HTTP/1.1-only configuration when its HTTP/2 is off, the counting
-    /// of the handshake's end, and the notes for [`TlsInfo`].
-    fn serve(&mut self, serving: &Serving<'_>) -> io::Result<()> {
-        let accepted = self.served.take();
-        if !self.conn.is_handshaking() {
-            return Ok(());
-        }
-        if let (Some(Served::Accepted { http1 }), false) =
-            (accepted.as_deref(), serving.config.http2)
-        {
-            // No byte was processed yet: the session starts over.
-            self.conn = UnbufferedServerConnection::new(http1.clone()).map_err(tls_error)?;
-        }
-        let handshaking = Served::Handshaking {
-            handshakes: serving.handshakes.clone(),
-            notes: if serving.config.tls_info {
-                Notes::ServerName(None)
-            } else {
-                Notes::Nothing
-            },
-        };
-        self.served = Some(match accepted {
-            Some(mut served) => {
-                *served = handshaking;
-                served
-            }
-            None => Box::new(handshaking),
-        });
-        Ok(())
-    }
-
-    /// The handshake of a served session completed: counts it, and keeps
-    /// what it negotiated if the server reports that.
-    fn handshake_done(&mut self) {
-        let Some(mut served) = self.served.take() else {
-            return;
-        };
-        let Served::Handshaking { handshakes, notes } = &mut *served else {
-            self.served = Some(served);
-            return;
-        };
-        handshakes.completed();
-        if let Notes::ServerName(name) = notes {
-            if let Some(info) = TlsInfo::new(&self.conn, name.take()) {
-                *served = Served::Negotiated(info);
-                self.served = Some(served);
-            }
-        }
-    }
-}
-
-impl Drop for Tls {
-    fn drop(&mut self) {
-        if let Some(Served::Handshaking { handshakes, .. }) = self.served.as_deref() {
-            handshakes.failed();
-        }
-    }
 }
 
 impl fmt::Debug for Tls {
@@ -221,92 +131,6 @@ impl Records {
     }
 }
 
-/// What a stream uses while bytes move.
-struct Buffers {
-    /// [`RECORD`] bytes while reading (or the start of a record, until a
-    /// read needs room), `in_len` of them filled.
-    incoming: Vec<u8>,
-    in_len: usize,
-    outgoing: Vec<u8>,
-    /// Bytes of `outgoing` already written.
-    sent: usize,
-    plain: Vec<u8>,
-    /// Bytes of `plain` already read.
-    plain_read: usize,
-}
-
-impl Buffers {
-    /// Buffers from this thread's cache (or new ones), holding `partial`
-    /// (the start of a record) first. New ones get their record buffer
-    /// from the first read that needs it ([`Self::make_room`]): a write
-    /// needs none.
-    fn take(partial: Vec<u8>) -> Box<Buffers> {
-        let mut bufs = BUFFERS
-            .with(|cache| cache.borrow_mut().pop())
-            .unwrap_or_else(|| {
-                Box::new(Buffers {
-                    incoming: Vec::new(),
-                    in_len: 0,
-                    outgoing: Vec::new(),
-                    sent: 0,
-                    plain: Vec::new(),
-                    plain_read: 0,
-                })
-            });
-        bufs.in_len = partial.len();
-        if bufs.incoming.len() == RECORD && partial.len() <= RECORD {
-            bufs.incoming[..partial.len()].copy_from_slice(&partial);
-        } else {
-            bufs.incoming = partial;
-        }
-        bufs
-    }
-
-    /// Makes `incoming` a whole record buffer, to read into.
-    fn make_room(&mut self) {
-        if self.incoming.len() != RECORD {
-            let mut record = vec![0; RECORD.max(self.in_len)];
-            record[..self.in_len].copy_from_slice(&self.incoming[..self.in_len]);
-            self.incoming = record;
-        }
-    }
-
-    /// Gives quiet buffers back to this thread's cache (or frees them);
-    /// returns the start of a record they held, copied to its size.
-    fn give(mut self: Box<Self>) -> Vec<u8> {
-        let partial = self.incoming[..self.in_len].to_vec();
-        if self.incoming.len() != RECORD {
-            self.incoming = Vec::new();
-        }
-        self.in_len = 0;
-        self.outgoing = Vec::new();
-        self.sent = 0;
-        self.plain = Vec::new();
-        self.plain_read = 0;
-        let _ = BUFFERS.try_with(|cache| {
-            let mut cache = cache.borrow_mut();
-            if cache.len() < CACHED_BUFFERS {
-                cache.push(self);
-            }
-        });
-        partial
-    }
-
-    /// Whether no plaintext waits to be read and no record to be written.
-    fn is_quiet(&self) -> bool {
-        self.plain_read == self.plain.len() && self.sent == self.outgoing.len()
-    }
-
-    /// Drops the first `n` processed bytes of `incoming`.
-    fn consume(&mut self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        self.incoming.copy_within(n..self.in_len, 0);
-        self.in_len -= n;
-    }
-}
-
 /// What processing the records at hand led to.
 enum Step {
     /// Plaintext is waiting in `plain`.
@@ -323,42 +147,6 @@ enum Step {
 
 fn tls_error(error: rustls::Error) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, error)
-}
-
-/// Appends to `buf` what `encode` writes into the room it is given: `need`
-/// bytes first, then as many as its error says it needs (`required`).
-fn append<E>(
-    buf: &mut Vec<u8>,
-    mut need: usize,
-    mut encode: impl FnMut(&mut [u8]) -> Result<usize, E>,
-    required: impl Fn(&E) -> Option<usize>,
-) -> io::Result<()>
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    loop {
-        let start = buf.len();
-        match encode(room(buf, need)) {
-            Ok(n) => {
-                buf.truncate(start + n);
-                return Ok(());
-            }
-            Err(error) => {
-                buf.truncate(start);
-                match required(&error) {
-                    Some(n) if n > need => need = n,
-                    _ => return Err(io::Error::other(error)),
-                }
-            }
-        }
-    }
-}
-
-/// Appends `n` zeroed bytes to `buf` and returns them, to be written into.
-fn room(buf: &mut Vec<u8>, n: usize) -> &mut [u8] {
-    let start = buf.len();
-    buf.resize(start + n, 0);
-    &mut buf[start..]
 }
 
 impl<IO> TlsStream<IO> {
@@ -800,181 +588,5 @@ impl<IO: fmt::Debug> fmt::Debug for TlsStream<IO> {
             .field("io", &self.io)
             .field("alpn", &self.alpn_protocol().map(String::from_utf8_lossy))
             .finish_non_exhaustive()
-    }
-}
-
-/// A TLS connection outside tokio: the transport's parked form and the
-/// session.
-#[derive(Debug)]
-pub struct DormantTls<D> {
-    fd: D,
-    tls: Box<Tls>,
-}
-
-impl<D: AsFd> AsFd for DormantTls<D> {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
-
-impl<IO> TlsStream<IO> {
-    /// Splits a quiet stream into its transport and its session, giving
-    /// back the buffers; the stream back if it is not quiet.
-    fn into_session(mut self) -> Result<(IO, Box<Tls>), Self> {
-        if !self.is_quiet() || self.has_buffered() {
-            // The driver parks only quiet connections (a read found
-            // nothing, and every write was flushed), and the upgrade lot
-            // hands back a stream with bytes to read: a record held here
-            // would wait for a readiness the socket never gives again.
-            return Err(self);
-        }
-        self.shed();
-        Ok((self.io, self.rec.tls))
-    }
-}
-
-impl<IO> Parkable for TlsStream<IO>
-where
-    IO: Parkable + AsyncRead + AsyncWrite + Unpin,
-    IO::Dormant: io::Write,
-{
-    type Dormant = DormantTls<IO::Dormant>;
-
-    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.has_buffered() {
-            return Poll::Ready(Ok(()));
-        }
-        self.io.poll_read_ready(cx)
-    }
-
-    fn read_ready(&self) -> bool {
-        self.has_buffered() || self.io.read_ready()
-    }
-
-    fn into_dormant(self) -> Result<(DormantTls<IO::Dormant>, Registration), Self> {
-        let (io, tls) = self.into_session()?;
-        match io.into_dormant() {
-            Ok((fd, registration)) => Ok((DormantTls { fd, tls }, registration)),
-            Err(io) => Err(TlsStream::from_parts(io, tls)),
-        }
-    }
-
-    fn from_dormant(dormant: DormantTls<IO::Dormant>, registration: Registration) -> Self {
-        TlsStream::from_parts(IO::from_dormant(dormant.fd, registration), dormant.tls)
-    }
-
-    fn peer_closed(_: &DormantTls<IO::Dormant>) -> Option<io::Result<bool>> {
-        // A `close_notify` is a record to decrypt: the connection's first
-        // read finds it.
-        None
-    }
-
-    fn close_dormant(mut dormant: DormantTls<IO::Dormant>) {
-        // `close_notify`, if the handshake is done and the socket takes
-        // the few bytes at once; a close without it otherwise. (rustls is
-        // given the bytes it was given last, as it must be.)
-        let tls = &mut *dormant.tls;
-        let status = tls.conn.process_tls_records(&mut tls.partial);
-        if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
-            let mut alert = [0; 64];
-            if let Ok(n) = traffic.queue_close_notify(&mut alert) {
-                let _ = io::Write::write(&mut dormant.fd, &alert[..n]);
-            }
-        }
-    }
-
-    fn close(self) {
-        if let Ok((dormant, _)) = self.into_dormant() {
-            Self::close_dormant(dormant);
-        }
-    }
-}
-
-impl<IO> Seam for TlsStream<IO>
-where
-    IO: Seam,
-    IO::Dormant: io::Write,
-{
-    type Addr = IO::Addr;
-
-    fn peer_addr(&self) -> io::Result<IO::Addr> {
-        self.io.peer_addr()
-    }
-
-    fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>> {
-        // `close_notify` is a record: a read, never a peek.
-        super::poll_read_ahead(self, cx)
-    }
-
-    fn connected(&self) -> Connected {
-        let tls = &*self.rec.tls;
-        if tls.conn.is_handshaking() {
-            return Connected {
-                handshake: Handshake::UnderWay,
-                ..Connected::default()
-            };
-        }
-        Connected {
-            handshake: Handshake::Settled,
-            alpn: match tls.conn.alpn_protocol() {
-                None => Alpn::Unchosen,
-                Some(b"h2") => Alpn::H2,
-                Some(_) => Alpn::Http1,
-            },
-            tls_info: match tls.served.as_deref() {
-                Some(Served::Negotiated(info)) => Some(info.clone()),
-                _ => None,
-            },
-        }
-    }
-
-    fn into_stream(self) -> io::Result<Stream> {
-        let TlsStream { io, rec } = self;
-        Ok(Stream::from_tls(TlsStream {
-            io: io.into_stream()?,
-            rec,
-        }))
-    }
-
-    fn dormant_from_stream(stream: Stream) -> Result<io::Result<DormantTls<IO::Dormant>>, Stream> {
-        let tls = stream.into_tls()?;
-        let (inner, tls) = match tls.into_session() {
-            Ok(parts) => parts,
-            Err(_) => {
-                return Ok(Err(io::Error::other(
-                    "a TLS stream with data on its way cannot sleep",
-                )));
-            }
-        };
-        match IO::dormant_from_stream(inner) {
-            Ok(fd) => Ok(fd.map(|fd| DormantTls { fd, tls })),
-            Err(inner) => Err(Stream::from_tls(TlsStream::from_parts(inner, tls))),
-        }
-    }
-
-    fn dormant_into_stream(dormant: DormantTls<IO::Dormant>) -> io::Result<Stream> {
-        let inner = IO::dormant_into_stream(dormant.fd)?;
-        Ok(Stream::from_tls(TlsStream::from_parts(inner, dormant.tls)))
-    }
-}
-
-impl<IO> Transport for TlsStream<IO>
-where
-    IO: Transport,
-    <IO::Served as Parkable>::Dormant: io::Write,
-{
-    type Addr = IO::Addr;
-
-    fn peer_addr(&self) -> io::Result<IO::Addr> {
-        self.io.peer_addr()
-    }
-
-    type Served = TlsStream<IO::Served>;
-
-    fn serve_in(self, serving: &Serving<'_>) -> io::Result<TlsStream<IO::Served>> {
-        let TlsStream { io, mut rec } = self;
-        let io = io.serve_in(serving)?;
-        rec.tls.serve(serving)?;
-        Ok(TlsStream { io, rec })
     }
 }
