@@ -25,7 +25,10 @@
 //! dormant (the lot keeps one idle timeout for all).
 //!
 //! The driver is generic over the transport `T`; what it asks of one is
-//! the [`Transport`] seam, so TCP and Unix sockets take the same path.
+//! the `Seam` trait, so TCP, Unix sockets and TLS take the same path.
+//! What a transport's own handshake settled (TLS: whether it is under way,
+//! the ALPN protocol, the TLS info for handlers) comes as one `Connected`
+//! value; the transport counts its handshakes itself.
 //! `h1` is the hyper seam for HTTP/1.1, where parking happens; `h2` serves
 //! HTTP/2, which does not park yet.
 
@@ -115,7 +118,7 @@ fn detect(replay: &Replay, config: &Config, alpn: Alpn) -> Protocol {
 
 /// The peer of a connection span: a connection woken in the lot has its
 /// address looked up only when something will show it (see
-/// `server::serve_woken`).
+/// `server::owner`).
 struct ShowPeer<'a, A>(&'a Option<A>);
 
 impl<A: fmt::Debug> fmt::Debug for ShowPeer<'_, A> {

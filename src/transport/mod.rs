@@ -6,10 +6,14 @@
 //! listener yields tokio's streams (the public [`Transport`]s); dormant
 //! serves each one as its [`Transport::Served`] form, registered with the
 //! parking lot for the connection's whole life (`Transport::serve_in`, at
-//! accept). The protocol drivers need from that form only four things, the
-//! [`Seam`] trait and the lot's [`Parkable`]:
+//! accept), told then what the server asks of it ([`Serving`]: the lot,
+//! and for TLS whether HTTP/2 is offered and TLS info kept). The protocol
+//! drivers need from that form only four things, the [`Seam`] trait and
+//! the lot's [`Parkable`], and one value of what the transport's own
+//! handshake settled ([`Connected`](sealed::Connected): under way or not, the ALPN protocol,
+//! the TLS info):
 //!
-//! | need | TCP, Unix socket (`socket.rs`) | TLS (`tls.rs`) |
+//! | need | TCP, Unix socket (`socket.rs`) | TLS (`tls/`) |
 //! |---|---|---|
 //! | hyper's reads and writes | the socket's own non-blocking calls, when the lot's readiness says so | the same, over records decrypted into buffers taken from a per-thread cache while bytes move |
 //! | a wait for readiness that holds no buffer | the lot's readiness cell ([`Parkable::poll_read_ready`]) | the socket's, unless the session holds plaintext or a whole record already |

@@ -88,7 +88,7 @@ impl Stream {
 
     /// Whether a read can return bytes the socket no longer has: the
     /// plaintext or whole records a TLS session holds (see
-    /// [`TlsStream::has_buffered`](super::TlsStream)). Such a stream must
+    /// `TlsStream::has_buffered`). Such a stream must
     /// not wait for the socket.
     pub(crate) fn has_buffered(&self) -> bool {
         match &self.0 {
