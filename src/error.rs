@@ -59,12 +59,12 @@ impl Error {
         )
     }
 
-    /// The builder was given an invalid configuration.
+    /// Returns true if the builder was given an invalid configuration.
     pub fn is_config(&self) -> bool {
         matches!(self.inner.kind, Kind::Config)
     }
 
-    /// [`upgrade::on`](crate::upgrade::on) found nothing to upgrade: the
+    /// Returns true if [`upgrade::on`](crate::upgrade::on) found nothing to upgrade: the
     /// request is not an HTTP/1.1 upgrade request (`Connection: upgrade`
     /// with an `Upgrade` header, or `CONNECT`), it came over HTTP/2, or
     /// `on` was already called for it.
@@ -72,14 +72,14 @@ impl Error {
         matches!(self.inner.kind, Kind::Unsupported)
     }
 
-    /// The handler answered the upgrade request without switching
+    /// Returns true if the handler answered the upgrade request without switching
     /// protocols (`101 Switching Protocols`, or a 2xx to `CONNECT`); the
     /// connection goes on serving HTTP.
     pub fn is_declined(&self) -> bool {
         matches!(self.inner.kind, Kind::Declined)
     }
 
-    /// The connection closed, failed, or was closed by a forced shutdown
+    /// Returns true if the connection closed, failed, or was closed by a forced shutdown
     /// before the upgraded stream could be handed off.
     pub fn is_closed(&self) -> bool {
         matches!(self.inner.kind, Kind::Closed)

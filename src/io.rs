@@ -20,9 +20,9 @@
 //!    notice a client that goes away and drop its handler. That read needs
 //!    room in hyper's read buffer, and the request just parsed still holds
 //!    slices of the old one, so hyper allocated a fresh 8 KiB buffer for
-//!    every request: two of a hello request's four allocations
-//!    (`benches/request_allocs.rs`) and 6% of its user-space instructions
-//!    (`benches/instructions.sh`). dormant turns
+//!    every request: half of a hello request's allocations, and a
+//!    noticeable share of its instructions (BENCHMARKS.md, "Allocations
+//!    per request" and "Instructions per request"). dormant turns
 //!    that read off (`half_close(true)`) and looks for the close itself,
 //!    in `poll_flush`, which hyper calls on every poll of the connection:
 //!    while a request whose body has been read waits for its answer, it

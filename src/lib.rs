@@ -1,7 +1,7 @@
 //! An HTTP/1.1 and HTTP/2 server on tokio and hyper whose idle connections
 //! cost almost nothing.
 //!
-//! A keep-alive connection on a hyper or Go server holds 17–20 KiB while it
+//! A keep-alive connection on a hyper or Go server holds kilobytes while it
 //! waits for its next request: read and write buffers, parser state, a task.
 //! dormant serves each connection with hyper while requests flow, and takes
 //! hyper apart once the connection has been idle for a moment
@@ -61,13 +61,22 @@
 //!
 //! # What costs what
 //!
-//! See the README for the measured bytes per idle connection and the
-//! throughput against hyper-util, each with the command that reproduces it.
+//! A PARKED connection waits in the parking lot with its socket and a
+//! readiness cell, no task and no buffer; a DORMANT one keeps only its fd
+//! (and a TLS session's state) and its deadline in the lot's slot, beside
+//! the kernel's socket.
+//! BENCHMARKS.md has the measured bytes per idle connection and the
+//! throughput against hyper-util, each with the command that reproduces
+//! it; `docs/how-it-works.md` and `docs/architecture.md` explain the
+//! design.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
-// Imports go one way (README, "Layout"): lot → transport → upgrade →
-// track → body, io, service → state → conn → server; none imports `server`.
+// Imports go one way (docs/architecture.md): lot → transport → upgrade →
+// track → body, io, service → state → conn → server; config, timeout,
+// stats, pool, shutdown, accounting and error are leaves any layer may use.
+// None imports `server`, and no two modules import each other.
 mod accounting;
 mod body;
 mod config;
@@ -85,6 +94,10 @@ mod state;
 mod stats;
 mod timeout;
 #[cfg(feature = "tls-no-provider")]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+)]
 pub mod tls;
 mod track;
 mod transport;

@@ -68,12 +68,6 @@ pub trait Listener: Send + 'static {
 
     /// Returns the address the listener is bound to.
     fn local_addr(&self) -> io::Result<Addr<Self>>;
-
-    /// Told once, before the first accept, whether the server serves
-    /// HTTP/2 (a TLS listener then leaves `h2` out of the ALPN protocols it
-    /// offers). Most listeners ignore it.
-    #[doc(hidden)]
-    fn set_http2(&mut self, _enabled: bool) {}
 }
 
 impl Listener for TcpListener {
@@ -135,7 +129,11 @@ impl UnixListener {
     ///
     /// When the socket cannot be bound (the path exists, its directory is
     /// missing or not writable, the path is too long); the error names the
-    /// path. Must be called within a tokio runtime.
+    /// path.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime with I/O enabled.
     pub fn bind(path: impl AsRef<Path>) -> io::Result<Self> {
         let path = path.as_ref();
         let error = |error: io::Error| {
@@ -161,7 +159,7 @@ impl UnixListener {
         })
     }
 
-    /// The path of the socket file.
+    /// Returns the path of the socket file.
     pub fn path(&self) -> &Path {
         &self.path
     }

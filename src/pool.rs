@@ -37,8 +37,7 @@ use std::sync::{Arc, LazyLock};
 ///
 /// Request heads are rarely larger than 1–2 KiB; whatever does not fit stays
 /// in the socket and hyper reads it itself. 4 KiB holds a typical head, and
-/// several small pipelined requests, in one `read` (see README, "pool buffer
-/// size").
+/// several small pipelined requests, in one `read`.
 pub(crate) const BUF_SIZE: usize = 4096;
 
 /// How many free buffers one thread keeps for reuse.

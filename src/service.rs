@@ -97,7 +97,8 @@ where
     fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         let span = tracing::trace_span!("request", method = %req.method(), uri = %req.uri());
         // Kept only when enabled: a disabled span still costs its moves,
-        // entries and drop on every request (`benches/instructions.sh`).
+        // entries and drop on every request (BENCHMARKS.md, "Instructions
+        // per request").
         let span = (!span.is_disabled()).then_some(span);
         let in_flight = self.tracker.request_started();
         let upgrade = Pending::check(&mut req, &self.tracker);

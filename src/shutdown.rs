@@ -182,7 +182,7 @@ impl Shutdown {
         Shutdown(signal.clone())
     }
 
-    /// Whether graceful shutdown has begun.
+    /// Returns whether graceful shutdown has begun.
     pub fn is_begun(&self) -> bool {
         self.0.is_at(Level::Draining)
     }

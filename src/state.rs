@@ -25,6 +25,17 @@ pub(crate) struct Shared {
     pub(crate) stats: Counters,
 }
 
+#[cfg(feature = "tls-no-provider")]
+impl crate::transport::Handshakes for Shared {
+    fn completed(&self) {
+        (self.stats.tls_handshakes).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn failed(&self) {
+        (self.stats.tls_handshake_failures).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// What the connections of one `serve` call share.
 pub(crate) struct ServeState<T: Seam> {
     pub(crate) shared: Arc<Shared>,

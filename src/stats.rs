@@ -125,7 +125,14 @@ impl Counters {
 #[derive(Debug)]
 pub(crate) struct Gauge<'a> {
     counters: &'a Counters,
-    active: bool,
+    phase: Phase,
+}
+
+/// The gauge a connection counts in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Active,
+    Parked,
 }
 
 impl<'a> Gauge<'a> {
@@ -133,37 +140,36 @@ impl<'a> Gauge<'a> {
         counters.parked.fetch_add(1, Relaxed);
         Gauge {
             counters,
-            active: false,
+            phase: Phase::Parked,
         }
     }
 
     fn current(&self) -> &AtomicUsize {
-        if self.active {
-            &self.counters.active
-        } else {
-            &self.counters.parked
+        match self.phase {
+            Phase::Active => &self.counters.active,
+            Phase::Parked => &self.counters.parked,
         }
     }
 
-    fn set(&mut self, active: bool) {
-        if self.active != active {
+    fn set(&mut self, phase: Phase) {
+        if self.phase != phase {
             self.current().fetch_sub(1, Relaxed);
-            self.active = active;
+            self.phase = phase;
             self.current().fetch_add(1, Relaxed);
         }
     }
 
     pub(crate) fn set_active(&mut self) {
-        self.set(true);
+        self.set(Phase::Active);
     }
 
     pub(crate) fn set_parked(&mut self) {
-        self.set(false);
+        self.set(Phase::Parked);
     }
 
     /// The parking lot counts the (parked) connection from now on.
     pub(crate) fn into_lot(self) {
-        debug_assert!(!self.active);
+        debug_assert_eq!(self.phase, Phase::Parked);
         std::mem::forget(self);
     }
 }

@@ -18,8 +18,8 @@
 //! timer once per `park_after`, whatever its request rate. In between, the
 //! watchdog neither polls the timer (once it holds the task's waker, a look
 //! at its state is enough) nor recomputes deadlines while the connection is
-//! only ever seen quiet: `benches/instructions.sh` measured those two at
-//! ~200 instructions per request.
+//! only ever seen quiet: both would cost every request (BENCHMARKS.md,
+//! "Instructions per request").
 //!
 //! | phase, seen after hyper returned `Pending` | clock starts | timeout |
 //! |---|---|---|
@@ -166,13 +166,14 @@ impl Watchdog {
     }
 
     /// When the connection became quiet (for the idle timeout once parked),
-    /// and when the partial request head it holds began, if it holds one.
-    pub(crate) fn parked_clocks(&self, holds_head: bool) -> (Instant, Option<Instant>) {
+    /// and when the partial request head it holds began, if it `carries`
+    /// the start of one.
+    pub(crate) fn parked_clocks(&self, carried: &[u8]) -> (Instant, Option<Instant>) {
         let now = Instant::now();
         let quiet_since = self.quiet.map_or(now, |(_, since)| since);
         // A head whose first byte the watchdog did not see began at the
         // latest now: counting from now never closes a client early.
-        let head_since = holds_head.then(|| self.head_since.unwrap_or(now));
+        let head_since = (!carried.is_empty()).then(|| self.head_since.unwrap_or(now));
         (quiet_since, head_since)
     }
 

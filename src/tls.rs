@@ -92,7 +92,7 @@ impl TlsConfig {
         }
     }
 
-    /// A configuration with the certificate chain and private key in two
+    /// Makes a configuration with the certificate chain and private key in two
     /// PEM files (no client authentication), on the process's default
     /// crypto provider, or the one the crate's features chose.
     ///
@@ -130,7 +130,7 @@ impl TlsConfig {
         Ok(())
     }
 
-    /// The configuration new connections get: the one given, with
+    /// Returns the configuration new connections get: the one given, with
     /// dormant's ALPN protocols if it named none, and its certificate
     /// resolver wrapped in one that notes the server name the client asked
     /// for (for [`TlsInfo`]; it answers as yours does).
@@ -142,13 +142,12 @@ impl TlsConfig {
             .clone()
     }
 
-    fn for_accept(&self, http2: bool) -> Arc<ServerConfig> {
+    /// The configuration a new connection starts with, and the one it
+    /// starts over with if the server's HTTP/2 is off, when it differs.
+    fn for_accept(&self) -> (Arc<ServerConfig>, Option<Arc<ServerConfig>>) {
         let configs = self.current.read().unwrap_or_else(|e| e.into_inner());
-        if http2 {
-            configs.both.clone()
-        } else {
-            configs.http1.clone()
-        }
+        let http1 = (!Arc::ptr_eq(&configs.both, &configs.http1)).then(|| configs.http1.clone());
+        (configs.both.clone(), http1)
     }
 }
 
@@ -206,20 +205,18 @@ fn config_from_pem_files(cert: &Path, key: &Path) -> io::Result<ServerConfig> {
 pub struct TlsListener<L> {
     inner: L,
     config: TlsConfig,
-    http2: bool,
 }
 
 impl<L> TlsListener<L> {
-    /// TLS over `listener`'s connections, with `config`.
+    /// Serves TLS over `listener`'s connections, with `config`.
     pub fn new(listener: L, config: TlsConfig) -> Self {
         TlsListener {
             inner: listener,
             config,
-            http2: true,
         }
     }
 
-    /// The listener underneath.
+    /// Returns the listener underneath.
     pub fn get_ref(&self) -> &L {
         &self.inner
     }
@@ -234,16 +231,12 @@ where
 
     async fn accept(&mut self) -> io::Result<(TlsStream<L::Io>, Addr<L>)> {
         let (io, peer) = self.inner.accept().await?;
-        let config = self.config.for_accept(self.http2);
-        let stream = TlsStream::new(io, config)?;
+        let (config, http1) = self.config.for_accept();
+        let stream = TlsStream::new(io, config, http1)?;
         Ok((stream, peer))
     }
 
     fn local_addr(&self) -> io::Result<Addr<L>> {
         self.inner.local_addr()
-    }
-
-    fn set_http2(&mut self, enabled: bool) {
-        self.http2 = enabled;
     }
 }

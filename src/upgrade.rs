@@ -59,8 +59,8 @@
 //!
 //! A handler whose stream is idle can give it, with its own small state, to
 //! the server's parking lot ([`Lot::sleep`]): the stream then has no task,
-//! no tokio registration and no buffer (a 16-byte slot, a 16-byte box and
-//! the boxed state, for TCP and Unix sockets alike). When bytes arrive, the peer closes, or the server shuts down, the
+//! no tokio registration and no buffer (its slot in the lot, a small box
+//! and the boxed state, for TCP and Unix sockets alike). When bytes arrive, the peer closes, or the server shuts down, the
 //! lot calls the handler back in a new task with [`Woken`]. The usual shape
 //! is a plain function that puts the stream to sleep with a callback that
 //! serves one wake-up and calls that function again:
@@ -108,7 +108,7 @@ use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::oneshot;
 
 use crate::error::Error;
-use crate::lot::{self, Wakeup};
+use crate::lot;
 use crate::pool::{self, PoolStats};
 use crate::shutdown::Shutdown;
 use crate::transport::Seam;
@@ -260,6 +260,12 @@ impl Upgraded {
     /// the server read past the upgrade request come first. Each call
     /// returns at most one buffer's worth (4 KiB).
     ///
+    /// # Errors
+    ///
+    /// When reading from the socket fails.
+    ///
+    /// # Cancel safety
+    ///
     /// Cancel safe: dropped while waiting, no byte was read.
     pub async fn read_pooled(&mut self) -> io::Result<Option<PooledBytes>> {
         if !self.leftover.is_empty() {
@@ -287,12 +293,12 @@ impl Upgraded {
         .await
     }
 
-    /// The socket.
+    /// Returns the socket.
     pub fn get_ref(&self) -> &Stream {
         &self.stream
     }
 
-    /// The socket and the leftover bytes not read yet.
+    /// Returns the socket and the leftover bytes not read yet.
     pub fn into_inner(self) -> (Stream, Bytes) {
         (self.stream, self.leftover)
     }
@@ -413,19 +419,19 @@ pub struct Lot(Arc<Box<dyn Beds>>);
 /// The lot of one transport, as upgraded streams see it: the transport is
 /// erased, as in [`Stream`].
 trait Beds: Send + Sync {
-    fn sleep(&self, stream: Stream, callback: Box<dyn Callback>);
+    fn sleep(&self, stream: Stream, callback: Box<dyn Handler>);
     fn sleeping(&self) -> usize;
 }
 
 /// A lot whose sleepers are upgraded streams.
-pub(crate) type StreamLot<T> = lot::Lot<T, Box<dyn Callback>>;
+pub(crate) type StreamLot<T> = lot::Lot<T, Box<dyn Handler>>;
 
 impl<T: Seam> Beds for StreamLot<T> {
-    fn sleep(&self, stream: Stream, callback: Box<dyn Callback>) {
+    fn sleep(&self, stream: Stream, callback: Box<dyn Handler>) {
         match T::dormant_from_stream(stream) {
             Ok(Ok(dormant)) => lot::Lot::sleep(self, dormant, callback),
-            Ok(Err(error)) => callback.call(Woken::Failed(error)),
-            Err(_) => callback.call(Woken::Failed(io::Error::new(
+            Ok(Err(error)) => callback.run(Woken::Failed(error)),
+            Err(_) => callback.run(Woken::Failed(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "the stream came from a server with another kind of listener than this lot's",
             ))),
@@ -437,16 +443,16 @@ impl<T: Seam> Beds for StreamLot<T> {
     }
 }
 
-impl<T: Seam> Wakeup<T> for Box<dyn Callback> {
-    fn call(self, woke: lot::Woke<T::Dormant>) {
+impl<T: Seam> lot::Callback<T> for Box<dyn Handler> {
+    fn call(self, woken: lot::Woken<T::Dormant>) {
         let up = |dormant| T::dormant_into_stream(dormant).map(Upgraded::from);
-        let woken = match woke {
-            lot::Woke::Readable(dormant) => up(dormant).map(Woken::Readable),
-            lot::Woke::Eof(dormant) => up(dormant).map(Woken::Eof),
-            lot::Woke::Shutdown(dormant) => up(dormant).map(Woken::Shutdown),
-            lot::Woke::Failed(error) => Err(error),
+        let woken = match woken {
+            lot::Woken::Readable(dormant) => up(dormant).map(Woken::Readable),
+            lot::Woken::Eof(dormant) => up(dormant).map(Woken::Eof),
+            lot::Woken::Shutdown(dormant) => up(dormant).map(Woken::Shutdown),
+            lot::Woken::Failed(error) => Err(error),
         };
-        Callback::call(self, woken.unwrap_or_else(Woken::Failed));
+        self.run(woken.unwrap_or_else(Woken::Failed));
     }
 }
 
@@ -458,9 +464,9 @@ impl Lot {
 
     /// Puts `stream` to sleep in the parking lot with `callback`, its
     /// handler's state. The stream then has no task, no tokio registration
-    /// and no buffer; the lot keeps 32 bytes for it plus the boxed
-    /// `callback`, whose size is what it captures (keep it small: the
-    /// protocol state between messages).
+    /// and no buffer; the lot keeps its fd and two pointers for it, plus
+    /// the boxed `callback`, whose size is what it captures (keep it small:
+    /// the protocol state between messages).
     ///
     /// `callback` is called exactly once, in a new tokio task, with the
     /// stream when bytes arrive ([`Woken::Readable`]), when the peer closes
@@ -474,23 +480,27 @@ impl Lot {
     /// docs](self)).
     ///
     /// Sleeping streams have no deadline: idle timeouts are the protocol's.
-    /// Must be called from within a tokio runtime.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime: the callback runs in a task
+    /// of its own.
     pub fn sleep<F, Fut>(&self, stream: Upgraded, callback: F)
     where
         F: FnOnce(Woken) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let callback: Box<dyn Callback> = Box::new(callback);
+        let callback: Box<dyn Handler> = Box::new(callback);
         // Bytes already read (by hyper, or into a TLS session, where a
         // write decrypts what came with the records before it) would wait
         // for a readiness the socket never gives again.
         if !stream.leftover.is_empty() || stream.stream.has_buffered() {
-            return callback.call(Woken::Readable(stream));
+            return callback.run(Woken::Readable(stream));
         }
         self.0.sleep(stream.stream, callback);
     }
 
-    /// How many upgraded streams sleep in this lot now.
+    /// Returns how many upgraded streams sleep in this lot now.
     pub fn sleeping(&self) -> usize {
         self.0.sleeping()
     }
@@ -524,18 +534,19 @@ pub enum Woken {
     Failed(io::Error),
 }
 
-/// A sleeping stream's handler, boxed in the lot.
-pub(crate) trait Callback: Send + 'static {
-    /// Calls the handler in a new task.
-    fn call(self: Box<Self>, woken: Woken);
+/// A sleeping stream's handler (the callback given to [`Lot::sleep`]),
+/// boxed in the lot.
+pub(crate) trait Handler: Send + 'static {
+    /// Runs the handler in a new task.
+    fn run(self: Box<Self>, woken: Woken);
 }
 
-impl<F, Fut> Callback for F
+impl<F, Fut> Handler for F
 where
     F: FnOnce(Woken) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    fn call(self: Box<Self>, woken: Woken) {
+    fn run(self: Box<Self>, woken: Woken) {
         let callback = *self;
         // The handler runs in its own task, never in the lot's driver.
         tokio::spawn(async move { callback(woken).await });

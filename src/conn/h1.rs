@@ -11,25 +11,29 @@
 //!   DORMANT holds less (the transport's fd and state, in the lot). Kept by
 //!   [`serve`] returning the transport alone from `into_parts`, and by the
 //!   driver's PARKED future (`parked`), which holds nothing else.
-//!   Tests: `benches/idle_memory` (heap per connection),
-//!   `tests/taskless_park.rs`, `tests/lot_dormant.rs`.
+//!   Tests: the ladder tests, which check over every transport that
+//!   PARKED and DORMANT connections hold no pool buffer and keep their fds
+//!   until closed; the idle memory bench (heap per connection).
 //! - **I2 Lossless.** Every byte read from a socket is parsed by hyper,
 //!   replayed to the next hyper connection (`Replay`, the copied
 //!   `read_buf`), or handed to the upgrade. Pipelined and split requests
-//!   behave exactly as on plain hyper. Tests: `tests/http1_differential.rs`
-//!   (against plain hyper), `tests/http1_park.rs`, `tests/unix_socket.rs`.
+//!   behave exactly as on plain hyper. Tests: the differential tests
+//!   against plain hyper, and the pipelining and split-request tests
+//!   across a park, over every transport.
 //! - **I3 Never mid-message.** hyper is taken apart only between messages:
 //!   see "When is hyper between messages?" below. Getting this wrong is a
-//!   request-smuggling bug, not a performance bug. Tests:
-//!   `tests/http1_body.rs`, `tests/http1_park.rs`.
+//!   request-smuggling bug, not a performance bug. Tests: the HTTP/1 body
+//!   tests (bodies read late, abandoned, or cut at a park) and the HTTP/1
+//!   parking tests.
 //! - **I4 No buffer across an idle await.** Pool buffers are taken after
 //!   readiness and returned before the next wait (`parked`, `ConnIo`'s
-//!   replay). Tests: the `pool.in_use` assertions of `tests/lot_dormant.rs`
-//!   and `tests/taskless_park.rs`.
+//!   replay). Tests: the `pool.in_use` assertions of the ladder tests, on
+//!   every rung and transport.
 //! - **I5 Upgrades keep nothing.** After the hand-off ([`hand_off`]), no
 //!   server structure (hyper connection, request, response, pool buffer,
-//!   connection slot) stays referenced by the upgraded stream. Tests:
-//!   `tests/upgrade.rs`, `benches/upgrade_memory.rs`.
+//!   connection slot) stays referenced by the upgraded stream. Tests: the
+//!   upgrade tests (hand-off, sleeping streams, shutdown), and the
+//!   upgraded memory bench.
 //!
 //! # When is hyper between messages?
 //!
@@ -136,7 +140,7 @@ where
     let head_since = timing.head_since.unwrap_or_else(Instant::now);
     let tracker = Arc::new(Tracker::default());
     #[cfg(feature = "tls-no-provider")]
-    let tls = stream.tls_info();
+    let tls = stream.connected().tls_info;
     let io = ConnIo::new(stream, replay, tracker.clone(), CloseWatch::Watch);
     let svc = ConnService {
         inner: service.clone(),
@@ -273,7 +277,7 @@ where
     debug_assert!(replay.is_empty(), "quiet implies the replay was consumed");
     // Copy: `read_buf` is a view into hyper's whole read allocation.
     let carried = Bytes::copy_from_slice(&parts.read_buf);
-    let (quiet_since, head_since) = watchdog.parked_clocks(!carried.is_empty());
+    let (quiet_since, head_since) = watchdog.parked_clocks(&carried);
     Active::Parked(
         stream,
         carried,

@@ -34,7 +34,7 @@ pub(super) async fn serve<T, S, B>(
     let tracker = Arc::new(Tracker::default());
     // h2 reads all the time and sees the close itself.
     #[cfg(feature = "tls-no-provider")]
-    let tls = stream.tls_info();
+    let tls = stream.connected().tls_info;
     let io = ConnIo::new(stream, replay, tracker.clone(), CloseWatch::Off);
     let svc = ConnService {
         inner: service,

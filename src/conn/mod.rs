@@ -25,7 +25,10 @@
 //! dormant (the lot keeps one idle timeout for all).
 //!
 //! The driver is generic over the transport `T`; what it asks of one is
-//! the [`Transport`] seam, so TCP and Unix sockets take the same path.
+//! the `Seam` trait, so TCP, Unix sockets and TLS take the same path.
+//! What a transport's own handshake settled (TLS: whether it is under way,
+//! the ALPN protocol, the TLS info for handlers) comes as one `Connected`
+//! value; the transport counts its handshakes itself.
 //! `h1` is the hyper seam for HTTP/1.1, where parking happens; `h2` serves
 //! HTTP/2, which does not park yet.
 
@@ -45,12 +48,13 @@ use bytes::Bytes;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, debug_span, trace};
 
+use crate::config::Config;
 use crate::io::Replay;
 use crate::service::{HttpService, ResBody};
 use crate::state::{Open, ServeState};
 use crate::stats::Gauge;
-use crate::transport::Seam;
-use parked::{Clocks, ParkedWait, Wake};
+use crate::transport::{Alpn, Seam};
+use parked::{Clocks, ParkedWait, Woken};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -59,10 +63,20 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 pub(crate) enum Origin {
     /// Just accepted: its first request is on the header clock from now.
     Accepted,
-    /// Handed back by the parking lot, with bytes waiting (or a close).
-    /// `slept_long`: it slept at least `park_after`, so its ACTIVE phase
-    /// parks it again as soon as it is quiet (see [`serve`]).
-    Woken { slept_long: bool },
+    /// Handed back by the parking lot, with bytes waiting (or a close),
+    /// after a pause of its client.
+    Woken(Pause),
+}
+
+/// How long a woken connection's client paused, against `park_after`: a
+/// connection's pauses predict its next one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pause {
+    /// Shorter: its ACTIVE phase waits `park_after` before parking again.
+    Short,
+    /// At least `park_after`: its ACTIVE phase parks again as soon as it is
+    /// quiet (see [`serve`]).
+    Long,
 }
 
 /// How an ACTIVE phase ended.
@@ -84,13 +98,14 @@ enum Protocol {
 }
 
 /// Tells a connection's protocol: from ALPN when the transport has it
-/// (TLS), else from its first bytes (with `http2` on, the HTTP/2 preface
-/// means h2c with prior knowledge).
-fn detect(replay: &Replay, http2: bool, alpn_h2: Option<bool>) -> Protocol {
-    match alpn_h2 {
-        Some(true) if http2 => return Protocol::Http2,
-        Some(_) => return Protocol::Http1,
-        None => {}
+/// (TLS), else from its first bytes (when the server serves HTTP/2, the
+/// HTTP/2 preface means h2c with prior knowledge).
+fn detect(replay: &Replay, config: &Config, alpn: Alpn) -> Protocol {
+    let http2 = config.http2;
+    match alpn {
+        Alpn::H2 if http2 => return Protocol::Http2,
+        Alpn::H2 | Alpn::Http1 => return Protocol::Http1,
+        Alpn::Unchosen => {}
     }
     if replay.len() < H2_PREFACE.len() && replay.starts_with(&H2_PREFACE[..replay.len()]) {
         Protocol::Undecided
@@ -103,7 +118,7 @@ fn detect(replay: &Replay, http2: bool, alpn_h2: Option<bool>) -> Protocol {
 
 /// The peer of a connection span: a connection woken in the lot has its
 /// address looked up only when something will show it (see
-/// `server::serve_woken`).
+/// `server::owner`).
 struct ShowPeer<'a, A>(&'a Option<A>);
 
 impl<A: fmt::Debug> fmt::Debug for ShowPeer<'_, A> {
@@ -172,11 +187,7 @@ where
             head_since: (origin == Origin::Accepted).then_some(accepted),
         };
         let mut first = origin == Origin::Accepted;
-        let mut park_at_once = origin == Origin::Woken { slept_long: true };
-        #[cfg(feature = "tls-no-provider")]
-        if first && state.shared.config.tls_info {
-            stream.keep_tls_info();
-        }
+        let mut park_at_once = origin == Origin::Woken(Pause::Long);
         loop {
             // PARKED: no hyper state, no buffer. Whatever is not needed
             // across the wait is computed inside it, so the task does not
@@ -184,12 +195,12 @@ where
             let active: ActiveFuture<'_, T> = {
                 let wait = ParkedWait::new(&mut stream, &state, carried, &clocks);
                 let replay = match wait.await {
-                    Wake::Read(replay) => replay,
-                    Wake::Shutdown => {
+                    Woken::Readable(replay) => replay,
+                    Woken::Shutdown => {
                         stream.close();
                         return;
                     }
-                    Wake::Quiet => match park_taskless(stream, &Bytes::new(), &clocks, &state) {
+                    Woken::Quiet => match park_taskless(stream, &Bytes::new(), &clocks, &state) {
                         Ok(()) => {
                             gauge.into_lot();
                             state.into_lot();
@@ -201,17 +212,11 @@ where
                             continue;
                         }
                     },
-                    Wake::Closed => {
-                        if stream.handshaking() {
-                            let stats = &state.shared.stats;
-                            stats.tls_handshake_failures.fetch_add(1, Relaxed);
-                        }
-                        return;
-                    }
+                    Woken::Closed => return,
                 };
                 let shared = &state.shared;
                 let protocol = if first {
-                    detect(&replay, shared.config.http2, stream.alpn_h2())
+                    detect(&replay, &shared.config, stream.connected().alpn)
                 } else {
                     shared.stats.wakes.fetch_add(1, Relaxed);
                     Protocol::Http1
@@ -219,10 +224,6 @@ where
                 if let Protocol::Undecided = protocol {
                     carried = replay.into_carried();
                     continue;
-                }
-                if first && T::HANDSHAKES {
-                    // Bytes came through: the handshake is complete.
-                    shared.stats.tls_handshakes.fetch_add(1, Relaxed);
                 }
                 first = false;
                 gauge.set_active();

@@ -17,7 +17,7 @@ use crate::lot::Parkable;
 use crate::shutdown::{Level, Watch};
 use crate::state::ServeState;
 use crate::timeout::Expiry;
-use crate::transport::Seam;
+use crate::transport::{Handshake, Seam};
 
 /// The clocks a connection keeps while PARKED.
 #[derive(Clone, Copy, Debug)]
@@ -32,9 +32,9 @@ pub(super) struct Clocks {
 }
 
 /// How a PARKED wait ended.
-pub(super) enum Wake {
+pub(super) enum Woken {
     /// Bytes arrived: serve them.
-    Read(Replay),
+    Readable(Replay),
     /// The connection is finished: the peer closed it, it failed, or a
     /// timeout passed.
     Closed,
@@ -61,7 +61,7 @@ pin_project! {
         // in bytes.
         why: Expiry,
         expired: bool,
-        // May end with `Wake::Quiet` (see there).
+        // May end with `Woken::Quiet` (see there).
         may_sleep: bool,
         #[pin]
         timer: Option<Sleep>,
@@ -87,13 +87,13 @@ impl<'a, T: Seam> ParkedWait<'a, T> {
         };
         // A handshake under way has its own, shorter bound, counted from
         // accept like the head's (see `handshake_done`).
-        if let (true, Some(since), Some(limit)) = (
-            stream.handshaking(),
-            clocks.head_since,
-            config.tls_handshake_timeout,
-        ) {
+        // (Asked only for a connection whose first request is on the
+        // clock: a woken one's wait does not ask its transport.)
+        if let (Some(since), Some(limit)) = (clocks.head_since, config.tls_handshake_timeout) {
             let at = since + limit;
-            if deadline.is_none_or(|(head, _)| at < head) {
+            if stream.connected().handshake == Handshake::UnderWay
+                && deadline.is_none_or(|(head, _)| at < head)
+            {
                 deadline = Some((at, Expiry::Handshake));
             }
         }
@@ -117,9 +117,9 @@ impl<T: Seam> ParkedWait<'_, T> {
     /// still handshaking (`Ready`); otherwise the handshake completed in
     /// time, and the timer moves on to the request head's deadline,
     /// counted from the same accept (`Pending`, the timer registered).
-    fn handshake_done(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Wake> {
+    fn handshake_done(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Woken> {
         let mut this = self.project();
-        if this.stream.handshaking() {
+        if this.stream.connected().handshake == Handshake::UnderWay {
             return Poll::Ready(timed_out(Expiry::Handshake, this.state));
         }
         let timeouts = &this.state.shared.config.timeouts;
@@ -150,16 +150,16 @@ impl<T: Seam> ParkedWait<'_, T> {
 }
 
 /// The deadline of a PARKED wait passed.
-fn timed_out<T: Seam>(why: Expiry, state: &ServeState<T>) -> Wake {
+fn timed_out<T: Seam>(why: Expiry, state: &ServeState<T>) -> Woken {
     debug!(?why, "timeout while parked");
     why.count(&state.shared.stats);
-    Wake::Closed
+    Woken::Closed
 }
 
 impl<T: Seam> Future for ParkedWait<'_, T> {
-    type Output = Wake;
+    type Output = Woken;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Wake> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Woken> {
         if self.expired && self.why == Expiry::Handshake {
             std::task::ready!(self.as_mut().handshake_done(cx));
         }
@@ -170,14 +170,14 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
         // Registered only before returning `Pending`: a woken connection's
         // wait ends in its first poll.
         if this.watch.level() >= Level::Draining {
-            return Poll::Ready(Wake::Shutdown);
+            return Poll::Ready(Woken::Shutdown);
         }
         // `poll_read_ready` keeps its waker in the connection's readiness
         // cell (the lot's); nothing is added to this task.
         if let Poll::Ready(ready) = Parkable::poll_read_ready(&**this.stream, cx) {
             if let Err(error) = ready {
                 closed_while_idle("parked", Some(&error));
-                return Poll::Ready(Wake::Closed);
+                return Poll::Ready(Woken::Closed);
             }
             // The buffer is taken only now, after readiness (I4).
             let mut buf = this.state.shared.pool.take();
@@ -192,20 +192,20 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
                         // EOF. Bytes of an incomplete request die with the
                         // connection, as they would on plain hyper.
                         closed_while_idle("parked", None);
-                        return Poll::Ready(Wake::Closed);
+                        return Poll::Ready(Woken::Closed);
                     }
-                    return Poll::Ready(Wake::Read(Replay {
+                    return Poll::Ready(Woken::Readable(Replay {
                         carried: std::mem::take(this.carried),
                         fresh: Some((buf, 0..n)),
                     }));
                 }
                 Poll::Ready(Err(error)) => {
                     closed_while_idle("parked", Some(&error));
-                    return Poll::Ready(Wake::Closed);
+                    return Poll::Ready(Woken::Closed);
                 }
                 // Nothing for the protocol: readiness cleared, the waker
                 // registered, the buffer back to the pool.
-                Poll::Pending if *this.may_sleep => return Poll::Ready(Wake::Quiet),
+                Poll::Pending if *this.may_sleep => return Poll::Ready(Woken::Quiet),
                 Poll::Pending => {}
             }
         }
@@ -218,7 +218,7 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
             }
         }
         if this.watch.poll_level(cx) >= Level::Draining {
-            return Poll::Ready(Wake::Shutdown);
+            return Poll::Ready(Woken::Shutdown);
         }
         Poll::Pending
     }

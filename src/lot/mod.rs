@@ -12,7 +12,8 @@
 //!
 //! The lot has no thread of its own. Its `mio::Poll`'s epoll fd is
 //! registered with tokio (`AsyncFd`), and one task per lot drives it
-//! ([`Lot::drive`]). Every connection is registered in that poll once, at
+//! ([`Lot::drive`], in `driver.rs`, with the handling of events and
+//! deadlines). Every connection is registered in that poll once, at
 //! accept ([`Lot::register`]), edge-triggered for reading (and for writing
 //! once a write finds the socket full), and stays there until it closes: a
 //! connection never moves between tokio's epoll and the lot's, so parking
@@ -76,14 +77,15 @@
 //! lot's second parameter, so that its owner stores its own (boxed)
 //! callbacks as they are. When one turns readable the lot asks the
 //! transport as above and calls the callback, exactly once, with the
-//! stream's parked form ([`Woke`]): readable, closed by the peer, or shut
+//! stream's parked form ([`Woken`]): readable, closed by the peer, or shut
 //! down; or with the error when the socket failed. Sleepers have no
 //! deadline. At shutdown ([`Lot::close_all`]) they are handed back with
-//! [`Woke::Shutdown`]. If the lot is dropped without being closed (the
+//! [`Woken::Shutdown`]. If the lot is dropped without being closed (the
 //! runtime shut down), sleeping streams are closed and their callbacks
 //! dropped uncalled.
 
 mod deadlines;
+mod driver;
 mod ready;
 mod slab;
 
@@ -95,29 +97,23 @@ use std::task::{Context, Poll as Ready, Waker};
 use std::time::Duration;
 
 use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
-use tokio::io::unix::AsyncFd;
+use mio::{Interest, Token};
 use tokio::time::Instant;
-use tracing::trace;
 
-use deadlines::{Clock, Deadlines, Millis, before, earliest};
+use deadlines::{Clock, Deadlines, Millis, earliest};
 pub(crate) use ready::Direction;
 #[expect(
     unreachable_pub,
     reason = "named by the sealed `Parkable` and `Register`, which `Transport` reaches"
 )]
 pub use ready::Registration;
-use ready::{Cell, Report, Table};
+use ready::{Cell, Table};
 use slab::Slab;
-
-/// Events collected per `epoll_wait`.
-const EVENTS: usize = 256;
 
 /// A slab at most this long is kept when it empties.
 const SLOTS_KEEP: usize = 64;
 
-/// Readiness cells made at a time (see [`Inner::new_cell`]): 64 blocks of
-/// 112 B, 7 KiB.
+/// Readiness cells made at a time (see [`Inner::new_cell`]).
 const CELL_RUN: usize = 64;
 
 /// What the lot needs of the connections it holds: a transport's stream,
@@ -162,12 +158,12 @@ pub trait Parkable: Send + Sync + Sized + 'static {
 
 /// Registers a new connection with a lot: what a transport sees of it
 /// when dormant starts serving a connection.
-pub trait Register {
+pub(crate) trait Register: Sync {
     /// See [`Lot::register`].
     fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration>;
 }
 
-impl<T: Parkable, W: Wakeup<T>> Register for Lot<T, W> {
+impl<T: Parkable, W: Callback<T>> Register for Lot<T, W> {
     fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration> {
         Lot::register(self, fd)
     }
@@ -208,30 +204,43 @@ pub(crate) enum Closed {
 /// held, from the lot's task.
 pub(crate) trait Owner<T>: Send + Sync + 'static {
     /// A task-less connection turned readable (bytes, or the peer's close,
-    /// which its first read finds): it is served again. `last`: no other
-    /// connection of the same batch of events comes after it (the owner
-    /// may serve it in the lot's task; see `server::serve_woken`).
-    fn woken(&self, conn: T, slept: Slept, last: bool);
+    /// which its first read finds): it is served again. `turn` says whether
+    /// others of the same batch of events come after it (the owner may
+    /// serve the last in the lot's task; see `server::owner`).
+    fn woken(&self, conn: T, slept: Slept, turn: Turn);
     /// The lot closed `n` connections that waited on `from`.
     fn closed(&self, from: Rung, why: Closed, n: usize);
     /// `n` connections moved from PARKED to DORMANT.
     fn went_dormant(&self, n: usize);
 }
 
+/// Where a woken connection comes in its batch of events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// Others of the same batch come after it.
+    Before,
+    /// The last of its batch.
+    Last,
+}
+
 /// Why a sleeper's callback is called; carries the stream's parked form,
-/// out of the lot's poll.
+/// out of the lot's poll (the lot's side of `upgrade::Woken`).
 #[derive(Debug)]
-pub(crate) enum Woke<D> {
+pub(crate) enum Woken<D> {
+    /// Bytes arrived.
     Readable(D),
     /// The peer closed its side, with nothing left to read.
     Eof(D),
+    /// The lot closed ([`Lot::close_all`]), or was closed when the stream
+    /// came.
     Shutdown(D),
+    /// The socket failed, or the stream could not sleep; it is closed.
     Failed(io::Error),
 }
 
 /// A sleeper's callback, called exactly once.
-pub(crate) trait Wakeup<T: Parkable>: Send + 'static {
-    fn call(self, woke: Woke<T::Dormant>);
+pub(crate) trait Callback<T: Parkable>: Send + 'static {
+    fn call(self, woken: Woken<T::Dormant>);
 }
 
 /// A registered connection, by what it is doing.
@@ -248,8 +257,8 @@ enum Slot<D, W> {
         deadline: Millis,
     },
     /// An upgraded stream asleep, registered for reading only. The
-    /// callback is boxed again so that the slot stays 16 bytes for a
-    /// plain socket.
+    /// callback is boxed again so that a plain socket's slot stays as
+    /// small as its `Dormant` form: an fd and a deadline.
     Sleeping { conn: D, callback: Box<W> },
 }
 
@@ -274,11 +283,9 @@ impl<D, W> Inner<D, W> {
     /// ACTIVE among short-lived blocks: hyper's two 8 KiB buffers, the
     /// phase's future, its task. Made one at a time, cells land among those
     /// blocks, and each keeps its page resident once they are freed; made
-    /// in runs, they fill pages of their own. `benches/idle_memory`, 10,000
-    /// PARKED connections, trimmed RSS per connection, medians of 8
-    /// interleaved runs: 358 B against 389 B one at a time (the second
-    /// 5,000: 158 B against 183 B). At most a run's worth, 7 KiB, waits
-    /// unused.
+    /// in runs, they fill pages of their own, which lowers the resident
+    /// memory of many PARKED connections (BENCHMARKS.md, "Idle memory").
+    /// At most one run's worth of cells waits unused.
     fn new_cell(&mut self) -> Arc<Cell> {
         if self.spare_cells.is_empty() {
             let run = (0..CELL_RUN).map(|_| Arc::new(Cell::default()));
@@ -354,32 +361,7 @@ impl<T: Parkable, W: Send + 'static> Table for Shared<T, W> {
     }
 }
 
-/// What a batch of events asks for once the lot's lock is released.
-struct Batch<T: Parkable, W> {
-    /// Tasks whose connection turned ready.
-    wake: Vec<Waker>,
-    /// Task-less connections to hand to the owner.
-    woken: Vec<(T, Slept)>,
-    /// Connections the peer closed (or that failed), to close.
-    gone: Vec<(T::Dormant, Rung, Closed)>,
-    /// Sleepers to take out of the poll and call back.
-    sleepers: Vec<(T::Dormant, W, Reason)>,
-    failed: Vec<(W, io::Error)>,
-}
-
-impl<T: Parkable, W> Default for Batch<T, W> {
-    fn default() -> Self {
-        Batch {
-            wake: Vec::new(),
-            woken: Vec::new(),
-            gone: Vec::new(),
-            sleepers: Vec::new(),
-            failed: Vec::new(),
-        }
-    }
-}
-
-impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
+impl<T: Parkable, W: Callback<T>> Lot<T, W> {
     /// A lot that reports to `owner` and may act on a deadline up to
     /// `slack` late, to act on many at once. `registry` is that of the
     /// poll its driver runs ([`Lot::drive`]).
@@ -477,7 +459,7 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
     }
 
     /// Closes every parked and dormant connection, hands every sleeper back
-    /// with [`Woke::Shutdown`], and refuses new ones (shutdown, or the
+    /// with [`Woken::Shutdown`], and refuses new ones (shutdown, or the
     /// driver failed). Served connections are their tasks'.
     pub(crate) fn close_all(&self) {
         let shared = &*self.0;
@@ -508,23 +490,23 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
             .owner
             .closed(Rung::Dormant, Closed::Shutdown, n_dormant);
         for (conn, callback) in sleepers {
-            self.wake_sleeper(conn, callback, Reason::Shutdown);
+            self.wake_sleeper(callback, Woken::Shutdown(conn));
         }
     }
 
     /// Puts a stream that left tokio to sleep until it is readable, its
     /// peer closes it, or the lot closes; then calls `callback`, exactly
-    /// once, with the stream out of the lot's poll (see [`Woke`]).
+    /// once, with the stream out of the lot's poll (see [`Woken`]).
     pub(crate) fn sleep(&self, conn: T::Dormant, callback: W) {
         let mut inner = self.0.lock();
         if inner.closed {
             drop(inner);
-            return callback.call(Woke::Shutdown(conn));
+            return callback.call(Woken::Shutdown(conn));
         }
         let raw = conn.as_fd().as_raw_fd();
         let Some(key) = inner.slots.vacant_key() else {
             drop(inner);
-            return callback.call(Woke::Failed(io::Error::other("parking lot full")));
+            return callback.call(Woken::Failed(io::Error::other("parking lot full")));
         };
         // Registered while the lock is held: the driver cannot see the
         // event before the slab holds the stream, nor `close_all` take it
@@ -534,7 +516,7 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
             (self.0.registry).register(&mut SourceFd(&raw), token, Interest::READABLE)
         {
             drop(inner);
-            return callback.call(Woke::Failed(error));
+            return callback.call(Woken::Failed(error));
         }
         let callback = Box::new(callback);
         let _ = inner.slots.insert(Slot::Sleeping { conn, callback });
@@ -546,292 +528,16 @@ impl<T: Parkable, W: Wakeup<T>> Lot<T, W> {
         self.0.lock().sleeping
     }
 
-    /// Takes a sleeper out of the lot's poll and calls it back.
-    fn wake_sleeper(&self, conn: T::Dormant, callback: W, reason: Reason) {
-        let raw = conn.as_fd().as_raw_fd();
-        if let Err(error) = self.0.registry.deregister(&mut SourceFd(&raw)) {
-            return callback.call(Woke::Failed(error));
+    /// Takes a sleeper's stream out of the lot's poll and calls it back.
+    fn wake_sleeper(&self, callback: W, woken: Woken<T::Dormant>) {
+        if let Woken::Readable(conn) | Woken::Eof(conn) | Woken::Shutdown(conn) = &woken {
+            let raw = conn.as_fd().as_raw_fd();
+            if let Err(error) = self.0.registry.deregister(&mut SourceFd(&raw)) {
+                return callback.call(Woken::Failed(error));
+            }
         }
-        callback.call(match reason {
-            Reason::Readable => Woke::Readable(conn),
-            Reason::Eof => Woke::Eof(conn),
-            Reason::Shutdown => Woke::Shutdown(conn),
-        });
+        callback.call(woken);
     }
-
-    /// Acts on a batch of events under the lot's lock; what needs no lock
-    /// is left in `batch`.
-    fn on_events(&self, events: &Events, batch: &mut Batch<T, W>) {
-        let shared = &self.0;
-        // Read once per batch, when a parked connection wakes.
-        let mut now = None;
-        let mut inner = shared.lock();
-        for event in events.iter() {
-            let Ok(key) = u32::try_from(event.token().0) else {
-                continue;
-            };
-            let closing = event.is_read_closed() || event.is_error();
-            let readable = event.is_readable() || closing;
-            let read = match (readable, closing) {
-                (_, true) => Report::Closed,
-                (true, false) => Report::Ready,
-                (false, false) => Report::Nothing,
-            };
-            let slot = match inner.slots.get_mut(key) {
-                Some(Slot::Served(cell)) => {
-                    let write = if event.is_write_closed() || event.is_error() {
-                        Report::Closed
-                    } else if event.is_writable() {
-                        Report::Ready
-                    } else {
-                        Report::Nothing
-                    };
-                    cell.set(read, write, &mut batch.wake);
-                    continue;
-                }
-                // Room to write (the ACK of the last response) does not
-                // wake a task-less connection.
-                Some(slot) if readable => slot,
-                _ => continue,
-            };
-            let conn = match slot {
-                Slot::Parked { conn, .. }
-                | Slot::Dormant { conn, .. }
-                | Slot::Sleeping { conn, .. } => conn,
-                Slot::Served(_) => continue,
-            };
-            // An event without the peer's close means bytes: no peek, the
-            // reader finds them. With the close, the transport tells bytes
-            // sent before it (serve them) from none (close the fd here).
-            let mut failure = None;
-            let gone = match closing.then(|| T::peer_closed(conn)).flatten() {
-                None | Some(Ok(false)) => None,
-                Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Some(Ok(true)) => Some(Closed::ByPeer),
-                Some(Err(error)) => {
-                    trace!(%error, "a task-less connection failed");
-                    failure = Some(error);
-                    Some(Closed::Failed)
-                }
-            };
-            let Some(slot) = inner.remove(key) else {
-                continue;
-            };
-            match (slot, gone) {
-                (Slot::Sleeping { conn, callback }, gone) => {
-                    inner.sleeping -= 1;
-                    let reason = match gone {
-                        None => Reason::Readable,
-                        Some(Closed::ByPeer) => Reason::Eof,
-                        Some(_) => {
-                            let error = failure.unwrap_or_else(|| {
-                                io::Error::other("the socket failed while asleep")
-                            });
-                            batch.failed.push((*callback, error));
-                            continue;
-                        }
-                    };
-                    batch.sleepers.push((conn, *callback, reason));
-                }
-                (Slot::Parked { conn, .. }, Some(why)) => {
-                    batch.gone.push((conn, Rung::Parked, why))
-                }
-                (Slot::Dormant { conn, .. }, Some(why)) => {
-                    batch.gone.push((conn, Rung::Dormant, why))
-                }
-                (Slot::Parked { conn, cell, .. }, None) => {
-                    let parked_at = cell.set_woken(read);
-                    let now = *now.get_or_insert_with(|| shared.clock.millis(Instant::now()));
-                    let slept = Duration::from_millis(now.wrapping_sub(parked_at).into());
-                    inner.slots.put_back(key, Slot::Served(cell.clone()));
-                    let registration = Registration::new(key, cell, shared.clone());
-                    batch
-                        .woken
-                        .push((T::from_dormant(conn, registration), Slept::Parked(slept)));
-                }
-                (Slot::Dormant { conn, .. }, None) => {
-                    let cell = inner.new_cell();
-                    cell.set_woken(read);
-                    inner.slots.put_back(key, Slot::Served(cell.clone()));
-                    let registration = Registration::new(key, cell, shared.clone());
-                    batch
-                        .woken
-                        .push((T::from_dormant(conn, registration), Slept::Dormant));
-                }
-                (Slot::Served(_), _) => {}
-            }
-        }
-        drop(inner);
-        batch.wake.drain(..).for_each(Waker::wake);
-        for (conn, from, why) in batch.gone.drain(..) {
-            trace!(?from, ?why, "task-less connection closed");
-            // Closed before the owner counts it.
-            drop(conn);
-            shared.owner.closed(from, why, 1);
-        }
-        for (conn, callback, reason) in batch.sleepers.drain(..) {
-            self.wake_sleeper(conn, callback, reason);
-        }
-        for (callback, error) in batch.failed.drain(..) {
-            callback.call(Woke::Failed(error));
-        }
-        // Last: the owner may serve the last one here, in the lot's task.
-        let n = batch.woken.len();
-        for (i, (conn, slept)) in batch.woken.drain(..).enumerate() {
-            shared.owner.woken(conn, slept, i + 1 == n);
-        }
-    }
-
-    /// Closes the connections whose idle deadline passed and moves
-    /// task-less PARKED ones whose dormant deadline passed to DORMANT;
-    /// returns how long until the next deadline.
-    fn expire(&self, now: Instant) -> Option<Duration> {
-        let shared = &*self.0;
-        let now = shared.clock.millis(now);
-        let mut inner = shared.lock();
-        let mut idle = Vec::new();
-        while let Some((deadline, key)) = inner.dormant_deadlines.pop_due(now) {
-            // A key reused since has a later deadline of its own.
-            if let Some(Slot::Dormant { deadline: d, .. }) = inner.slots.get(key) {
-                if *d == deadline {
-                    if let Some(Slot::Dormant { conn, .. }) = inner.remove(key) {
-                        idle.push((conn, Rung::Dormant));
-                    }
-                }
-            }
-        }
-        let mut entered = 0;
-        while let Some((due, key)) = inner.parked_deadlines.pop_due(now) {
-            // A key reused since has a later deadline of its own (or the
-            // same one, which has passed as well).
-            let until = match inner.slots.get(key) {
-                Some(Slot::Parked { cell, .. }) => match cell.parked() {
-                    (Some(d), until) if d == due => until,
-                    _ => continue,
-                },
-                _ => continue,
-            };
-            let Some(Slot::Parked { conn, .. }) = inner.remove(key) else {
-                continue;
-            };
-            if until.is_some_and(|until| !before(now, until)) {
-                idle.push((conn, Rung::Parked));
-                continue;
-            }
-            // The cell goes: a DORMANT connection keeps its fd and state.
-            let deadline = until.map(|until| inner.dormant_deadlines.push(until, key));
-            let conn = Slot::Dormant {
-                conn,
-                deadline: deadline.unwrap_or(0),
-            };
-            inner.slots.put_back(key, conn);
-            entered += 1;
-        }
-        let next = match (
-            inner.dormant_deadlines.next_in(now),
-            inner.parked_deadlines.next_in(now),
-        ) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        drop(inner);
-        let n_dormant = idle.iter().filter(|(_, r)| *r == Rung::Dormant).count();
-        let n_parked = idle.len() - n_dormant;
-        // Dropping them closes them.
-        drop(idle);
-        shared.owner.closed(Rung::Dormant, Closed::Idle, n_dormant);
-        shared.owner.closed(Rung::Parked, Closed::Idle, n_parked);
-        shared.owner.went_dormant(entered);
-        next
-    }
-
-    /// Runs the lot until its poll fails: hands readiness to the tasks that
-    /// wait for it and ready task-less connections to the owner, closes
-    /// those the peer closed or whose idle deadline passed. The caller
-    /// stops it by dropping the future, once no served connection is left
-    /// to need it.
-    ///
-    /// Deadlines are acted on in batches: after a pass the lot sleeps at
-    /// least the lot's `slack` (unless an event wakes it), so a deadline
-    /// is acted on up to `slack` late. Every parked connection has a
-    /// deadline (`dormant_after`), and most are stale by then (the
-    /// connection woke): without the slack, a lot whose connections park
-    /// a few thousand times a second woke its task and tokio's timer once
-    /// for nearly every park (`benches/wake_instructions.sh`).
-    pub(crate) async fn drive(&self, poll: Poll) -> io::Result<()> {
-        // Deprecated in tokio 1.54 because an arbitrary `AsRawFd` type might
-        // close or swap its fd while registered; `mio::Poll` owns its epoll
-        // fd for its whole life and always returns that one, which is the
-        // condition the `unsafe` replacement asks callers to promise.
-        #[allow(deprecated)]
-        let mut poll = AsyncFd::with_interest(poll, tokio::io::Interest::READABLE)?;
-        let mut events = Events::with_capacity(EVENTS);
-        let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
-        let mut batch = Batch::default();
-        let driver = std::future::poll_fn(|cx| Ready::Ready(cx.waker().clone())).await;
-        self.0.lock().driver = Some(driver);
-        let new_front = std::future::poll_fn(|_| {
-            let shared = &self.0;
-            if shared.new_front.load(Ordering::Acquire)
-                && shared.new_front.swap(false, Ordering::AcqRel)
-            {
-                Ready::Ready(())
-            } else {
-                // The driver's waker is the lot's already.
-                Ready::Pending
-            }
-        });
-        let mut new_front = std::pin::pin!(new_front);
-        // Deadlines are looked at when the timer fires or a new front
-        // comes, not after every batch of events: events add none (a park
-        // that does signals `new_front`).
-        let mut deadlines_due = true;
-        let mut next = None;
-        loop {
-            if std::mem::take(&mut deadlines_due) {
-                let now = Instant::now();
-                next = self.expire(now);
-                if let Some(next) = next {
-                    // A timer already set within the slack of the deadline
-                    // stays: moving it costs more than waking a little early.
-                    let at = now + next.max(self.0.slack);
-                    let set = timer.deadline();
-                    if at < set || at > set + self.0.slack {
-                        timer.as_mut().reset(at);
-                    }
-                }
-            }
-            tokio::select! {
-                biased;
-                guard = poll.readable_mut() => {
-                    let mut guard = guard?;
-                    events.clear();
-                    match guard.get_inner_mut().poll(&mut events, Some(Duration::ZERO)) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(e),
-                    }
-                    // A full batch may have left events behind: look again
-                    // before waiting for the next edge.
-                    if events.iter().count() < EVENTS {
-                        guard.clear_ready();
-                    }
-                    self.on_events(&events, &mut batch);
-                }
-                () = &mut timer, if next.is_some() => deadlines_due = true,
-                // Also with a timer set: a task-less PARKED connection's
-                // deadline may come before the dormant front.
-                () = new_front.as_mut() => deadlines_due = true,
-            }
-        }
-    }
-}
-
-/// Why a sleeper is woken.
-enum Reason {
-    Readable,
-    Eof,
-    Shutdown,
 }
 
 #[cfg(test)]

@@ -6,15 +6,19 @@
 //! listener yields tokio's streams (the public [`Transport`]s); dormant
 //! serves each one as its [`Transport::Served`] form, registered with the
 //! parking lot for the connection's whole life (`Transport::serve_in`, at
-//! accept). The protocol drivers need from that form only four things, the
-//! [`Seam`] trait and the lot's [`Parkable`]:
+//! accept), told then what the server asks of it ([`Serving`]: the lot,
+//! and for TLS whether HTTP/2 is offered and TLS info kept). The protocol
+//! drivers need from that form only four things, the [`Seam`] trait and
+//! the lot's [`Parkable`], and one value of what the transport's own
+//! handshake settled ([`Connected`](sealed::Connected): under way or not, the ALPN protocol,
+//! the TLS info):
 //!
-//! | need | TCP, Unix socket (`socket.rs`) | TLS (`tls.rs`) |
+//! | need | TCP, Unix socket (`socket.rs`) | TLS (`tls/`) |
 //! |---|---|---|
 //! | hyper's reads and writes | the socket's own non-blocking calls, when the lot's readiness says so | the same, over records decrypted into buffers taken from a per-thread cache while bytes move |
 //! | a wait for readiness that holds no buffer | the lot's readiness cell ([`Parkable::poll_read_ready`]) | the socket's, unless the session holds plaintext or a whole record already |
 //! | the peer's close while a request is answered ([`Seam::poll_peer`]) | a one-byte peek (TCP); a small read kept for hyper (Unix sockets: std has no stable peek) | a read: `close_notify` or application data, never a peek |
-//! | a *parked* form: the fd plus an optional state ([`Parkable::Dormant`]) | the socket alone: 4 bytes | the fd plus the boxed session (keys, sequence numbers, the start of a record), no record buffer |
+//! | a *parked* form: the fd plus an optional state ([`Parkable::Dormant`]) | the socket's fd alone | the fd plus the boxed session (keys, sequence numbers, the start of a record), no record buffer |
 //!
 //! What a TLS handshake negotiated, for handlers, is `tls_info.rs`.
 //!
@@ -36,8 +40,12 @@ mod unix;
 use std::fmt;
 use std::io;
 
+#[cfg(doc)]
+use crate::lot::Parkable;
 pub(crate) use crate::lot::Register;
-pub(crate) use sealed::{Peer, Seam};
+#[cfg(feature = "tls-no-provider")]
+pub(crate) use sealed::Connected;
+pub(crate) use sealed::{Alpn, Handshake, Peer, Seam};
 pub use stream::Stream;
 #[cfg(feature = "tls-no-provider")]
 pub use tls::TlsStream;
@@ -67,9 +75,41 @@ pub trait Transport: Send + Sized + 'static + sealed::Sealed {
     #[doc(hidden)]
     type Served: Seam<Addr = Self::Addr>;
 
-    /// Leaves tokio for the lot, for the connection's whole life.
+    /// Leaves tokio for the lot, for the connection's whole life, told
+    /// what the server asks of the transport.
     #[doc(hidden)]
-    fn serve_in(self, lot: &dyn Register) -> io::Result<Self::Served>;
+    fn serve_in(self, serving: &Serving<'_>) -> io::Result<Self::Served>;
+}
+
+/// What a transport is told when dormant starts serving one of its
+/// connections ([`Transport::serve_in`]): the lot to register with and,
+/// for a transport with a handshake of its own, what the server asks of it.
+pub struct Serving<'a> {
+    pub(crate) lot: &'a dyn Register,
+    /// The server's settings: whether it serves HTTP/2 (a TLS session
+    /// offers `h2` with ALPN only then) and reports [`TlsInfo`].
+    #[cfg(feature = "tls-no-provider")]
+    pub(crate) config: &'a crate::config::Config,
+    /// Where a TLS session counts how its handshake ends.
+    #[cfg(feature = "tls-no-provider")]
+    pub(crate) handshakes: &'a std::sync::Arc<dyn Handshakes>,
+}
+
+impl fmt::Debug for Serving<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Serving").finish_non_exhaustive()
+    }
+}
+
+/// Where a transport with a handshake of its own (TLS) counts how its
+/// handshakes end: the server's stats. The transport counts them, since
+/// only it knows when a handshake completes.
+#[cfg(feature = "tls-no-provider")]
+pub(crate) trait Handshakes: Send + Sync + 'static {
+    /// A handshake completed.
+    fn completed(&self);
+    /// A connection closed before its handshake completed.
+    fn failed(&self);
 }
 
 /// The most bytes a peer-close check that must read reads at once.
@@ -124,32 +164,11 @@ mod sealed {
         /// nothing arrived.
         fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>>;
 
-        /// Whether the client chose HTTP/2 (`Some(true)`) or HTTP/1.1
-        /// with ALPN; `None` when the transport has no ALPN (the driver
-        /// then recognises HTTP/2 by its preface).
-        fn alpn_h2(&self) -> Option<bool> {
-            None
-        }
-
-        /// Whether the transport begins with a handshake (TLS).
-        const HANDSHAKES: bool = false;
-
-        /// Whether a handshake is still under way: a connection that
-        /// closes now counts as a failed handshake.
-        fn handshaking(&self) -> bool {
-            false
-        }
-
-        /// From now on, keeps what the TLS handshake negotiates, for
-        /// [`tls_info`](Self::tls_info).
-        #[cfg(feature = "tls-no-provider")]
-        fn keep_tls_info(&mut self) {}
-
-        /// What the TLS handshake negotiated, once it is complete, when
-        /// the transport was asked to [`keep_tls_info`](Self::keep_tls_info).
-        #[cfg(feature = "tls-no-provider")]
-        fn tls_info(&self) -> Option<super::TlsInfo> {
-            None
+        /// Returns what the transport's own handshake has settled so far:
+        /// the one thing the driver asks a transport about itself. A
+        /// transport without a handshake has settled nothing.
+        fn connected(&self) -> Connected {
+            Connected::default()
         }
 
         /// Leaves the lot for tokio, with the transport erased, for the
@@ -163,6 +182,45 @@ mod sealed {
 
         /// A sleeping upgraded stream back in tokio.
         fn dormant_into_stream(dormant: Self::Dormant) -> io::Result<Stream>;
+    }
+
+    /// What a transport's handshake has settled, as the protocol drivers
+    /// see it: one value, as hyper's client `Connection::connected` hands
+    /// one `Connected`, so that the drivers know nothing of TLS.
+    #[derive(Clone, Debug, Default)]
+    pub struct Connected {
+        /// Whether the handshake is still under way.
+        pub handshake: Handshake,
+        /// The application protocol the handshake chose.
+        pub alpn: Alpn,
+        /// What a TLS handshake negotiated, once complete, when the server
+        /// reports it to handlers.
+        #[cfg(feature = "tls-no-provider")]
+        pub tls_info: Option<super::TlsInfo>,
+    }
+
+    /// Where a transport's handshake is.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub enum Handshake {
+        /// Complete, or the transport has none (TCP, a Unix socket).
+        #[default]
+        Settled,
+        /// Under way: the bytes that arrive are the handshake's, and the
+        /// connection has the handshake's deadline.
+        UnderWay,
+    }
+
+    /// The application protocol a handshake chose with ALPN.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub enum Alpn {
+        /// None was chosen (the transport has no ALPN, or the client
+        /// offered none): the driver tells HTTP/2 by its preface.
+        #[default]
+        Unchosen,
+        /// HTTP/2 (`h2`).
+        H2,
+        /// Another one: HTTP/1.1.
+        Http1,
     }
 
     /// What [`Seam::poll_peer`] found.

@@ -5,7 +5,7 @@
 //! when the lot's [`Registration`] says the socket is ready, exactly as
 //! tokio's `PollEvented` does: `WouldBlock`, or a read or write shorter
 //! than asked, clears the readiness, and the task waits for the next
-//! event. Parked, the socket is its fd alone (4 bytes).
+//! event. Parked, the socket is its fd alone.
 //!
 //! hyper reads into memory it has not initialised, and the library has
 //! no `unsafe`: such a read goes through a per-thread scratch buffer

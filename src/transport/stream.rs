@@ -27,7 +27,7 @@ enum Kind {
 }
 
 impl Stream {
-    /// The TCP socket, if the stream is one.
+    /// Returns the TCP socket, if the stream is one.
     pub fn as_tcp(&self) -> Option<&TcpStream> {
         match &self.0 {
             Kind::Tcp(stream) => Some(stream),
@@ -35,7 +35,7 @@ impl Stream {
         }
     }
 
-    /// The Unix socket, if the stream is one.
+    /// Returns the Unix socket, if the stream is one.
     pub fn as_unix(&self) -> Option<&UnixStream> {
         match &self.0 {
             Kind::Unix(stream) => Some(stream),
@@ -43,9 +43,13 @@ impl Stream {
         }
     }
 
-    /// The TLS session, if the stream is one; its transport is a `Stream`
+    /// Returns the TLS session, if the stream is one; its transport is a `Stream`
     /// again.
     #[cfg(feature = "tls-no-provider")]
+    #[cfg_attr(
+        docsrs,
+        doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+    )]
     pub fn as_tls(&self) -> Option<&super::TlsStream<Stream>> {
         match &self.0 {
             Kind::Tls(stream) => Some(stream),
@@ -84,7 +88,7 @@ impl Stream {
 
     /// Whether a read can return bytes the socket no longer has: the
     /// plaintext or whole records a TLS session holds (see
-    /// [`TlsStream::has_buffered`](super::TlsStream)). Such a stream must
+    /// `TlsStream::has_buffered`). Such a stream must
     /// not wait for the socket.
     pub(crate) fn has_buffered(&self) -> bool {
         match &self.0 {
@@ -125,6 +129,10 @@ impl From<UnixStream> for Stream {
 }
 
 #[cfg(feature = "tls-no-provider")]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+)]
 impl From<super::TlsStream<TcpStream>> for Stream {
     fn from(stream: super::TlsStream<TcpStream>) -> Self {
         Stream(Kind::Tls(Box::new(stream.map_io(Stream::from))))
@@ -132,6 +140,10 @@ impl From<super::TlsStream<TcpStream>> for Stream {
 }
 
 #[cfg(feature = "tls-no-provider")]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+)]
 impl From<super::TlsStream<UnixStream>> for Stream {
     fn from(stream: super::TlsStream<UnixStream>) -> Self {
         Stream(Kind::Tls(Box::new(stream.map_io(Stream::from))))
@@ -139,6 +151,10 @@ impl From<super::TlsStream<UnixStream>> for Stream {
 }
 
 #[cfg(feature = "tls-no-provider")]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+)]
 impl TryFrom<Stream> for super::TlsStream<TcpStream> {
     type Error = Stream;
 
@@ -153,6 +169,10 @@ impl TryFrom<Stream> for super::TlsStream<TcpStream> {
 }
 
 #[cfg(feature = "tls-no-provider")]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+)]
 impl TryFrom<Stream> for super::TlsStream<UnixStream> {
     type Error = Stream;
 

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use tokio::net::TcpStream;
 
 use super::socket::{Sock, Socket, sock_io};
-use super::{Peer, Register, Seam, Stream, Transport};
+use super::{Peer, Seam, Serving, Stream, Transport};
 use crate::lot::Direction;
 
 impl Sock for std::net::TcpStream {
@@ -63,10 +63,10 @@ impl Transport for TcpStream {
 
     type Served = Socket<std::net::TcpStream>;
 
-    fn serve_in(self, lot: &dyn Register) -> io::Result<Self::Served> {
+    fn serve_in(self, serving: &Serving<'_>) -> io::Result<Self::Served> {
         // Stays non-blocking.
         let io = self.into_std()?;
-        let registration = lot.register(io.as_fd())?;
+        let registration = serving.lot.register(io.as_fd())?;
         Ok(Socket::new(io, registration))
     }
 }

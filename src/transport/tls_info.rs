@@ -55,34 +55,34 @@ impl TlsInfo {
         })))
     }
 
-    /// The server name the client asked for (SNI), if it sent one (clients
+    /// Returns the server name the client asked for (SNI), if it sent one (clients
     /// that connect to an IP address send none).
     pub fn server_name(&self) -> Option<&str> {
         self.0.server_name.as_deref()
     }
 
-    /// The application protocol agreed on with ALPN (`b"h2"`,
+    /// Returns the application protocol agreed on with ALPN (`b"h2"`,
     /// `b"http/1.1"`), if the client offered any.
     pub fn alpn_protocol(&self) -> Option<&[u8]> {
         self.0.alpn_protocol.as_deref()
     }
 
-    /// The TLS version: `TLSv1_3` or `TLSv1_2`.
+    /// Returns the TLS version: `TLSv1_3` or `TLSv1_2`.
     pub fn protocol_version(&self) -> ProtocolVersion {
         self.0.protocol_version
     }
 
-    /// The cipher suite.
+    /// Returns the cipher suite.
     pub fn cipher_suite(&self) -> CipherSuite {
         self.0.cipher_suite
     }
 
-    /// Whether the handshake was a full one or resumed a session.
+    /// Returns whether the handshake was a full one or resumed a session.
     pub fn handshake_kind(&self) -> HandshakeKind {
         self.0.handshake_kind
     }
 
-    /// The client's certificate chain, its own certificate first, when the
+    /// Returns the client's certificate chain, its own certificate first, when the
     /// configuration asked for one (mutual TLS: a `ServerConfig` built
     /// with a client certificate verifier) and the client sent it. The
     /// verifier has checked it before the first request.

@@ -16,7 +16,7 @@ use tokio::net::UnixStream;
 use tokio::net::unix::SocketAddr;
 
 use super::socket::{Sock, Socket, sock_io};
-use super::{Peer, Register, Seam, Stream, Transport};
+use super::{Peer, Seam, Serving, Stream, Transport};
 
 impl Sock for std::os::unix::net::UnixStream {
     sock_io!();
@@ -63,10 +63,10 @@ impl Transport for UnixStream {
 
     type Served = Socket<std::os::unix::net::UnixStream>;
 
-    fn serve_in(self, lot: &dyn Register) -> io::Result<Self::Served> {
+    fn serve_in(self, serving: &Serving<'_>) -> io::Result<Self::Served> {
         // Stays non-blocking.
         let io = self.into_std()?;
-        let registration = lot.register(io.as_fd())?;
+        let registration = serving.lot.register(io.as_fd())?;
         Ok(Socket::new(io, registration))
     }
 }

@@ -1,9 +1,9 @@
 //! TLS over a plain transport, on rustls's unbuffered API.
 //!
 //! rustls's buffered `ServerConnection` keeps its incoming-record buffer
-//! (4 KiB, resized before every read and never freed) and its outgoing
-//! queue for the life of the session: ~7 KB an idle connection, before the
-//! socket and the task. Its unbuffered API (`UnbufferedServerConnection`)
+//! (resized before every read and never freed) and its outgoing queue for
+//! the life of the session: kilobytes an idle connection, before the socket
+//! and the task. Its unbuffered API (`UnbufferedServerConnection`)
 //! leaves both buffers to the caller, so here they exist only while bytes
 //! are on their way:
 //!
@@ -15,8 +15,8 @@
 //!               its fd
 //!   bufs        while bytes move, from a per-thread cache, given back
 //!               when a read finds nothing:
-//!     incoming  ciphertext read and not yet processed: a record buffer
-//!               (18.5 KiB)
+//!     incoming  ciphertext read and not yet processed: a buffer for the
+//!               largest record
 //!     outgoing  records encrypted and not yet written: freed once written
 //!     plain     plaintext decrypted and not yet read: freed once read
 //! ```
@@ -38,10 +38,12 @@
 //! while a request is answered is a read, never a peek: a `close_notify`
 //! ends the stream, application data is read ahead and replayed.
 
-use std::cell::RefCell;
+mod buffers;
+mod handshake;
+mod park;
+
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -51,9 +53,13 @@ use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::tls_info::{TlsInfo, recording_server_name};
-use super::{Peer, Register, Seam, Stream, Transport};
-use crate::lot::{Parkable, Registration};
+#[cfg(doc)]
+use super::TlsInfo;
+use super::tls_info::recording_server_name;
+#[cfg(doc)]
+use crate::lot::Parkable;
+use buffers::{Buffers, append, room};
+use handshake::{Notes, Served};
 
 /// The largest TLS record on the wire: 16 KiB of plaintext plus TLS 1.2's
 /// largest expansion and the header.
@@ -61,16 +67,6 @@ const RECORD: usize = 16 * 1024 + 2048 + 5;
 
 /// The most plaintext encrypted per record.
 const MAX_PLAINTEXT: usize = 16 * 1024;
-
-/// How many [`Buffers`] one thread keeps for reuse.
-const CACHED_BUFFERS: usize = 16;
-
-thread_local! {
-    // Boxed: a stream takes the box itself, so taking and giving back
-    // moves a pointer, never allocates.
-    #[allow(clippy::vec_box)]
-    static BUFFERS: RefCell<Vec<Box<Buffers>>> = const { RefCell::new(Vec::new()) };
-}
 
 /// The session: what a TLS connection keeps while it waits.
 pub(crate) struct Tls {
@@ -85,17 +81,10 @@ pub(crate) struct Tls {
     /// The session failed (a fatal alert was queued): nothing more is read
     /// or written through it.
     failed: bool,
-    /// `Some` when the server reports [`TlsInfo`] to handlers.
-    info: Option<Box<Info>>,
-}
-
-/// What a session that reports [`TlsInfo`] has learnt of its handshake.
-enum Info {
-    /// The handshake is under way; the server name is known once the
-    /// ClientHello is processed.
-    Handshaking(Option<Box<str>>),
-    /// The handshake is complete.
-    Done(TlsInfo),
+    /// What the session keeps for the server beyond rustls's state:
+    /// `Some` from accept until its handshake completes, and after that
+    /// only when the server reports [`TlsInfo`] to handlers.
+    served: Option<Box<Served>>,
 }
 
 impl fmt::Debug for Tls {
@@ -142,92 +131,6 @@ impl Records {
     }
 }
 
-/// What a stream uses while bytes move.
-struct Buffers {
-    /// [`RECORD`] bytes while reading (or the start of a record, until a
-    /// read needs room), `in_len` of them filled.
-    incoming: Vec<u8>,
-    in_len: usize,
-    outgoing: Vec<u8>,
-    /// Bytes of `outgoing` already written.
-    sent: usize,
-    plain: Vec<u8>,
-    /// Bytes of `plain` already read.
-    plain_read: usize,
-}
-
-impl Buffers {
-    /// Buffers from this thread's cache (or new ones), holding `partial`
-    /// (the start of a record) first. New ones get their record buffer
-    /// from the first read that needs it ([`Self::make_room`]): a write
-    /// needs none.
-    fn take(partial: Vec<u8>) -> Box<Buffers> {
-        let mut bufs = BUFFERS
-            .with(|cache| cache.borrow_mut().pop())
-            .unwrap_or_else(|| {
-                Box::new(Buffers {
-                    incoming: Vec::new(),
-                    in_len: 0,
-                    outgoing: Vec::new(),
-                    sent: 0,
-                    plain: Vec::new(),
-                    plain_read: 0,
-                })
-            });
-        bufs.in_len = partial.len();
-        if bufs.incoming.len() == RECORD && partial.len() <= RECORD {
-            bufs.incoming[..partial.len()].copy_from_slice(&partial);
-        } else {
-            bufs.incoming = partial;
-        }
-        bufs
-    }
-
-    /// Makes `incoming` a whole record buffer, to read into.
-    fn make_room(&mut self) {
-        if self.incoming.len() != RECORD {
-            let mut record = vec![0; RECORD.max(self.in_len)];
-            record[..self.in_len].copy_from_slice(&self.incoming[..self.in_len]);
-            self.incoming = record;
-        }
-    }
-
-    /// Gives quiet buffers back to this thread's cache (or frees them);
-    /// returns the start of a record they held, copied to its size.
-    fn give(mut self: Box<Self>) -> Vec<u8> {
-        let partial = self.incoming[..self.in_len].to_vec();
-        if self.incoming.len() != RECORD {
-            self.incoming = Vec::new();
-        }
-        self.in_len = 0;
-        self.outgoing = Vec::new();
-        self.sent = 0;
-        self.plain = Vec::new();
-        self.plain_read = 0;
-        let _ = BUFFERS.try_with(|cache| {
-            let mut cache = cache.borrow_mut();
-            if cache.len() < CACHED_BUFFERS {
-                cache.push(self);
-            }
-        });
-        partial
-    }
-
-    /// Whether no plaintext waits to be read and no record to be written.
-    fn is_quiet(&self) -> bool {
-        self.plain_read == self.plain.len() && self.sent == self.outgoing.len()
-    }
-
-    /// Drops the first `n` processed bytes of `incoming`.
-    fn consume(&mut self, n: usize) {
-        if n == 0 {
-            return;
-        }
-        self.incoming.copy_within(n..self.in_len, 0);
-        self.in_len -= n;
-    }
-}
-
 /// What processing the records at hand led to.
 enum Step {
     /// Plaintext is waiting in `plain`.
@@ -246,45 +149,15 @@ fn tls_error(error: rustls::Error) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, error)
 }
 
-/// Appends to `buf` what `encode` writes into the room it is given: `need`
-/// bytes first, then as many as its error says it needs (`required`).
-fn append<E>(
-    buf: &mut Vec<u8>,
-    mut need: usize,
-    mut encode: impl FnMut(&mut [u8]) -> Result<usize, E>,
-    required: impl Fn(&E) -> Option<usize>,
-) -> io::Result<()>
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    loop {
-        let start = buf.len();
-        match encode(room(buf, need)) {
-            Ok(n) => {
-                buf.truncate(start + n);
-                return Ok(());
-            }
-            Err(error) => {
-                buf.truncate(start);
-                match required(&error) {
-                    Some(n) if n > need => need = n,
-                    _ => return Err(io::Error::other(error)),
-                }
-            }
-        }
-    }
-}
-
-/// Appends `n` zeroed bytes to `buf` and returns them, to be written into.
-fn room(buf: &mut Vec<u8>, n: usize) -> &mut [u8] {
-    let start = buf.len();
-    buf.resize(start + n, 0);
-    &mut buf[start..]
-}
-
 impl<IO> TlsStream<IO> {
-    /// A connection whose handshake has not begun.
-    pub(crate) fn new(io: IO, config: Arc<ServerConfig>) -> io::Result<Self> {
+    /// A connection whose handshake has not begun, on `config`; `http1`
+    /// is the configuration to start over with if the server's HTTP/2 is
+    /// off, when it differs.
+    pub(crate) fn new(
+        io: IO,
+        config: Arc<ServerConfig>,
+        http1: Option<Arc<ServerConfig>>,
+    ) -> io::Result<Self> {
         let conn = UnbufferedServerConnection::new(config).map_err(tls_error)?;
         Ok(TlsStream::from_parts(
             io,
@@ -294,7 +167,7 @@ impl<IO> TlsStream<IO> {
                 eof: false,
                 closing: false,
                 failed: false,
-                info: None,
+                served: http1.map(|http1| Box::new(Served::Accepted { http1 })),
             }),
         ))
     }
@@ -347,12 +220,12 @@ impl<IO> TlsStream<IO> {
             }
     }
 
-    /// The protocol the client and the server agreed on with ALPN.
+    /// Returns the protocol the client and the server agreed on with ALPN.
     pub fn alpn_protocol(&self) -> Option<&[u8]> {
         self.rec.tls.conn.alpn_protocol()
     }
 
-    /// The underlying transport.
+    /// Returns the underlying transport.
     pub fn get_ref(&self) -> &IO {
         &self.io
     }
@@ -363,41 +236,32 @@ impl<IO> TlsStream<IO> {
         self.rec.bufs.as_ref().is_none_or(|bufs| bufs.is_quiet())
     }
 
-    /// From now on, notes what the handshake negotiates, for
-    /// [`tls_info`](Self::tls_info).
-    pub(crate) fn keep_info(&mut self) {
-        let tls = &mut self.rec.tls;
-        if tls.info.is_none() && tls.conn.is_handshaking() {
-            tls.info = Some(Box::new(Info::Handshaking(None)));
-        }
-    }
-
-    /// What the handshake negotiated, once it is complete, if the stream
-    /// was asked to [`keep_info`](Self::keep_info).
-    pub(crate) fn tls_info(&self) -> Option<TlsInfo> {
-        match self.rec.tls.info.as_deref() {
-            Some(Info::Done(info)) => Some(info.clone()),
-            _ => None,
-        }
-    }
-
-    /// [`process_records`](Self::process_records), noting what the
-    /// handshake negotiates while it is under way and the server reports
-    /// it.
+    /// [`process_records`](Self::process_records); while a served
+    /// session's handshake is under way, also notes the server name asked
+    /// for (when the server reports [`TlsInfo`]) and the handshake's end.
     fn process(&mut self, write: &[u8]) -> io::Result<Step> {
-        if !matches!(self.rec.tls.info.as_deref(), Some(Info::Handshaking(_))) {
+        let Some(Served::Handshaking { notes, .. }) = self.rec.tls.served.as_deref() else {
             return self.process_records(write);
-        }
-        let (step, asked) = recording_server_name(|| self.process_records(write));
+        };
+        let step = match notes {
+            Notes::Nothing => self.process_records(write),
+            Notes::ServerName(_) => {
+                let (step, asked) = recording_server_name(|| self.process_records(write));
+                if let Some(Served::Handshaking {
+                    notes: Notes::ServerName(name),
+                    ..
+                }) = self.rec.tls.served.as_deref_mut()
+                {
+                    if asked.is_some() {
+                        *name = asked;
+                    }
+                }
+                step
+            }
+        };
         let tls = &mut *self.rec.tls;
-        if let Some(Info::Handshaking(name)) = tls.info.as_deref_mut() {
-            if asked.is_some() {
-                *name = asked;
-            }
-            if !tls.conn.is_handshaking() {
-                tls.info =
-                    TlsInfo::new(&tls.conn, name.take()).map(|info| Box::new(Info::Done(info)));
-            }
+        if !tls.conn.is_handshaking() {
+            tls.handshake_done();
         }
         step
     }
@@ -724,178 +588,5 @@ impl<IO: fmt::Debug> fmt::Debug for TlsStream<IO> {
             .field("io", &self.io)
             .field("alpn", &self.alpn_protocol().map(String::from_utf8_lossy))
             .finish_non_exhaustive()
-    }
-}
-
-/// A TLS connection outside tokio: the transport's parked form and the
-/// session.
-#[derive(Debug)]
-pub struct DormantTls<D> {
-    fd: D,
-    tls: Box<Tls>,
-}
-
-impl<D: AsFd> AsFd for DormantTls<D> {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
-
-impl<IO> TlsStream<IO> {
-    /// Splits a quiet stream into its transport and its session, giving
-    /// back the buffers; the stream back if it is not quiet.
-    fn into_session(mut self) -> Result<(IO, Box<Tls>), Self> {
-        if !self.is_quiet() || self.has_buffered() {
-            // The driver parks only quiet connections (a read found
-            // nothing, and every write was flushed), and the upgrade lot
-            // hands back a stream with bytes to read: a record held here
-            // would wait for a readiness the socket never gives again.
-            return Err(self);
-        }
-        self.shed();
-        Ok((self.io, self.rec.tls))
-    }
-}
-
-impl<IO> Parkable for TlsStream<IO>
-where
-    IO: Parkable + AsyncRead + AsyncWrite + Unpin,
-    IO::Dormant: io::Write,
-{
-    type Dormant = DormantTls<IO::Dormant>;
-
-    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.has_buffered() {
-            return Poll::Ready(Ok(()));
-        }
-        self.io.poll_read_ready(cx)
-    }
-
-    fn read_ready(&self) -> bool {
-        self.has_buffered() || self.io.read_ready()
-    }
-
-    fn into_dormant(self) -> Result<(DormantTls<IO::Dormant>, Registration), Self> {
-        let (io, tls) = self.into_session()?;
-        match io.into_dormant() {
-            Ok((fd, registration)) => Ok((DormantTls { fd, tls }, registration)),
-            Err(io) => Err(TlsStream::from_parts(io, tls)),
-        }
-    }
-
-    fn from_dormant(dormant: DormantTls<IO::Dormant>, registration: Registration) -> Self {
-        TlsStream::from_parts(IO::from_dormant(dormant.fd, registration), dormant.tls)
-    }
-
-    fn peer_closed(_: &DormantTls<IO::Dormant>) -> Option<io::Result<bool>> {
-        // A `close_notify` is a record to decrypt: the connection's first
-        // read finds it.
-        None
-    }
-
-    fn close_dormant(mut dormant: DormantTls<IO::Dormant>) {
-        // `close_notify`, if the handshake is done and the socket takes
-        // the few bytes at once; a close without it otherwise. (rustls is
-        // given the bytes it was given last, as it must be.)
-        let tls = &mut *dormant.tls;
-        let status = tls.conn.process_tls_records(&mut tls.partial);
-        if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
-            let mut alert = [0; 64];
-            if let Ok(n) = traffic.queue_close_notify(&mut alert) {
-                let _ = io::Write::write(&mut dormant.fd, &alert[..n]);
-            }
-        }
-    }
-
-    fn close(self) {
-        if let Ok((dormant, _)) = self.into_dormant() {
-            Self::close_dormant(dormant);
-        }
-    }
-}
-
-impl<IO> Seam for TlsStream<IO>
-where
-    IO: Seam,
-    IO::Dormant: io::Write,
-{
-    type Addr = IO::Addr;
-
-    fn peer_addr(&self) -> io::Result<IO::Addr> {
-        self.io.peer_addr()
-    }
-
-    fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>> {
-        // `close_notify` is a record: a read, never a peek.
-        super::poll_read_ahead(self, cx)
-    }
-
-    fn alpn_h2(&self) -> Option<bool> {
-        self.alpn_protocol().map(|p| p == b"h2")
-    }
-
-    const HANDSHAKES: bool = true;
-
-    fn handshaking(&self) -> bool {
-        self.rec.tls.conn.is_handshaking()
-    }
-
-    fn keep_tls_info(&mut self) {
-        self.keep_info();
-    }
-
-    fn tls_info(&self) -> Option<TlsInfo> {
-        TlsStream::tls_info(self)
-    }
-
-    fn into_stream(self) -> io::Result<Stream> {
-        let TlsStream { io, rec } = self;
-        Ok(Stream::from_tls(TlsStream {
-            io: io.into_stream()?,
-            rec,
-        }))
-    }
-
-    fn dormant_from_stream(stream: Stream) -> Result<io::Result<DormantTls<IO::Dormant>>, Stream> {
-        let tls = stream.into_tls()?;
-        let (inner, tls) = match tls.into_session() {
-            Ok(parts) => parts,
-            Err(_) => {
-                return Ok(Err(io::Error::other(
-                    "a TLS stream with data on its way cannot sleep",
-                )));
-            }
-        };
-        match IO::dormant_from_stream(inner) {
-            Ok(fd) => Ok(fd.map(|fd| DormantTls { fd, tls })),
-            Err(inner) => Err(Stream::from_tls(TlsStream::from_parts(inner, tls))),
-        }
-    }
-
-    fn dormant_into_stream(dormant: DormantTls<IO::Dormant>) -> io::Result<Stream> {
-        let inner = IO::dormant_into_stream(dormant.fd)?;
-        Ok(Stream::from_tls(TlsStream::from_parts(inner, dormant.tls)))
-    }
-}
-
-impl<IO> Transport for TlsStream<IO>
-where
-    IO: Transport,
-    <IO::Served as Parkable>::Dormant: io::Write,
-{
-    type Addr = IO::Addr;
-
-    fn peer_addr(&self) -> io::Result<IO::Addr> {
-        self.io.peer_addr()
-    }
-
-    type Served = TlsStream<IO::Served>;
-
-    fn serve_in(self, lot: &dyn Register) -> io::Result<TlsStream<IO::Served>> {
-        let TlsStream { io, rec } = self;
-        Ok(TlsStream {
-            io: io.serve_in(lot)?,
-            rec,
-        })
     }
 }

@@ -1,0 +1,310 @@
+//! The lot's driver: the task that collects readiness events and acts on
+//! them, and on the deadlines of task-less connections, in batches.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::task::{Poll as Ready, Waker};
+use std::time::Duration;
+
+use mio::{Events, Poll};
+use tokio::io::unix::AsyncFd;
+use tokio::time::Instant;
+use tracing::trace;
+
+use super::deadlines::before;
+use super::ready::{Registration, Report};
+use super::{Callback, Closed, Lot, Parkable, Rung, Slept, Slot, Turn, Woken};
+
+/// Events collected per `epoll_wait`.
+const EVENTS: usize = 256;
+
+/// What a batch of events asks for once the lot's lock is released.
+struct Batch<T: Parkable, W> {
+    /// Tasks whose connection turned ready.
+    wake: Vec<Waker>,
+    /// Task-less connections to hand to the owner.
+    woken: Vec<(T, Slept)>,
+    /// Connections the peer closed (or that failed), to close.
+    gone: Vec<(T::Dormant, Rung, Closed)>,
+    /// Sleepers to take out of the poll and call back.
+    sleepers: Vec<(W, Woken<T::Dormant>)>,
+}
+
+impl<T: Parkable, W> Default for Batch<T, W> {
+    fn default() -> Self {
+        Batch {
+            wake: Vec::new(),
+            woken: Vec::new(),
+            gone: Vec::new(),
+            sleepers: Vec::new(),
+        }
+    }
+}
+
+impl<T: Parkable, W: Callback<T>> Lot<T, W> {
+    /// Acts on a batch of events under the lot's lock; what needs no lock
+    /// is left in `batch`.
+    fn on_events(&self, events: &Events, batch: &mut Batch<T, W>) {
+        let shared = &self.0;
+        // Read once per batch, when a parked connection wakes.
+        let mut now = None;
+        let mut inner = shared.lock();
+        for event in events.iter() {
+            let Ok(key) = u32::try_from(event.token().0) else {
+                continue;
+            };
+            let closing = event.is_read_closed() || event.is_error();
+            let readable = event.is_readable() || closing;
+            let read = match (readable, closing) {
+                (_, true) => Report::Closed,
+                (true, false) => Report::Ready,
+                (false, false) => Report::Nothing,
+            };
+            let slot = match inner.slots.get_mut(key) {
+                Some(Slot::Served(cell)) => {
+                    let write = if event.is_write_closed() || event.is_error() {
+                        Report::Closed
+                    } else if event.is_writable() {
+                        Report::Ready
+                    } else {
+                        Report::Nothing
+                    };
+                    cell.set(read, write, &mut batch.wake);
+                    continue;
+                }
+                // Room to write (the ACK of the last response) does not
+                // wake a task-less connection.
+                Some(slot) if readable => slot,
+                _ => continue,
+            };
+            let conn = match slot {
+                Slot::Parked { conn, .. }
+                | Slot::Dormant { conn, .. }
+                | Slot::Sleeping { conn, .. } => conn,
+                Slot::Served(_) => continue,
+            };
+            // An event without the peer's close means bytes: no peek, the
+            // reader finds them. With the close, the transport tells bytes
+            // sent before it (serve them) from none (close the fd here).
+            let mut failure = None;
+            let gone = match closing.then(|| T::peer_closed(conn)).flatten() {
+                None | Some(Ok(false)) => None,
+                Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Some(Ok(true)) => Some(Closed::ByPeer),
+                Some(Err(error)) => {
+                    trace!(%error, "a task-less connection failed");
+                    failure = Some(error);
+                    Some(Closed::Failed)
+                }
+            };
+            let Some(slot) = inner.remove(key) else {
+                continue;
+            };
+            match (slot, gone) {
+                (Slot::Sleeping { conn, callback }, gone) => {
+                    inner.sleeping -= 1;
+                    let woken = match gone {
+                        None => Woken::Readable(conn),
+                        Some(Closed::ByPeer) => Woken::Eof(conn),
+                        Some(_) => {
+                            // Closed here, under the lock, like a
+                            // task-less connection that failed.
+                            drop(conn);
+                            Woken::Failed(failure.unwrap_or_else(|| {
+                                io::Error::other("the socket failed while asleep")
+                            }))
+                        }
+                    };
+                    batch.sleepers.push((*callback, woken));
+                }
+                (Slot::Parked { conn, .. }, Some(why)) => {
+                    batch.gone.push((conn, Rung::Parked, why))
+                }
+                (Slot::Dormant { conn, .. }, Some(why)) => {
+                    batch.gone.push((conn, Rung::Dormant, why))
+                }
+                (Slot::Parked { conn, cell, .. }, None) => {
+                    let parked_at = cell.set_woken(read);
+                    let now = *now.get_or_insert_with(|| shared.clock.millis(Instant::now()));
+                    let slept = Duration::from_millis(now.wrapping_sub(parked_at).into());
+                    inner.slots.put_back(key, Slot::Served(cell.clone()));
+                    let registration = Registration::new(key, cell, shared.clone());
+                    batch
+                        .woken
+                        .push((T::from_dormant(conn, registration), Slept::Parked(slept)));
+                }
+                (Slot::Dormant { conn, .. }, None) => {
+                    let cell = inner.new_cell();
+                    cell.set_woken(read);
+                    inner.slots.put_back(key, Slot::Served(cell.clone()));
+                    let registration = Registration::new(key, cell, shared.clone());
+                    batch
+                        .woken
+                        .push((T::from_dormant(conn, registration), Slept::Dormant));
+                }
+                (Slot::Served(_), _) => {}
+            }
+        }
+        drop(inner);
+        batch.wake.drain(..).for_each(Waker::wake);
+        for (conn, from, why) in batch.gone.drain(..) {
+            trace!(?from, ?why, "task-less connection closed");
+            // Closed before the owner counts it.
+            drop(conn);
+            shared.owner.closed(from, why, 1);
+        }
+        for (callback, woken) in batch.sleepers.drain(..) {
+            self.wake_sleeper(callback, woken);
+        }
+        // Last: the owner may serve the last one here, in the lot's task.
+        let n = batch.woken.len();
+        for (i, (conn, slept)) in batch.woken.drain(..).enumerate() {
+            let turn = if i + 1 == n { Turn::Last } else { Turn::Before };
+            shared.owner.woken(conn, slept, turn);
+        }
+    }
+
+    /// Closes the connections whose idle deadline passed and moves
+    /// task-less PARKED ones whose dormant deadline passed to DORMANT;
+    /// returns how long until the next deadline.
+    fn expire(&self, now: Instant) -> Option<Duration> {
+        let shared = &*self.0;
+        let now = shared.clock.millis(now);
+        let mut inner = shared.lock();
+        let mut idle = Vec::new();
+        while let Some((deadline, key)) = inner.dormant_deadlines.pop_due(now) {
+            // A key reused since has a later deadline of its own.
+            if let Some(Slot::Dormant { deadline: d, .. }) = inner.slots.get(key) {
+                if *d == deadline {
+                    if let Some(Slot::Dormant { conn, .. }) = inner.remove(key) {
+                        idle.push((conn, Rung::Dormant));
+                    }
+                }
+            }
+        }
+        let mut entered = 0;
+        while let Some((due, key)) = inner.parked_deadlines.pop_due(now) {
+            // A key reused since has a later deadline of its own (or the
+            // same one, which has passed as well).
+            let until = match inner.slots.get(key) {
+                Some(Slot::Parked { cell, .. }) => match cell.parked() {
+                    (Some(d), until) if d == due => until,
+                    _ => continue,
+                },
+                _ => continue,
+            };
+            let Some(Slot::Parked { conn, .. }) = inner.remove(key) else {
+                continue;
+            };
+            if until.is_some_and(|until| !before(now, until)) {
+                idle.push((conn, Rung::Parked));
+                continue;
+            }
+            // The cell goes: a DORMANT connection keeps its fd and state.
+            let deadline = until.map(|until| inner.dormant_deadlines.push(until, key));
+            let conn = Slot::Dormant {
+                conn,
+                deadline: deadline.unwrap_or(0),
+            };
+            inner.slots.put_back(key, conn);
+            entered += 1;
+        }
+        let next = match (
+            inner.dormant_deadlines.next_in(now),
+            inner.parked_deadlines.next_in(now),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        drop(inner);
+        let n_dormant = idle.iter().filter(|(_, r)| *r == Rung::Dormant).count();
+        let n_parked = idle.len() - n_dormant;
+        // Dropping them closes them.
+        drop(idle);
+        shared.owner.closed(Rung::Dormant, Closed::Idle, n_dormant);
+        shared.owner.closed(Rung::Parked, Closed::Idle, n_parked);
+        shared.owner.went_dormant(entered);
+        next
+    }
+
+    /// Runs the lot until its poll fails: hands readiness to the tasks that
+    /// wait for it and ready task-less connections to the owner, closes
+    /// those the peer closed or whose idle deadline passed. The caller
+    /// stops it by dropping the future, once no served connection is left
+    /// to need it.
+    ///
+    /// Deadlines are acted on in batches: after a pass the lot sleeps at
+    /// least the lot's `slack` (unless an event wakes it), so a deadline
+    /// is acted on up to `slack` late. Every parked connection has a
+    /// deadline (`dormant_after`), and most are stale by then (the
+    /// connection woke): without the slack, a lot whose connections park
+    /// a few thousand times a second woke its task and tokio's timer once
+    /// for nearly every park (BENCHMARKS.md, "Instructions per request").
+    pub(crate) async fn drive(&self, poll: Poll) -> io::Result<()> {
+        // Deprecated in tokio 1.54 because an arbitrary `AsRawFd` type might
+        // close or swap its fd while registered; `mio::Poll` owns its epoll
+        // fd for its whole life and always returns that one, which is the
+        // condition the `unsafe` replacement asks callers to promise.
+        #[allow(deprecated)]
+        let mut poll = AsyncFd::with_interest(poll, tokio::io::Interest::READABLE)?;
+        let mut events = Events::with_capacity(EVENTS);
+        let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
+        let mut batch = Batch::default();
+        let driver = std::future::poll_fn(|cx| Ready::Ready(cx.waker().clone())).await;
+        self.0.lock().driver = Some(driver);
+        let new_front = std::future::poll_fn(|_| {
+            let shared = &self.0;
+            if shared.new_front.load(Ordering::Acquire)
+                && shared.new_front.swap(false, Ordering::AcqRel)
+            {
+                Ready::Ready(())
+            } else {
+                // The driver's waker is the lot's already.
+                Ready::Pending
+            }
+        });
+        let mut new_front = std::pin::pin!(new_front);
+        // Deadlines are looked at when the timer fires or a new front
+        // comes, not after every batch of events: events add none (a park
+        // that does signals `new_front`).
+        let mut deadlines_due = true;
+        let mut next = None;
+        loop {
+            if std::mem::take(&mut deadlines_due) {
+                let now = Instant::now();
+                next = self.expire(now);
+                if let Some(next) = next {
+                    // A timer already set within the slack of the deadline
+                    // stays: moving it costs more than waking a little early.
+                    let at = now + next.max(self.0.slack);
+                    let set = timer.deadline();
+                    if at < set || at > set + self.0.slack {
+                        timer.as_mut().reset(at);
+                    }
+                }
+            }
+            tokio::select! {
+                biased;
+                guard = poll.readable_mut() => {
+                    let mut guard = guard?;
+                    events.clear();
+                    match guard.get_inner_mut().poll(&mut events, Some(Duration::ZERO)) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(e),
+                    }
+                    // A full batch may have left events behind: look again
+                    // before waiting for the next edge.
+                    if events.iter().count() < EVENTS {
+                        guard.clear_ready();
+                    }
+                    self.on_events(&events, &mut batch);
+                }
+                () = &mut timer, if next.is_some() => deadlines_due = true,
+                // Also with a timer set: a task-less PARKED connection's
+                // deadline may come before the dormant front.
+                () = new_front.as_mut() => deadlines_due = true,
+            }
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! The accept loop of a `serve` call, with its connection permit and its
+//! backoff on resource errors, and the drain that ends the call.
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tracing::{debug, error, trace};
+
+use crate::conn::{self, Origin};
+use crate::listener::Listener;
+use crate::service::{HttpService, ResBody};
+use crate::shutdown::Level;
+use crate::state::{Open, ServeState};
+#[cfg(feature = "tls-no-provider")]
+use crate::transport::Handshakes;
+use crate::transport::{Seam, Serving, Transport};
+
+/// How a listener's connections are served.
+type Served<L> = <<L as Listener>::Io as Transport>::Served;
+
+/// First pause after an accept error that is not about one connection
+/// (EMFILE and the like); doubles up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Errors that concern one connection only: accept the next one at once.
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
+}
+
+/// Accepts and serves connections until `signal` completes.
+pub(super) async fn accept_until<L, S, B, F>(
+    mut listener: L,
+    signal: F,
+    state: &Arc<ServeState<Served<L>>>,
+    service: &Arc<S>,
+) where
+    L: Listener,
+    S: HttpService<B>,
+    B: ResBody,
+    F: Future<Output = ()> + Send + 'static,
+{
+    #[cfg(feature = "tls-no-provider")]
+    let handshakes: Arc<dyn Handshakes> = state.shared.clone();
+    let serving = Serving {
+        lot: &state.lot,
+        #[cfg(feature = "tls-no-provider")]
+        config: &state.shared.config,
+        #[cfg(feature = "tls-no-provider")]
+        handshakes: &handshakes,
+    };
+    let mut signal = std::pin::pin!(signal);
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        // The permit comes before accept: over the limit, connections wait
+        // in the listen backlog.
+        let accepted = tokio::select! {
+            biased;
+            () = &mut signal => return,
+            accepted = async {
+                state.held.below_max().await;
+                listener.accept().await
+            } => accepted,
+        };
+        let error = match accepted {
+            Ok((stream, peer)) => {
+                backoff = MIN_BACKOFF;
+                state.shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
+                let stream = match stream.serve_in(&serving) {
+                    Ok(stream) => stream,
+                    Err(error) => {
+                        // Out of memory, or of epoll watches: the socket
+                        // is closed.
+                        error!(%error, "registering an accepted connection failed");
+                        continue;
+                    }
+                };
+                let open = Open::accepted(state);
+                tokio::spawn(conn::serve(
+                    stream,
+                    Some(peer),
+                    service.clone(),
+                    open,
+                    Origin::Accepted,
+                ));
+                continue;
+            }
+            Err(error) => error,
+        };
+        if is_connection_error(&error) {
+            trace!(%error, "accept: connection failed before it was accepted");
+            continue;
+        }
+        // Out of file descriptors (EMFILE, ENFILE), buffers and the like:
+        // the listener stays readable, so retrying at once would spin.
+        state
+            .shared
+            .stats
+            .accept_errors
+            .fetch_add(1, Ordering::Relaxed);
+        error!(%error, retry_in = ?backoff, "accept failed");
+        tokio::select! {
+            biased;
+            () = &mut signal => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+    // The listener drops here: no connection waits in its backlog for a
+    // server that stopped accepting.
+}
+
+/// Graceful shutdown: closes idle connections, lets requests in flight
+/// finish (within the grace period), and waits for every connection to
+/// be gone.
+pub(super) async fn drain<T: Seam>(state: &ServeState<T>) {
+    debug!("graceful shutdown: draining connections");
+    state.signal.raise(Level::Draining);
+    state.lot.close_all();
+    match state.shared.config.shutdown_grace {
+        Some(grace) => {
+            if tokio::time::timeout(grace, state.held.all_released())
+                .await
+                .is_err()
+            {
+                debug!("graceful shutdown: grace period over, closing connections");
+                state.signal.raise(Level::Forced);
+                state.held.all_released().await;
+            }
+        }
+        None => state.held.all_released().await,
+    }
+}

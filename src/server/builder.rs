@@ -1,0 +1,389 @@
+//! [`Builder`]: a server's settings, their defaults, and the checks
+//! `build` makes before a [`Server`] exists.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::{http1, http2};
+use hyper_util::rt::TokioExecutor;
+
+use super::Server;
+use crate::config::Config;
+use crate::error::Error;
+use crate::pool::Pool;
+use crate::state::Shared;
+use crate::stats::Counters;
+use crate::timeout::Timeouts;
+
+/// hyper's own default for its read buffer limit, which bounds a request
+/// head.
+const DEFAULT_MAX_HEADER_BYTES: usize = 8192 + 4096 * 100;
+
+/// hyper's own default header count limit.
+const HYPER_MAX_HEADERS: usize = 100;
+
+/// axum-server's: long enough for a slow mobile client, short enough that
+/// stalled handshakes do not pile up.
+const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// hyper's default header read timeout (when it is given a timer).
+const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Configures and builds a [`Server`].
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let server = dormant::Server::builder()
+///     .park_after(Duration::from_millis(10))
+///     .shutdown_grace(Duration::from_secs(30))
+///     .build()?;
+/// # Ok::<(), dormant::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Builder {
+    park_after: Option<Duration>,
+    dormant_after: Option<Duration>,
+    timeouts: Timeouts,
+    max_connections: Option<usize>,
+    http2: bool,
+    keep_alive: bool,
+    max_header_bytes: usize,
+    max_headers: usize,
+    shutdown_grace: Option<Duration>,
+    peer_addr: bool,
+    #[cfg(feature = "tls-no-provider")]
+    tls_info: bool,
+    tls_handshake_timeout: Option<Duration>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            park_after: Some(Duration::from_millis(10)),
+            dormant_after: Some(Duration::from_secs(1)),
+            timeouts: Timeouts {
+                header_read: Some(DEFAULT_HEADER_READ_TIMEOUT),
+                read: None,
+                write: None,
+                idle: None,
+            },
+            max_connections: None,
+            http2: true,
+            keep_alive: true,
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+            max_headers: HYPER_MAX_HEADERS,
+            shutdown_grace: None,
+            peer_addr: false,
+            #[cfg(feature = "tls-no-provider")]
+            tls_info: false,
+            tls_handshake_timeout: Some(DEFAULT_TLS_HANDSHAKE_TIMEOUT),
+        }
+    }
+}
+
+impl Builder {
+    /// Sets how long an HTTP/1 connection must sit idle between requests
+    /// before its hyper state and buffers are dropped (the connection
+    /// *parks*).
+    /// `None` never parks: connections then cost what they cost on hyper.
+    ///
+    /// Parking after every response would rebuild hyper for each request of
+    /// a busy connection; a short delay keeps busy connections ACTIVE and
+    /// costs no throughput (BENCHMARKS.md, "Throughput").
+    ///
+    /// A connection's pauses predict its next one: a connection woken
+    /// after sleeping at least this long parks again as soon as its
+    /// response is written, instead of keeping hyper for this long once
+    /// more (a timer and a second wake-up of its task, for nothing if its
+    /// client pauses again). If its client then comes back sooner than
+    /// this, the new ACTIVE phase waits this long again, so a burst that
+    /// follows a pause costs one extra wake, not one per request.
+    ///
+    /// Default is 10 ms.
+    pub fn park_after(&mut self, after: impl Into<Option<Duration>>) -> &mut Self {
+        self.park_after = after.into();
+        self
+    }
+
+    /// Sets how long a task-less PARKED connection keeps its readiness
+    /// cell before the parking lot frees it. A DORMANT connection keeps
+    /// its fd and deadline in the slot every connection has, plus the
+    /// kernel's socket. Every connection is registered with the lot once,
+    /// at accept, so going DORMANT and waking from it make no system call;
+    /// a dormant wake allocates the cell again (BENCHMARKS.md, "Idle
+    /// memory" and "Load"). `None` keeps parked connections' cells.
+    ///
+    /// A connection whose client pipelined part of a request stays PARKED
+    /// (it holds those bytes), as do HTTP/2 connections (they never park).
+    ///
+    /// The lot acts on its deadlines (this one, and the idle timeout of
+    /// the connections it holds) in batches, up to a sixteenth of the
+    /// shorter of the two late (at least 1 ms, at most 100 ms): a sixteenth
+    /// of a second with the default.
+    ///
+    /// Default is 1 s.
+    pub fn dormant_after(&mut self, after: impl Into<Option<Duration>>) -> &mut Self {
+        self.dormant_after = after.into();
+        self
+    }
+
+    /// Sets how long a keep-alive connection may wait for the next request
+    /// before the server closes it, counted from when its last response was
+    /// written (Go's `IdleTimeout`). A new connection waits for its first
+    /// request under [`header_read_timeout`](Self::header_read_timeout)
+    /// instead, or under this one if that is `None`. DORMANT connections are
+    /// closed by the parking lot, which keeps their deadlines in one queue
+    /// instead of a timer each. An HTTP/2 connection with no stream open for
+    /// this long is shut down gracefully (GOAWAY). At most 24 days. `None`
+    /// keeps idle connections open until the peer closes them.
+    ///
+    /// Default is `None`, like Go's `net/http` and hyper: idle connections
+    /// are cheap here, and the right bound depends on the clients.
+    pub fn idle_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
+        self.timeouts.idle = timeout.into();
+        self
+    }
+
+    /// Sets how long a client may take to send a request head (request line
+    /// and headers), counted from the first byte of the request after an idle
+    /// wait, or from accept for a connection's first request (Go's
+    /// `ReadHeaderTimeout`). On expiry the connection is closed without a
+    /// response, as Go and hyper do. This is what stops a slowloris client
+    /// from holding a connection with a head that never ends.
+    ///
+    /// A connection that has not sent its first request stays PARKED (it
+    /// does not go dormant) until this deadline.
+    ///
+    /// Default is 30 s (hyper's default when it has a timer): long enough
+    /// for any real client, short enough that trickled heads cannot pile
+    /// up. `None` disables it.
+    pub fn header_read_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
+        self.timeouts.header_read = timeout.into();
+        self
+    }
+
+    /// Sets how long a client may take to send a whole request, head and
+    /// body, counted like [`header_read_timeout`](Self::header_read_timeout) (Go's
+    /// `ReadTimeout`). It applies while the handler still reads the body; a
+    /// handler that answers without reading the body stops it. On expiry
+    /// the connection is closed and a handler still reading gets an error
+    /// from the body.
+    ///
+    /// Default is `None`: uploads take as long as they take, as in Go.
+    pub fn read_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
+        self.timeouts.read = timeout.into();
+        self
+    }
+
+    /// Sets how long writing a response may take, from when the handler returns
+    /// it until its last byte is flushed to the socket. On expiry the
+    /// connection is closed: this is what frees a connection whose client
+    /// stopped reading. Unlike Go's `WriteTimeout`, the time the handler
+    /// takes to produce the response is not counted, so long polls need no
+    /// special case; a streaming response body counts in full.
+    ///
+    /// Default is `None`, as in Go: responses may stream for as long as
+    /// they like.
+    pub fn write_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
+        self.timeouts.write = timeout.into();
+        self
+    }
+
+    /// Sets the most connections the server holds at once: ACTIVE, PARKED and
+    /// DORMANT ones all count, since each holds a file descriptor and
+    /// kernel socket memory. At the limit the server stops accepting; new
+    /// connections wait in the kernel's listen backlog until one closes.
+    /// Upgraded connections stop counting when they are handed to the
+    /// handler. HTTP/2 connections count once, whatever their streams.
+    ///
+    /// Default is `None`: no limit beyond the process's file descriptor
+    /// limit (running out of descriptors pauses accepting; see
+    /// [`Stats::accept_errors`](crate::Stats::accept_errors)).
+    pub fn max_connections(&mut self, max: impl Into<Option<usize>>) -> &mut Self {
+        self.max_connections = max.into();
+        self
+    }
+
+    /// Sets whether connections that open with the HTTP/2 preface (h2c, "prior
+    /// knowledge") are served with HTTP/2. When off, hyper's HTTP/1 parser
+    /// rejects the preface and the connection is closed without a response,
+    /// as on a plain hyper HTTP/1 server.
+    ///
+    /// Default is `true`.
+    pub fn http2(&mut self, enabled: bool) -> &mut Self {
+        self.http2 = enabled;
+        self
+    }
+
+    /// Sets whether HTTP/1 connections are kept alive between requests.
+    ///
+    /// Default is `true`.
+    pub fn keep_alive(&mut self, enabled: bool) -> &mut Self {
+        self.keep_alive = enabled;
+        self
+    }
+
+    /// Sets the largest request head (request line and headers) accepted,
+    /// in bytes; a larger one is answered with `431 Request Header Fields Too
+    /// Large` and the connection is closed. Must be at least 8192.
+    ///
+    /// Default is 417,792 (hyper's default).
+    pub fn max_header_bytes(&mut self, max: usize) -> &mut Self {
+        self.max_header_bytes = max;
+        self
+    }
+
+    /// Sets the most headers a request may have; more are answered with `431`.
+    ///
+    /// Default is 100 (hyper's default).
+    pub fn max_headers(&mut self, max: usize) -> &mut Self {
+        self.max_headers = max;
+        self
+    }
+
+    /// Sets whether every request carries the client's address as a
+    /// [`PeerAddr`](crate::PeerAddr) extension.
+    ///
+    /// Off by default, like axum's `ConnectInfo`, because it is not free:
+    /// an extension is the only way an `http::Request` can carry the
+    /// address, and the first extension of a request costs three
+    /// allocations (`http`'s map, its table and the boxed value), which a
+    /// hello-world server feels in its throughput (BENCHMARKS.md,
+    /// "Throughput"). Turn it on when handlers need the address.
+    ///
+    /// Default is `false`.
+    pub fn peer_addr(&mut self, enabled: bool) -> &mut Self {
+        self.peer_addr = enabled;
+        self
+    }
+
+    /// Sets whether every request on a TLS connection carries what its handshake
+    /// negotiated as a [`TlsInfo`](crate::tls::TlsInfo) extension: the
+    /// server name the client asked for, the ALPN protocol, the TLS version
+    /// and cipher suite, and the client's certificates (mutual TLS).
+    ///
+    /// Off by default, like [`peer_addr`](Self::peer_addr): when on, a
+    /// connection keeps the facts from its handshake on (a small
+    /// allocation, plus a copy of the client's certificate chain if it
+    /// sent one, held while it is idle too), and every request gets an
+    /// extension.
+    ///
+    /// Default is `false`.
+    #[cfg(feature = "tls-no-provider")]
+    #[cfg_attr(
+        docsrs,
+        doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+    )]
+    pub fn tls_info(&mut self, enabled: bool) -> &mut Self {
+        self.tls_info = enabled;
+        self
+    }
+
+    /// Sets how long a client may take to complete a TLS handshake, counted from
+    /// accept (TLS listeners only; see [`tls`](crate)). A connection still
+    /// handshaking then is closed and counted in
+    /// [`Stats::tls_handshake_timeouts`](crate::Stats::tls_handshake_timeouts). The `header_read_timeout` also
+    /// counts from accept and bounds the handshake and the first request
+    /// head together. `None` leaves only that one.
+    ///
+    /// Default is 10 s (as axum-server's).
+    pub fn tls_handshake_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
+        self.tls_handshake_timeout = timeout.into();
+        self
+    }
+
+    /// Sets how long a graceful shutdown waits for requests in flight before it
+    /// closes their connections anyway. `None` waits as long as they take.
+    ///
+    /// Default is `None`, as Go's `Server.Shutdown` with a background
+    /// context.
+    pub fn shutdown_grace(&mut self, grace: impl Into<Option<Duration>>) -> &mut Self {
+        self.shutdown_grace = grace.into();
+        self
+    }
+
+    /// Checks the configuration and builds the server.
+    ///
+    /// # Errors
+    ///
+    /// A configuration error ([`Error::is_config`]) names the setting that
+    /// is out of range: `max_header_bytes` below 8192, an `idle_timeout`
+    /// over 24 days, a zero `header_read_timeout`, `read_timeout`,
+    /// `write_timeout` or `tls_handshake_timeout` (`None` disables them),
+    /// or a zero `max_connections` or `max_headers`.
+    pub fn build(&self) -> Result<Server, Error> {
+        if self.max_header_bytes < 8192 {
+            return Err(Error::config("max_header_bytes must be at least 8192"));
+        }
+        if self
+            .timeouts
+            .idle
+            .is_some_and(|t| t > Duration::from_secs(24 * 24 * 3600))
+        {
+            return Err(Error::config("idle_timeout must be at most 24 days"));
+        }
+        for (timeout, message) in [
+            (
+                self.timeouts.header_read,
+                "header_read_timeout must be longer than zero (None disables it)",
+            ),
+            (
+                self.timeouts.read,
+                "read_timeout must be longer than zero (None disables it)",
+            ),
+            (
+                self.timeouts.write,
+                "write_timeout must be longer than zero (None disables it)",
+            ),
+            (
+                self.tls_handshake_timeout,
+                "tls_handshake_timeout must be longer than zero (None disables it)",
+            ),
+        ] {
+            if timeout == Some(Duration::ZERO) {
+                return Err(Error::config(message));
+            }
+        }
+        if self.max_connections == Some(0) {
+            return Err(Error::config("max_connections must be at least 1"));
+        }
+        if self.max_headers == 0 {
+            return Err(Error::config("max_headers must be at least 1"));
+        }
+        let mut h1 = http1::Builder::new();
+        // hyper does not read while a request is answered: `ConnIo` looks
+        // for the client's close instead, without costing hyper a new read
+        // buffer per request (see `io`).
+        h1.half_close(true)
+            .keep_alive(self.keep_alive)
+            .max_buf_size(self.max_header_bytes);
+        if self.max_headers != HYPER_MAX_HEADERS {
+            // Only when needed: an explicit limit sends hyper down a slower
+            // path that initialises a header array per request.
+            h1.max_headers(self.max_headers);
+        }
+        let h2 = http2::Builder::new(TokioExecutor::new());
+        let config = Config {
+            park_after: self.park_after,
+            dormant_after: self.dormant_after,
+            timeouts: self.timeouts,
+            max_connections: self.max_connections,
+            http2: self.http2,
+            peer_addr: self.peer_addr,
+            #[cfg(feature = "tls-no-provider")]
+            tls_info: self.tls_info,
+            shutdown_grace: self.shutdown_grace,
+            tls_handshake_timeout: self.tls_handshake_timeout,
+        };
+        Ok(Server {
+            shared: Arc::new(Shared {
+                config,
+                http1: h1,
+                http2: h2,
+                pool: Pool::default(),
+                stats: Counters::default(),
+            }),
+        })
+    }
+}

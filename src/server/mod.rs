@@ -1,0 +1,188 @@
+//! The server: [`Server`] and the wiring of one `serve` call, the state
+//! its connections share and the parking lot they are registered with.
+//!
+//! - `builder`: [`Builder`], the settings and their checks;
+//! - `serve`: the public futures of a `serve` call;
+//! - `accept`: the accept loop (permit, backoff) and the drain at shutdown;
+//! - `owner`: what the parking lot reports to: stats, and the connections
+//!   it hands back.
+
+mod accept;
+mod builder;
+mod owner;
+mod serve;
+
+use std::fmt;
+use std::io;
+use std::sync::{Arc, Weak};
+
+use http::{Request, Response};
+use hyper::service::Service;
+use tracing::error;
+
+pub use builder::Builder;
+pub use serve::{Serve, ServeFuture, WithGracefulShutdown};
+
+use crate::accounting::Held;
+use crate::body::Body;
+use crate::listener::Listener;
+use crate::service::{BoxError, HttpService, ResBody};
+use crate::shutdown::{Level, Signal};
+use crate::state::{ServeState, Shared};
+use crate::stats::Stats;
+use crate::transport::Seam;
+use crate::upgrade::{self, StreamLot};
+use owner::LotOwner;
+
+/// An HTTP/1.1 and HTTP/2 server whose idle connections hold no hyper state
+/// and no buffers.
+///
+/// Cloning is cheap; clones share configuration and statistics.
+///
+/// ```no_run
+/// use std::convert::Infallible;
+/// use http::{Request, Response};
+/// use http_body_util::Full;
+/// use hyper::body::Bytes;
+/// use hyper::service::service_fn;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+/// let server = dormant::Server::builder().build()?;
+/// server
+///     .serve(listener, service_fn(|_req: Request<dormant::Body>| async {
+///         Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("Hello, World!"))))
+///     }))
+///     .with_graceful_shutdown(async { tokio::signal::ctrl_c().await.unwrap() })
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Server {
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    /// Returns a builder with default settings.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Returns a snapshot of this server's counters.
+    pub fn stats(&self) -> Stats {
+        self.shared.stats.snapshot(self.shared.pool.stats())
+    }
+
+    /// Serves connections accepted from `listener` with `service` until the
+    /// returned future is dropped, or, with
+    /// [`with_graceful_shutdown`](Serve::with_graceful_shutdown), until
+    /// shutdown completes.
+    ///
+    /// `listener` is anything that implements [`Listener`]: tokio's
+    /// `TcpListener` or `UnixListener`, or dormant's
+    /// [`UnixListener`](crate::UnixListener). Every connection gets the
+    /// whole idle ladder, whatever the transport.
+    ///
+    /// The service is shared by all connections (hyper services take
+    /// `&self`). A tower service, such as an axum `Router`, is served
+    /// through [`TowerToHyperService`](crate::TowerToHyperService).
+    ///
+    /// Errors of single connections are logged (with `tracing`) and never
+    /// end the server; nor do accept errors, which back off instead of
+    /// spinning.
+    ///
+    /// # Errors
+    ///
+    /// The future fails only at its start, if the parking lot's poll cannot
+    /// be created (the process is out of file descriptors).
+    ///
+    /// # Panics
+    ///
+    /// The future panics if it is polled outside a tokio runtime with I/O
+    /// and time enabled.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops accepting and drops the listener; it does
+    /// not close the connections already accepted. To end them too, serve
+    /// [`with_graceful_shutdown`](Serve::with_graceful_shutdown).
+    pub fn serve<L, S, B>(&self, listener: L, service: S) -> Serve<L, S>
+    where
+        L: Listener,
+        S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<BoxError>,
+    {
+        Serve::new(self.clone(), listener, service)
+    }
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("config", &self.shared.config)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// Makes the state of a `serve` call and starts its parking lot, which
+/// every connection is registered with: without it nothing is served.
+fn start<T, S, B>(shared: &Arc<Shared>, service: &Arc<S>) -> io::Result<Arc<ServeState<T>>>
+where
+    T: Seam,
+    S: HttpService<B>,
+    B: ResBody,
+{
+    let poll = mio::Poll::new()?;
+    let registry = poll.registry().try_clone()?;
+    let state = Arc::new_cyclic(|weak: &Weak<ServeState<T>>| {
+        // The lot reports to the state it belongs to, weakly: the state
+        // keeps the lot.
+        let owner = LotOwner::new(weak.clone(), service.clone());
+        let lot = StreamLot::new(Box::new(owner), shared.config.lot_slack(), registry);
+        ServeState {
+            shared: shared.clone(),
+            signal: Signal::default(),
+            upgrade_lot: upgrade::Lot::new(lot.clone()),
+            lot,
+            held: Held::new(shared.config.max_connections),
+        }
+    });
+    tokio::spawn(drive_lot(state.clone(), poll));
+    Ok(state)
+}
+
+/// Drives the parking lot of one `serve` call until shutdown.
+async fn drive_lot<T: Seam>(state: Arc<ServeState<T>>, poll: mio::Poll) {
+    let lot = &state.lot;
+    // Every connection reads and writes through the lot: it runs until the
+    // last one is gone after shutdown began.
+    let done = async {
+        // Polled on every wake of the lot's task: a `Watch` is one atomic
+        // load per poll, where `reached` takes the signal's lock.
+        let mut watch = std::pin::pin!(state.signal.watch());
+        std::future::poll_fn(|cx| match watch.as_mut().poll_level(cx) {
+            Level::Running => std::task::Poll::Pending,
+            Level::Draining | Level::Forced => std::task::Poll::Ready(()),
+        })
+        .await;
+        state.held.all_released().await;
+    };
+    tokio::select! {
+        biased;
+        () = done => {}
+        res = lot.drive(poll) => {
+            if let Err(error) = res {
+                error!(%error, "parking lot failed; closing every connection");
+            }
+            // No connection can make progress without it.
+            lot.close_all();
+            state.signal.raise(Level::Forced);
+        }
+    }
+}

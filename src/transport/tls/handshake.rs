@@ -1,0 +1,99 @@
+//! What a served session keeps for the server beyond rustls's state: the
+//! configuration to start over with, where its handshake's end is
+//! counted, and the notes for [`TlsInfo`].
+
+use std::io;
+use std::sync::Arc;
+
+use rustls::ServerConfig;
+use rustls::server::UnbufferedServerConnection;
+
+use super::super::tls_info::TlsInfo;
+use super::super::{Handshakes, Serving};
+use super::{Tls, tls_error};
+
+/// What a session keeps for the server.
+pub(super) enum Served {
+    /// Accepted, not served yet: the configuration that offers HTTP/1.1
+    /// alone, to start over with if the server's HTTP/2 is off.
+    Accepted { http1: Arc<ServerConfig> },
+    /// Served, its handshake under way.
+    Handshaking {
+        /// Where the handshake's end is counted.
+        handshakes: Arc<dyn Handshakes>,
+        notes: Notes,
+    },
+    /// The handshake is complete, and the server reports what it
+    /// negotiated.
+    Negotiated(TlsInfo),
+}
+
+/// What a handshake under way notes for [`TlsInfo`].
+pub(super) enum Notes {
+    /// Nothing: the server does not report it.
+    Nothing,
+    /// The server name the client asked for, once its ClientHello is
+    /// processed.
+    ServerName(Option<Box<str>>),
+}
+
+impl Tls {
+    /// Starts serving the session with what the server asks of it: the
+    /// HTTP/1.1-only configuration when its HTTP/2 is off, the counting
+    /// of the handshake's end, and the notes for [`TlsInfo`].
+    pub(super) fn serve(&mut self, serving: &Serving<'_>) -> io::Result<()> {
+        let accepted = self.served.take();
+        if !self.conn.is_handshaking() {
+            return Ok(());
+        }
+        if let (Some(Served::Accepted { http1 }), false) =
+            (accepted.as_deref(), serving.config.http2)
+        {
+            // No byte was processed yet: the session starts over.
+            self.conn = UnbufferedServerConnection::new(http1.clone()).map_err(tls_error)?;
+        }
+        let handshaking = Served::Handshaking {
+            handshakes: serving.handshakes.clone(),
+            notes: if serving.config.tls_info {
+                Notes::ServerName(None)
+            } else {
+                Notes::Nothing
+            },
+        };
+        self.served = Some(match accepted {
+            Some(mut served) => {
+                *served = handshaking;
+                served
+            }
+            None => Box::new(handshaking),
+        });
+        Ok(())
+    }
+
+    /// The handshake of a served session completed: counts it, and keeps
+    /// what it negotiated if the server reports that.
+    pub(super) fn handshake_done(&mut self) {
+        let Some(mut served) = self.served.take() else {
+            return;
+        };
+        let Served::Handshaking { handshakes, notes } = &mut *served else {
+            self.served = Some(served);
+            return;
+        };
+        handshakes.completed();
+        if let Notes::ServerName(name) = notes {
+            if let Some(info) = TlsInfo::new(&self.conn, name.take()) {
+                *served = Served::Negotiated(info);
+                self.served = Some(served);
+            }
+        }
+    }
+}
+
+impl Drop for Tls {
+    fn drop(&mut self) {
+        if let Some(Served::Handshaking { handshakes, .. }) = self.served.as_deref() {
+            handshakes.failed();
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! A TLS stream as the parking lot and the driver see it: its parked form
+//! (the transport's fd and the session), and the [`Seam`] and
+//! [`Transport`] it implements.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::task::{Context, Poll};
+
+use rustls::unbuffered::ConnectionState;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::handshake::Served;
+use super::{Tls, TlsStream};
+use crate::lot::{Parkable, Registration};
+use crate::transport::{Alpn, Connected, Handshake, Peer, Seam, Serving, Stream, Transport};
+
+/// A TLS connection outside tokio: the transport's parked form and the
+/// session.
+#[derive(Debug)]
+pub struct DormantTls<D> {
+    fd: D,
+    tls: Box<Tls>,
+}
+
+impl<D: AsFd> AsFd for DormantTls<D> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl<IO> TlsStream<IO> {
+    /// Splits a quiet stream into its transport and its session, giving
+    /// back the buffers; the stream back if it is not quiet.
+    fn into_session(mut self) -> Result<(IO, Box<Tls>), Self> {
+        if !self.is_quiet() || self.has_buffered() {
+            // The driver parks only quiet connections (a read found
+            // nothing, and every write was flushed), and the upgrade lot
+            // hands back a stream with bytes to read: a record held here
+            // would wait for a readiness the socket never gives again.
+            return Err(self);
+        }
+        self.shed();
+        Ok((self.io, self.rec.tls))
+    }
+}
+
+impl<IO> Parkable for TlsStream<IO>
+where
+    IO: Parkable + AsyncRead + AsyncWrite + Unpin,
+    IO::Dormant: io::Write,
+{
+    type Dormant = DormantTls<IO::Dormant>;
+
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.has_buffered() {
+            return Poll::Ready(Ok(()));
+        }
+        self.io.poll_read_ready(cx)
+    }
+
+    fn read_ready(&self) -> bool {
+        self.has_buffered() || self.io.read_ready()
+    }
+
+    fn into_dormant(self) -> Result<(DormantTls<IO::Dormant>, Registration), Self> {
+        let (io, tls) = self.into_session()?;
+        match io.into_dormant() {
+            Ok((fd, registration)) => Ok((DormantTls { fd, tls }, registration)),
+            Err(io) => Err(TlsStream::from_parts(io, tls)),
+        }
+    }
+
+    fn from_dormant(dormant: DormantTls<IO::Dormant>, registration: Registration) -> Self {
+        TlsStream::from_parts(IO::from_dormant(dormant.fd, registration), dormant.tls)
+    }
+
+    fn peer_closed(_: &DormantTls<IO::Dormant>) -> Option<io::Result<bool>> {
+        // A `close_notify` is a record to decrypt: the connection's first
+        // read finds it.
+        None
+    }
+
+    fn close_dormant(mut dormant: DormantTls<IO::Dormant>) {
+        // `close_notify`, if the handshake is done and the socket takes
+        // the few bytes at once; a close without it otherwise. (rustls is
+        // given the bytes it was given last, as it must be.)
+        let tls = &mut *dormant.tls;
+        let status = tls.conn.process_tls_records(&mut tls.partial);
+        if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
+            let mut alert = [0; 64];
+            if let Ok(n) = traffic.queue_close_notify(&mut alert) {
+                let _ = io::Write::write(&mut dormant.fd, &alert[..n]);
+            }
+        }
+    }
+
+    fn close(self) {
+        if let Ok((dormant, _)) = self.into_dormant() {
+            Self::close_dormant(dormant);
+        }
+    }
+}
+
+impl<IO> Seam for TlsStream<IO>
+where
+    IO: Seam,
+    IO::Dormant: io::Write,
+{
+    type Addr = IO::Addr;
+
+    fn peer_addr(&self) -> io::Result<IO::Addr> {
+        self.io.peer_addr()
+    }
+
+    fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>> {
+        // `close_notify` is a record: a read, never a peek.
+        crate::transport::poll_read_ahead(self, cx)
+    }
+
+    fn connected(&self) -> Connected {
+        let tls = &*self.rec.tls;
+        if tls.conn.is_handshaking() {
+            return Connected {
+                handshake: Handshake::UnderWay,
+                ..Connected::default()
+            };
+        }
+        Connected {
+            handshake: Handshake::Settled,
+            alpn: match tls.conn.alpn_protocol() {
+                None => Alpn::Unchosen,
+                Some(b"h2") => Alpn::H2,
+                Some(_) => Alpn::Http1,
+            },
+            tls_info: match tls.served.as_deref() {
+                Some(Served::Negotiated(info)) => Some(info.clone()),
+                _ => None,
+            },
+        }
+    }
+
+    fn into_stream(self) -> io::Result<Stream> {
+        let TlsStream { io, rec } = self;
+        Ok(Stream::from_tls(TlsStream {
+            io: io.into_stream()?,
+            rec,
+        }))
+    }
+
+    fn dormant_from_stream(stream: Stream) -> Result<io::Result<DormantTls<IO::Dormant>>, Stream> {
+        let tls = stream.into_tls()?;
+        let (inner, tls) = match tls.into_session() {
+            Ok(parts) => parts,
+            Err(_) => {
+                return Ok(Err(io::Error::other(
+                    "a TLS stream with data on its way cannot sleep",
+                )));
+            }
+        };
+        match IO::dormant_from_stream(inner) {
+            Ok(fd) => Ok(fd.map(|fd| DormantTls { fd, tls })),
+            Err(inner) => Err(Stream::from_tls(TlsStream::from_parts(inner, tls))),
+        }
+    }
+
+    fn dormant_into_stream(dormant: DormantTls<IO::Dormant>) -> io::Result<Stream> {
+        let inner = IO::dormant_into_stream(dormant.fd)?;
+        Ok(Stream::from_tls(TlsStream::from_parts(inner, dormant.tls)))
+    }
+}
+
+impl<IO> Transport for TlsStream<IO>
+where
+    IO: Transport,
+    <IO::Served as Parkable>::Dormant: io::Write,
+{
+    type Addr = IO::Addr;
+
+    fn peer_addr(&self) -> io::Result<IO::Addr> {
+        self.io.peer_addr()
+    }
+
+    type Served = TlsStream<IO::Served>;
+
+    fn serve_in(self, serving: &Serving<'_>) -> io::Result<TlsStream<IO::Served>> {
+        let TlsStream { io, mut rec } = self;
+        let io = io.serve_in(serving)?;
+        rec.tls.serve(serving)?;
+        Ok(TlsStream { io, rec })
+    }
+}
