@@ -113,3 +113,8 @@ pub use service::PeerAddr;
 pub use shutdown::Shutdown;
 pub use stats::Stats;
 pub use transport::Transport;
+
+/// The README's example, compiled by `cargo test` as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
