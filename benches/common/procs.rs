@@ -16,7 +16,8 @@
 //!   until each half is idle and takes readings after each (*mid*,
 //!   *after*), and prints `RESULT`;
 //! - `client`: that server's *client process* ([`client_main`]), which
-//!   opens the connections with the bench's per-connection exchange.
+//!   opens the connections with the bench's per-connection exchange, given
+//!   the kind (`{PREFIX}_KIND`) as well.
 //!
 //! Children are started through `sh -c 'ulimit -n "$(ulimit -Hn)"; exec …'`,
 //! which raises their soft `RLIMIT_NOFILE` to the hard limit.
@@ -30,8 +31,10 @@
 //! such a directory, and its client trusts that file. A bench with such
 //! kinds has a listener of each transport ([`Listen`]) and an exchange on
 //! a [`Conn`] (`fn(&mut Conn)`), which this file opens over the kind's
-//! transport (TLS included: the exchange reads and writes plaintext); a
-//! TCP-only bench may take a `TcpListener` and connect by itself
+//! transport (TLS included: the exchange reads and writes plaintext), or
+//! an exchange of its own that opens the connection for the kind and
+//! keeps what it likes of it ([`Connect`]: `idle_memory`'s HTTP/2 kinds);
+//! a TCP-only bench may take a `TcpListener` and connect by itself
 //! (`fn(SocketAddr) -> TcpStream`).
 
 use std::fmt;
@@ -80,10 +83,11 @@ pub(crate) struct Bench<C = fn(SocketAddr) -> TcpStream> {
     /// Width of the kind column.
     pub(crate) kind_width: usize,
     /// Kinds set against a baseline after the table, each with the name it
-    /// goes by there. The baseline is the first kind over the kind's
-    /// transport where the bench has it (`tls-parked` against
-    /// `tls-hyper-util` if the first kind is `hyper-util`), else the first
-    /// kind.
+    /// goes by there. The baseline is the first kind under the longest
+    /// prefix of the kind's name, up to a `-`, under which the bench has
+    /// it (`tls-parked` against `tls-hyper-util` and `tls-h2-parked`
+    /// against `tls-h2-hyper-util` if the first kind is `hyper-util`), else
+    /// the first kind.
     pub(crate) ratios: &'static [(&'static str, &'static str)],
     /// One connection of the client process: one exchange with the server
     /// on a new connection, which stays open ([`Connect`]).
@@ -242,11 +246,10 @@ fn orchestrate<C>(bench: &Bench<C>) {
     let position = |kind: &str| bench.kinds.iter().position(|x| *x == kind);
     for (kind, name) in bench.ratios {
         let k = position(kind).expect("a ratio names a kind");
-        // The first kind over this kind's transport, if the bench has it.
-        let b = ["unix-", "tls-"]
-            .iter()
-            .find(|p| kind.starts_with(*p))
-            .and_then(|p| position(&format!("{p}{}", bench.kinds[0])))
+        // The first kind under the longest prefix that has it.
+        let b = kind
+            .rmatch_indices('-')
+            .find_map(|(i, _)| position(&format!("{}{}", &kind[..=i], bench.kinds[0])))
             .unwrap_or(0);
         let base = bench.kinds[b];
         let ratio = |f: fn(&Sample) -> f64| med(b, f) / med(k, f);
@@ -313,7 +316,7 @@ pub(crate) fn serve<C, L: Listen, T: UnderTest>(
         (server, task, to)
     };
 
-    let mut client = Client::spawn(bench);
+    let mut client = Client::spawn(bench, &kind);
 
     client.command(&format!("cycle {WARMUP} {to}"));
     server.wait_warmed_up();
@@ -457,9 +460,9 @@ struct Client {
 }
 
 impl Client {
-    fn spawn<C>(bench: &Bench<C>) -> Self {
+    fn spawn<C>(bench: &Bench<C>, kind: &str) -> Self {
         let mut child = bench
-            .reexec("client", "")
+            .reexec("client", kind)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -547,7 +550,7 @@ pub(crate) enum Conn {
 impl Conn {
     /// Connects to `to`, with a read timeout, so that a server that does
     /// not answer fails the bench instead of hanging it.
-    fn open(to: &Endpoint) -> Self {
+    pub(crate) fn open(to: &Endpoint) -> Self {
         let timeout = Some(Duration::from_secs(10));
         match to {
             Endpoint::Tcp(addr) => {
@@ -597,27 +600,44 @@ impl Write for Conn {
     }
 }
 
-/// The client's exchange ([`Bench::connect`]): opens one connection to
-/// the server process, does the bench's exchange on it and returns it,
-/// still open.
+/// The client's exchange ([`Bench::connect`]): opens one connection of
+/// `kind` to the server process, does the bench's exchange on it and
+/// returns what keeps it open.
 pub(crate) trait Connect {
-    fn connect(&self, to: &Endpoint) -> Conn;
+    /// What the client process holds of an open connection; dropping it
+    /// closes the connection.
+    type Open;
+
+    fn connect(&self, kind: &str, to: &Endpoint) -> Self::Open;
+
+    /// Whether `open` has been closed (by the server) since it was opened,
+    /// where the exchange can tell without reading from it; the client
+    /// asks before it closes everything, and fails if any was.
+    fn closed(&self, open: &Self::Open) -> bool {
+        let _ = open;
+        false
+    }
 }
 
 /// A TCP exchange that connects by itself, for a bench whose kinds all run
 /// over TCP (its server process refuses `unix-…` kinds: [`Listen`]).
 impl Connect for fn(SocketAddr) -> TcpStream {
-    fn connect(&self, to: &Endpoint) -> Conn {
+    type Open = TcpStream;
+
+    fn connect(&self, _: &str, to: &Endpoint) -> TcpStream {
         match to {
-            Endpoint::Tcp(addr) => Conn::Tcp(self(*addr)),
+            Endpoint::Tcp(addr) => self(*addr),
             _ => panic!("this bench's exchange is TCP only"),
         }
     }
 }
 
-/// An exchange on a connection this file opens, over either transport.
+/// An exchange on a connection this file opens, over either transport,
+/// the same for every kind.
 impl Connect for fn(&mut Conn) {
-    fn connect(&self, to: &Endpoint) -> Conn {
+    type Open = Conn;
+
+    fn connect(&self, _: &str, to: &Endpoint) -> Conn {
         let mut conn = Conn::open(to);
         self(&mut conn);
         conn
@@ -630,14 +650,16 @@ impl Connect for fn(&mut Conn) {
 ///   bench's exchange ([`Bench::connect`]) and closes;
 /// - `open N ENDPOINT`: N connections, one after another, each does the
 ///   bench's exchange and stays open;
-/// - `close` (or EOF): close everything and exit.
+/// - `close` (or EOF): close everything and exit; fails if the exchange
+///   tells that any of them was closed meanwhile ([`Connect::closed`]).
 ///
 /// The endpoint ([`Endpoint`]) is the rest of the line: a socket's path
 /// may hold spaces.
 fn client_main<C: Connect>(bench: &Bench<C>) {
+    let kind = std::env::var(bench.var("KIND")).unwrap_or_default();
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
-    let mut open: Vec<Conn> = Vec::new();
+    let mut open: Vec<C::Open> = Vec::new();
     for line in stdin.lock().lines() {
         let line = line.expect("stdin");
         let words: Vec<&str> = line.splitn(3, ' ').collect();
@@ -646,7 +668,7 @@ fn client_main<C: Connect>(bench: &Bench<C>) {
                 let k: usize = k.parse().expect("count");
                 let to = Endpoint::parse(to);
                 for _ in 0..k {
-                    let conn = bench.connect.connect(&to);
+                    let conn = bench.connect.connect(&kind, &to);
                     if words[0] == "open" {
                         open.push(conn);
                     }
@@ -658,5 +680,12 @@ fn client_main<C: Connect>(bench: &Bench<C>) {
         writeln!(stdout, "ready").expect("stdout");
         stdout.flush().expect("stdout");
     }
+    let closed = open.iter().filter(|c| bench.connect.closed(c)).count();
+    assert_eq!(
+        closed,
+        0,
+        "{kind}: {closed} of {} connections closed before the end",
+        open.len()
+    );
     drop(open);
 }

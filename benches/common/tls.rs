@@ -7,8 +7,9 @@
 //! (before the warm-up, so outside the *before* readings) and writes it as
 //! PEM into the measurement's temporary directory; the client process
 //! trusts that file alone. The client speaks TLS 1.3 only, offers ALPN
-//! `http/1.1` and does not resume sessions: every connection is a new
-//! client with a full handshake.
+//! `http/1.1` (or `h2` alone, for a bench's own HTTP/2 client:
+//! [`Trust::client_config`]) and does not resume sessions: every
+//! connection is a new client with a full handshake.
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -89,25 +90,29 @@ impl Identity {
 }
 
 /// What the client process trusts: the server's certificate file, and
-/// the client configuration made from it on first use.
+/// the client configurations made from it on first use (ALPN `http/1.1`,
+/// ALPN `h2`).
 #[derive(Debug)]
 pub(crate) struct Trust {
     pub(crate) cert: PathBuf,
-    config: OnceLock<Arc<ClientConfig>>,
+    http1: OnceLock<Arc<ClientConfig>>,
+    h2: OnceLock<Arc<ClientConfig>>,
 }
 
 impl Trust {
     pub(crate) fn new(cert: PathBuf) -> Self {
         Trust {
             cert,
-            config: OnceLock::new(),
+            http1: OnceLock::new(),
+            h2: OnceLock::new(),
         }
     }
 
-    /// TLS 1.3, ALPN `http/1.1`, no resumption, the certificate as the
-    /// only root.
-    fn client_config(&self) -> &Arc<ClientConfig> {
-        self.config.get_or_init(|| {
+    /// TLS 1.3, ALPN `http/1.1` (`h2` alone if `h2`), no resumption, the
+    /// certificate as the only root.
+    pub(crate) fn client_config(&self, h2: bool) -> &Arc<ClientConfig> {
+        let config = if h2 { &self.h2 } else { &self.http1 };
+        config.get_or_init(|| {
             install_provider();
             let mut roots = RootCertStore::empty();
             let certs = CertificateDer::pem_file_iter(&self.cert)
@@ -119,7 +124,8 @@ impl Trust {
                 ClientConfig::builder_with_protocol_versions(&[&rustls::version::TLS13])
                     .with_root_certificates(roots)
                     .with_no_client_auth();
-            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            let alpn: &[u8] = if h2 { b"h2" } else { b"http/1.1" };
+            config.alpn_protocols = vec![alpn.to_vec()];
             config.resumption = Resumption::disabled();
             Arc::new(config)
         })
@@ -142,6 +148,6 @@ pub(crate) fn connect(
     tcp.set_nodelay(true).expect("nodelay");
     let name = ServerName::try_from("localhost").expect("server name");
     let conn =
-        ClientConnection::new(trust.client_config().clone(), name).expect("client connection");
+        ClientConnection::new(trust.client_config(false).clone(), name).expect("client connection");
     Box::new(StreamOwned::new(conn, tcp))
 }

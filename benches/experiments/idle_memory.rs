@@ -5,7 +5,7 @@
 //! CARGO_TARGET_DIR=/work/target-bench cargo bench --bench idle_memory
 //! IDLE_N=5000 IDLE_REPEAT=5 cargo bench --bench idle_memory
 //! cargo bench --bench idle_memory -- 2000          # N as an argument
-//! cargo bench --features tls --bench idle_memory   # with the TLS rows
+//! cargo bench --features tls --bench idle_memory   # with the TLS rows (h2 too)
 //! cargo bench --features tls-ring --bench idle_memory   # TLS on ring
 //! ```
 //!
@@ -91,7 +91,32 @@
 //!   rustls's server also keeps up to 256 resumption sessions (2 tickets a
 //!   connection; the warm-up fills half): a fixed ~40 KB that shows at
 //!   small N (about 190 B and 1.9 allocations a connection at N = 200),
-//!   not at N = 10,000.
+//!   not at N = 10,000;
+//! - `h2c-hyper-util`, `h2c-no-park`: the same servers as `hyper-util` and
+//!   `no-park` (each serves either protocol), with a client that speaks
+//!   HTTP/2 with prior knowledge (h2c) over TCP: each connection sends the
+//!   client preface and SETTINGS, makes one `GET` on stream 1, reads the
+//!   whole response and idles, open. dormant does not park an h2
+//!   connection yet, so `h2c-no-park` (`park_after(None)`, which keeps
+//!   it awake once h2 parks) is its one h2 row for now; the rungs will be
+//!   `h2c-parked` and `h2c-dormant`, whose servers are `parked`'s and
+//!   `dormant`'s. The client is hyper's http2 client
+//!   (`hyper::client::conn::http2`) with its default settings, on a
+//!   1-worker tokio runtime in the client process, one task per
+//!   connection, which keeps answering what the server sends an idle
+//!   connection (its SETTINGS, a PING) while the client waits; the
+//!   request's URI is `http://localhost/` (`:authority` `localhost`). It
+//!   checks the response (a 200 over HTTP/2, `Hello, World!`), and before
+//!   it closes everything that none of its connections has ended: a
+//!   connection the server closed fails the measurement. Their ratios
+//!   are against `h2c-hyper-util`;
+//! - `tls-h2-hyper-util`, `tls-h2-no-park` (with a TLS feature): the same
+//!   over TLS: `tls-hyper-util`'s server, and `no-park`'s over dormant's
+//!   `TlsListener`, both offering ALPN `h2` and `http/1.1`; the client
+//!   offers ALPN `h2` alone (TLS 1.3, the same trust, no resumption, on
+//!   tokio-rustls), checks that the server chose it, then makes the same
+//!   `GET` (`https://localhost/`). Their ratios are against
+//!   `tls-h2-hyper-util`.
 //!
 //! Both child processes raise their soft `RLIMIT_NOFILE` to the hard limit
 //! by being started through `sh -c 'ulimit -n "$(ulimit -Hn)"; exec …'`
@@ -101,20 +126,28 @@
 //! `upgrade_memory` (`benches/common/procs.rs`, `benches/common/memory.rs`),
 //! and so is the choice of transport (a kind named `unix-…` runs over a Unix
 //! socket, one named `tls-…` over TLS, `benches/common/tls.rs`); this file
-//! has the kinds, their servers and the client's request.
+//! has the kinds, their servers and the client's requests (HTTP/1.1, and
+//! HTTP/2 for the `h2c-…` and `tls-h2-…` kinds).
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 #[cfg(feature = "tls-no-provider")]
 use dormant::tls::{TlsConfig, TlsListener};
+use http::{Request, StatusCode, Version};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper::client::conn::http2;
 use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 #[cfg(feature = "tls-no-provider")]
-use hyper_util::{rt::TokioExecutor, rt::TokioIo, server::conn::auto};
-use tokio::net::{TcpListener, UnixListener};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream, UnixListener};
+use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -129,11 +162,14 @@ mod procs;
 use hello::hello_hyper;
 use hello::{complete_response, hello_dormant, serve_hyper_util};
 use memory::wait_until;
-use procs::{Bench, Conn, Endpoint, Listen, UnderTest, WARMUP};
+use procs::{Bench, Conn, Connect, Endpoint, Listen, UnderTest, WARMUP};
 
-static BENCH: Bench<fn(&mut Conn)> = Bench {
+static BENCH: Bench<Exchange> = Bench {
     prefix: "IDLE",
     title: "idle memory per connection",
+    // A kind is a transport and protocol prefix (`unix-`, `tls-`, `h2c-`,
+    // `tls-h2-`: `SERVED_AS`) and a server kind (`start_server`). An h2
+    // rung is one more entry here (`h2c-parked` …) once h2 parks.
     kinds: &[
         "hyper-util",
         "parked",
@@ -141,28 +177,58 @@ static BENCH: Bench<fn(&mut Conn)> = Bench {
         "no-park",
         "unix-parked",
         "unix-dormant",
+        "h2c-hyper-util",
+        "h2c-no-park",
         #[cfg(feature = "tls-no-provider")]
         "tls-hyper-util",
         #[cfg(feature = "tls-no-provider")]
         "tls-parked",
         #[cfg(feature = "tls-no-provider")]
         "tls-dormant",
+        #[cfg(feature = "tls-no-provider")]
+        "tls-h2-hyper-util",
+        #[cfg(feature = "tls-no-provider")]
+        "tls-h2-no-park",
     ],
-    kind_width: 16,
-    // The `tls-…` kinds against `tls-hyper-util` (procs.rs: the baseline
-    // over the kind's transport).
+    kind_width: 17,
+    // The `tls-…` kinds against `tls-hyper-util`, the `h2c-…` kinds against
+    // `h2c-hyper-util`, the `tls-h2-…` kinds against `tls-h2-hyper-util`
+    // (procs.rs: the baseline under the kind's prefix).
     ratios: &[
         ("parked", "PARKED"),
         ("dormant", "DORMANT"),
         ("unix-parked", "PARKED over Unix"),
         ("unix-dormant", "DORMANT over Unix"),
+        ("h2c-no-park", "awake h2c"),
         #[cfg(feature = "tls-no-provider")]
         ("tls-parked", "PARKED over TLS"),
         #[cfg(feature = "tls-no-provider")]
         ("tls-dormant", "DORMANT over TLS"),
+        #[cfg(feature = "tls-no-provider")]
+        ("tls-h2-no-park", "awake h2 over TLS"),
     ],
-    connect: request,
+    connect: Exchange,
 };
+
+/// The prefixes of the kinds' names, each with whether its kinds speak
+/// HTTP/2, longest first where one starts another; the rest of the name
+/// is the server kind. procs.rs serves `unix-…` over a Unix socket and
+/// `tls-…` over TLS, the rest over TCP.
+const SERVED_AS: &[(&str, bool)] = &[
+    ("tls-h2-", true),
+    ("tls-", false),
+    ("h2c-", true),
+    ("unix-", false),
+];
+
+/// A kind's server kind (`start_server`) and whether its client speaks
+/// HTTP/2.
+fn served_as(kind: &str) -> (&str, bool) {
+    SERVED_AS
+        .iter()
+        .find_map(|(prefix, h2)| Some((kind.strip_prefix(prefix)?, *h2)))
+        .unwrap_or((kind, false))
+}
 
 fn main() {
     procs::main(&BENCH, || procs::serve(&BENCH, start_server));
@@ -255,11 +321,9 @@ fn start_server(
     stop: oneshot::Receiver<()>,
 ) -> (Running, JoinHandle<()>) {
     // The server of `unix-parked` and `tls-parked` is `parked`'s, on
-    // another transport.
-    let server_kind = ["unix-", "tls-"]
-        .iter()
-        .find_map(|p| kind.strip_prefix(p))
-        .unwrap_or(kind);
+    // another transport; the server of `h2c-no-park` is `no-park`'s, which
+    // the client speaks HTTP/2 to (both servers serve either protocol).
+    let (server_kind, _) = served_as(kind);
     match server_kind {
         "parked" | "dormant" | "no-park" => {
             let mut builder = dormant::Server::builder();
@@ -368,6 +432,45 @@ async fn serve_hyper_util_tls(
 // Client process
 // ---------------------------------------------------------------------------
 
+/// The client's exchange for each kind: one keep-alive `GET` over
+/// HTTP/1.1 ([`request`]), or over HTTP/2 for the `h2c-…` and `tls-h2-…`
+/// kinds ([`h2_get`]).
+#[derive(Debug)]
+struct Exchange;
+
+/// What the client process holds of an open connection, which keeps it
+/// open.
+#[derive(Debug)]
+enum Open {
+    Http1(#[expect(dead_code, reason = "held to keep the connection open")] Conn),
+    /// hyper's handle on the connection; its task runs on the client's
+    /// runtime ([`client_runtime`]) and ends when this is dropped.
+    H2(http2::SendRequest<Empty<Bytes>>),
+}
+
+impl Connect for Exchange {
+    type Open = Open;
+
+    fn connect(&self, kind: &str, to: &Endpoint) -> Open {
+        if served_as(kind).1 {
+            Open::H2(h2_get(to))
+        } else {
+            let mut conn = Conn::open(to);
+            request(&mut conn);
+            Open::Http1(conn)
+        }
+    }
+
+    /// An h2 connection the server closed (or that failed) has ended its
+    /// task, which closes its handle.
+    fn closed(&self, open: &Open) -> bool {
+        match open {
+            Open::Http1(_) => false,
+            Open::H2(send) => send.is_closed(),
+        }
+    }
+}
+
 /// Sends one keep-alive `GET` and reads the whole response.
 fn request(conn: &mut Conn) {
     conn.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -384,4 +487,88 @@ fn request(conn: &mut Conn) {
             return;
         }
     }
+}
+
+/// The client process's runtime for its HTTP/2 connections, made on first
+/// use: one worker thread, which runs every connection's task (one each)
+/// also while the client waits for its next command, so that the client
+/// answers what the server sends an idle connection (SETTINGS, PING) as a
+/// real client would.
+fn client_runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("client runtime")
+    })
+}
+
+/// Opens an HTTP/2 connection to `to` (h2c with prior knowledge over TCP,
+/// or h2 over TLS with ALPN `h2` alone), with hyper's http2 client and its
+/// default settings, and makes one `GET` on it: the client preface and
+/// SETTINGS, the request on stream 1, the whole response (a 200, `Hello,
+/// World!`). Returns the connection's handle, still open. Fails after 10 s,
+/// so that a server that does not answer fails the bench.
+fn h2_get(to: &Endpoint) -> http2::SendRequest<Empty<Bytes>> {
+    client_runtime().block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            let (mut send, uri) = match to {
+                Endpoint::Tcp(addr) => (h2_handshake(tcp(addr).await).await, "http://localhost/"),
+                #[cfg(feature = "tls-no-provider")]
+                Endpoint::Tls(addr, trust) => {
+                    let connector =
+                        tokio_rustls::TlsConnector::from(trust.client_config(true).clone());
+                    let name =
+                        rustls::pki_types::ServerName::try_from("localhost").expect("server name");
+                    let tls = connector
+                        .connect(name, tcp(addr).await)
+                        .await
+                        .expect("TLS handshake");
+                    assert_eq!(
+                        tls.get_ref().1.alpn_protocol(),
+                        Some(&b"h2"[..]),
+                        "the server did not choose h2"
+                    );
+                    (h2_handshake(tls).await, "https://localhost/")
+                }
+                Endpoint::Unix(_) => panic!("the h2 kinds run over TCP"),
+            };
+            let req = Request::get(uri)
+                .body(Empty::<Bytes>::new())
+                .expect("request");
+            let res = send.send_request(req).await.expect("h2 GET");
+            assert_eq!(res.status(), StatusCode::OK, "not a 200");
+            assert_eq!(res.version(), Version::HTTP_2, "not HTTP/2");
+            let body = res.into_body().collect().await.expect("body").to_bytes();
+            assert_eq!(&body[..], b"Hello, World!", "unexpected body");
+            send
+        })
+        .await
+        .expect("an h2 GET took more than 10 s")
+    })
+}
+
+async fn tcp(addr: &std::net::SocketAddr) -> TcpStream {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    tcp.set_nodelay(true).expect("nodelay");
+    tcp
+}
+
+/// hyper's http2 client handshake on `io` (sends the preface); the
+/// connection's task goes to the client's runtime.
+async fn h2_handshake<T>(io: T) -> http2::SendRequest<Empty<Bytes>>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (send, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(io))
+        .await
+        .expect("h2 handshake");
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            eprintln!("h2 client connection: {e}");
+        }
+    });
+    send
 }
