@@ -227,11 +227,13 @@ impl Builder {
     /// hyper refuses a stream beyond it with `REFUSED_STREAM`, which a
     /// client may retry. `None` advertises no limit. Must be at least 1.
     ///
-    /// The `http2_*` settings are named as hyper 0.14's server builder
-    /// named them, which hyper-util's `auto::Builder::http2()` and tonic
-    /// (`Server::http2_keepalive_interval`, `max_concurrent_streams`) still
-    /// echo: the prefix keeps them apart from the HTTP/1 settings beside
-    /// them. They apply to h2c and to HTTP/2 over TLS (ALPN `h2`) alike.
+    /// The `http2_*` settings are hyper 1.x's `http2::Builder` settings
+    /// under the names hyper 0.14's server builder gave them: the prefix
+    /// keeps them apart from the HTTP/1 settings beside them (hyper-util's
+    /// `auto::Builder` reaches the same ones through `.http2()`; tonic's
+    /// `Server` prefixes some, as in `http2_keepalive_interval`, spelled
+    /// `keep_alive` here as in hyper and [`keep_alive`](Self::keep_alive)).
+    /// They apply to h2c and to HTTP/2 over TLS (ALPN `h2`) alike.
     ///
     /// Default is 200 (hyper's default).
     pub fn http2_max_concurrent_streams(&mut self, max: impl Into<Option<u32>>) -> &mut Self {
@@ -312,8 +314,7 @@ impl Builder {
     /// `PING`.
     ///
     /// HTTP/2 connections do not park yet: an idle one stays ACTIVE, served
-    /// by hyper, which sends these `PING`s. The setting carries over to
-    /// HTTP/2 connections that park once they do.
+    /// by hyper, which sends these `PING`s.
     ///
     /// Default is `None` (hyper's default).
     pub fn http2_keep_alive_interval(
