@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::server::conn::{http1, http2};
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::Server;
 use crate::config::Config;
@@ -28,6 +28,10 @@ const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// hyper's default header read timeout (when it is given a timer).
 const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest timeout or interval the server counts: the parking lot's
+/// deadlines are correct up to about 24 days apart (`lot::deadlines`).
+const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 24 * 3600);
 
 /// Configures and builds a [`Server`].
 ///
@@ -55,6 +59,7 @@ pub struct Builder {
     #[cfg(feature = "tls-no-provider")]
     tls_info: bool,
     tls_handshake_timeout: Option<Duration>,
+    h2: Http2,
 }
 
 impl Default for Builder {
@@ -78,6 +83,7 @@ impl Default for Builder {
             #[cfg(feature = "tls-no-provider")]
             tls_info: false,
             tls_handshake_timeout: Some(DEFAULT_TLS_HANDSHAKE_TIMEOUT),
+            h2: Http2::default(),
         }
     }
 }
@@ -216,6 +222,120 @@ impl Builder {
         self
     }
 
+    /// Sets the most requests (streams) a client may have open at once on
+    /// one HTTP/2 connection, advertised as `SETTINGS_MAX_CONCURRENT_STREAMS`.
+    /// hyper refuses a stream beyond it with `REFUSED_STREAM`, which a
+    /// client may retry. `None` advertises no limit. Must be at least 1.
+    ///
+    /// The `http2_*` settings are hyper 1.x's `http2::Builder` settings
+    /// under the names hyper 0.14's server builder gave them: the prefix
+    /// keeps them apart from the HTTP/1 settings beside them (hyper-util's
+    /// `auto::Builder` reaches the same ones through `.http2()`; tonic's
+    /// `Server` prefixes some, as in `http2_keepalive_interval`, spelled
+    /// `keep_alive` here as in hyper and [`keep_alive`](Self::keep_alive)).
+    /// They apply to h2c and to HTTP/2 over TLS (ALPN `h2`) alike.
+    ///
+    /// Default is 200 (hyper's default).
+    pub fn http2_max_concurrent_streams(&mut self, max: impl Into<Option<u32>>) -> &mut Self {
+        self.h2.max_concurrent_streams = max.into();
+        self
+    }
+
+    /// Sets how many bytes of a request body a client may send on one
+    /// HTTP/2 stream before the handler reads them, advertised as
+    /// `SETTINGS_INITIAL_WINDOW_SIZE`: the server's buffer per request body.
+    /// At most 2,147,483,647 (2^31 − 1). Not used with
+    /// [`http2_adaptive_window`](Self::http2_adaptive_window).
+    ///
+    /// Default is 1,048,576 (1 MiB, hyper's default; the protocol's own is
+    /// 65,535).
+    pub fn http2_initial_stream_window_size(&mut self, size: u32) -> &mut Self {
+        self.h2.initial_stream_window_size = size;
+        self
+    }
+
+    /// Sets how many bytes of request bodies a client may send on one
+    /// HTTP/2 connection, all streams together, before handlers read them:
+    /// the server grants it with a `WINDOW_UPDATE` on stream 0 beyond the
+    /// 65,535 bytes every connection starts with. A smaller value grants
+    /// nothing more, and holds back the client's later windows until the
+    /// bytes in flight drop below it. At most 2,147,483,647 (2^31 − 1).
+    /// Not used with [`http2_adaptive_window`](Self::http2_adaptive_window).
+    ///
+    /// Default is 1,048,576 (1 MiB, hyper's default).
+    pub fn http2_initial_connection_window_size(&mut self, size: u32) -> &mut Self {
+        self.h2.initial_connection_window_size = size;
+        self
+    }
+
+    /// Sets whether HTTP/2 flow control windows adapt to the connection:
+    /// they start at 65,535 bytes and grow with the bandwidth-delay product
+    /// the server estimates with `PING`s while request bodies arrive. When on,
+    /// the two initial window settings are not used, whichever was set
+    /// last.
+    ///
+    /// Default is `false` (hyper's default).
+    pub fn http2_adaptive_window(&mut self, enabled: bool) -> &mut Self {
+        self.h2.adaptive_window = enabled;
+        self
+    }
+
+    /// Sets the largest HTTP/2 frame payload the server accepts, advertised
+    /// as `SETTINGS_MAX_FRAME_SIZE`; larger frames are a protocol error. The
+    /// frames the server sends follow the client's setting instead. Must be
+    /// between 16,384 and 16,777,215, the protocol's bounds.
+    ///
+    /// Default is 16,384 (hyper's default, the protocol's smallest).
+    pub fn http2_max_frame_size(&mut self, size: u32) -> &mut Self {
+        self.h2.max_frame_size = size;
+        self
+    }
+
+    /// Sets the largest request header list accepted on HTTP/2, advertised
+    /// as `SETTINGS_MAX_HEADER_LIST_SIZE`, and the most the server buffers
+    /// to decode one. It counts as HTTP/2 does: each field's name and value
+    /// (decompressed) plus 32 bytes. A larger request is answered with `431
+    /// Request Header Fields Too Large` and its stream reset. The
+    /// HTTP/2 counterpart of [`max_header_bytes`](Self::max_header_bytes).
+    /// Must be at least 1.
+    ///
+    /// Default is 16,384 (hyper's default).
+    pub fn http2_max_header_list_size(&mut self, max: u32) -> &mut Self {
+        self.h2.max_header_list_size = max;
+        self
+    }
+
+    /// Sets how long an HTTP/2 connection may go without receiving a frame
+    /// before the server sends a `PING`, also while no request is open; a
+    /// client that does not answer within
+    /// [`http2_keep_alive_timeout`](Self::http2_keep_alive_timeout) is
+    /// closed. This finds dead peers and keeps NAT and proxy mappings open,
+    /// as gRPC servers do. At most 24 days. `None` sends no keep-alive
+    /// `PING`.
+    ///
+    /// HTTP/2 connections do not park yet: an idle one stays ACTIVE, served
+    /// by hyper, which sends these `PING`s.
+    ///
+    /// Default is `None` (hyper's default).
+    pub fn http2_keep_alive_interval(
+        &mut self,
+        interval: impl Into<Option<Duration>>,
+    ) -> &mut Self {
+        self.h2.keep_alive_interval = interval.into();
+        self
+    }
+
+    /// Sets how long the server waits for the answer to a keep-alive `PING`
+    /// (see [`http2_keep_alive_interval`](Self::http2_keep_alive_interval),
+    /// without which it does nothing) before it closes the connection. At
+    /// most 24 days.
+    ///
+    /// Default is 20 s (hyper's default).
+    pub fn http2_keep_alive_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.h2.keep_alive_timeout = timeout;
+        self
+    }
+
     /// Sets whether HTTP/1 connections are kept alive between requests.
     ///
     /// Default is `true`.
@@ -224,9 +344,10 @@ impl Builder {
         self
     }
 
-    /// Sets the largest request head (request line and headers) accepted,
-    /// in bytes; a larger one is answered with `431 Request Header Fields Too
-    /// Large` and the connection is closed. Must be at least 8192.
+    /// Sets the largest HTTP/1 request head (request line and headers)
+    /// accepted, in bytes; a larger one is answered with `431 Request Header
+    /// Fields Too Large` and the connection is closed. Must be at least 8192.
+    /// HTTP/2 has [`http2_max_header_list_size`](Self::http2_max_header_list_size).
     ///
     /// Default is 417,792 (hyper's default).
     pub fn max_header_bytes(&mut self, max: usize) -> &mut Self {
@@ -234,7 +355,8 @@ impl Builder {
         self
     }
 
-    /// Sets the most headers a request may have; more are answered with `431`.
+    /// Sets the most headers an HTTP/1 request may have; more are answered
+    /// with `431`.
     ///
     /// Default is 100 (hyper's default).
     pub fn max_headers(&mut self, max: usize) -> &mut Self {
@@ -311,16 +433,15 @@ impl Builder {
     /// is out of range: `max_header_bytes` below 8192, an `idle_timeout`
     /// over 24 days, a zero `header_read_timeout`, `read_timeout`,
     /// `write_timeout` or `tls_handshake_timeout` (`None` disables them),
-    /// or a zero `max_connections` or `max_headers`.
+    /// a zero `max_connections` or `max_headers`, or an `http2_*` setting
+    /// out of the range its setter states (HTTP/2's bounds on windows and
+    /// frame sizes, which would otherwise panic in `h2` when a connection
+    /// starts).
     pub fn build(&self) -> Result<Server, Error> {
         if self.max_header_bytes < 8192 {
             return Err(Error::config("max_header_bytes must be at least 8192"));
         }
-        if self
-            .timeouts
-            .idle
-            .is_some_and(|t| t > Duration::from_secs(24 * 24 * 3600))
-        {
+        if self.timeouts.idle.is_some_and(|t| t > MAX_TIMEOUT) {
             return Err(Error::config("idle_timeout must be at most 24 days"));
         }
         for (timeout, message) in [
@@ -363,7 +484,7 @@ impl Builder {
             // path that initialises a header array per request.
             h1.max_headers(self.max_headers);
         }
-        let h2 = http2::Builder::new(TokioExecutor::new());
+        let h2 = self.h2.hyper()?;
         let config = Config {
             park_after: self.park_after,
             dormant_after: self.dormant_after,
@@ -385,5 +506,122 @@ impl Builder {
                 stats: Counters::default(),
             }),
         })
+    }
+}
+
+/// The HTTP/2 settings, as `Builder`'s `http2_*` setters take them.
+#[derive(Clone, Debug)]
+struct Http2 {
+    max_concurrent_streams: Option<u32>,
+    initial_stream_window_size: u32,
+    initial_connection_window_size: u32,
+    adaptive_window: bool,
+    max_frame_size: u32,
+    max_header_list_size: u32,
+    keep_alive_interval: Option<Duration>,
+    keep_alive_timeout: Duration,
+}
+
+/// HTTP/2's largest flow control window (RFC 9113, 6.9.1).
+const MAX_WINDOW_SIZE: u32 = (1 << 31) - 1;
+
+/// HTTP/2's bounds on `SETTINGS_MAX_FRAME_SIZE` (RFC 9113, 6.5.2).
+const FRAME_SIZES: std::ops::RangeInclusive<u32> = 16_384..=16_777_215;
+
+impl Default for Http2 {
+    /// hyper 1.12's defaults (`proto::h2::server::Config`), spelled out so
+    /// that the setters' docs can state them.
+    fn default() -> Self {
+        Http2 {
+            max_concurrent_streams: Some(200),
+            initial_stream_window_size: 1024 * 1024,
+            initial_connection_window_size: 1024 * 1024,
+            adaptive_window: false,
+            max_frame_size: 16_384,
+            max_header_list_size: 16_384,
+            keep_alive_interval: None,
+            keep_alive_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+impl Http2 {
+    /// Checks the settings and makes hyper's builder with them. One
+    /// builder serves h2c and HTTP/2 over TLS.
+    fn hyper(&self) -> Result<http2::Builder<TokioExecutor>, Error> {
+        self.check()?;
+        let mut h2 = http2::Builder::new(TokioExecutor::new());
+        // hyper's keep-alive PING sleeps on this timer; without one the
+        // connection task panics ("You must supply a timer") when it
+        // schedules its first PING.
+        h2.timer(TokioTimer::new())
+            .max_concurrent_streams(self.max_concurrent_streams)
+            .max_frame_size(self.max_frame_size)
+            .max_header_list_size(self.max_header_list_size)
+            .keep_alive_interval(self.keep_alive_interval)
+            .keep_alive_timeout(self.keep_alive_timeout);
+        // In hyper the last of these calls wins: an explicit window turns
+        // the adaptive window off, and turning it on resets the windows.
+        // Here the adaptive window wins whatever order the setters ran in.
+        if self.adaptive_window {
+            h2.adaptive_window(true);
+        } else {
+            h2.initial_stream_window_size(self.initial_stream_window_size)
+                .initial_connection_window_size(self.initial_connection_window_size);
+        }
+        Ok(h2)
+    }
+
+    /// Rejects what hyper or h2 would panic on when a connection starts
+    /// (a frame size out of HTTP/2's bounds, a connection window over
+    /// 2^31 − 1, a keep-alive deadline past `Instant`'s range), and what
+    /// could serve no request (a zero stream limit or header list size).
+    fn check(&self) -> Result<(), Error> {
+        if self.max_concurrent_streams == Some(0) {
+            return Err(Error::config(
+                "http2_max_concurrent_streams must be at least 1 (None removes the limit)",
+            ));
+        }
+        if self.initial_stream_window_size > MAX_WINDOW_SIZE {
+            return Err(Error::config(
+                "http2_initial_stream_window_size must be at most 2,147,483,647 (2^31 - 1)",
+            ));
+        }
+        if self.initial_connection_window_size > MAX_WINDOW_SIZE {
+            return Err(Error::config(
+                "http2_initial_connection_window_size must be at most 2,147,483,647 (2^31 - 1)",
+            ));
+        }
+        if !FRAME_SIZES.contains(&self.max_frame_size) {
+            return Err(Error::config(
+                "http2_max_frame_size must be between 16,384 and 16,777,215",
+            ));
+        }
+        if self.max_header_list_size == 0 {
+            return Err(Error::config(
+                "http2_max_header_list_size must be at least 1",
+            ));
+        }
+        if self.keep_alive_interval == Some(Duration::ZERO) {
+            return Err(Error::config(
+                "http2_keep_alive_interval must be longer than zero (None disables it)",
+            ));
+        }
+        if self.keep_alive_interval.is_some_and(|t| t > MAX_TIMEOUT) {
+            return Err(Error::config(
+                "http2_keep_alive_interval must be at most 24 days",
+            ));
+        }
+        if self.keep_alive_timeout == Duration::ZERO {
+            return Err(Error::config(
+                "http2_keep_alive_timeout must be longer than zero",
+            ));
+        }
+        if self.keep_alive_timeout > MAX_TIMEOUT {
+            return Err(Error::config(
+                "http2_keep_alive_timeout must be at most 24 days",
+            ));
+        }
+        Ok(())
     }
 }
