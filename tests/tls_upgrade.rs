@@ -9,7 +9,7 @@
 //! `examples/websocket.rs`'s handler serves wss:// from PEM files.
 //!
 //! Built only with a crypto provider (features `tls` or `tls-ring`), as
-//! tests/tls.rs. The server runs on a runtime of the test's own
+//! tests/tls_session.rs. The server runs on a runtime of the test's own
 //! (`Harness`), so upgraded streams, which outlive `serve`, can be watched
 //! after it returned.
 //!
