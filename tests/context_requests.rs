@@ -1,12 +1,21 @@
 //! The context map over real connections: values stay with their request.
 
-mod common;
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod runtime;
+    pub(crate) mod servers;
+    pub(crate) mod tcp;
+    pub(crate) mod timeout;
+}
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::*;
+use common::client::Endpoint;
+use common::runtime::Servable;
+
+use common::tcp::{fast_park, serve_with};
 use dormant::context::{ContextExt, Key};
 use http::{Request, Response};
 use http_body_util::Full;
@@ -30,16 +39,7 @@ impl Drop for DropCount {
 
 /// Reports what the request's context held on arrival (must be nothing),
 /// then stores the path, a drop counter, a plain `u64` and a 64-byte array.
-fn service(
-    drops: Arc<AtomicUsize>,
-) -> impl hyper::service::Service<
-    Request<dormant::Body>,
-    Response = Response<Full<Bytes>>,
-    Error = Infallible,
-    Future = impl Send,
-> + Send
-+ Sync
-+ 'static {
+fn service(drops: Arc<AtomicUsize>) -> impl Servable<Full<Bytes>> {
     service_fn(move |mut req: Request<dormant::Body>| {
         let before = match req.context() {
             Some(c) if !c.is_empty() => format!(
@@ -59,7 +59,7 @@ fn service(
         let now = ctx.get(&SEEN).cloned().unwrap_or_default();
         async move {
             drop(req);
-            Ok(Response::new(Full::new(Bytes::from(format!(
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(format!(
                 "{before} then {now}"
             )))))
         }
@@ -100,7 +100,7 @@ fn many_concurrent_connections_keep_their_own_values() {
         .map(|t| {
             let addr = srv.addr;
             std::thread::spawn(move || {
-                let mut c = Client::connect(addr);
+                let mut c = addr.connect();
                 for i in 0..50 {
                     let path = format!("/{t}/{i}");
                     // Pipelined pairs: two requests in flight on one connection.

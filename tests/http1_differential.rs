@@ -1,19 +1,173 @@
-//! Differential test: one stream of pipelined requests, cut into two or
-//! three writes at every split point (and seeded random 3-way splits), sent
-//! to dormant (which may park between the writes) and to plain hyper; the
-//! bytes that come back must be identical (invariant I2).
+//! Differential test over every transport: one stream of pipelined
+//! requests, cut into two or three writes at every split point (and seeded
+//! random 3-way splits), sent to dormant (which may park between the
+//! writes) and to plain hyper over the same transport (hyper-util's TCP;
+//! hyper over a Unix socket; hyper over tokio-rustls, each part of the
+//! plaintext a TLS record of its own in its own TCP write); the bytes that
+//! come back (`date` removed) and the way each server ends the connection
+//! must be identical (invariant I2).
 
-mod common;
-use common::*;
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod hyper;
+    pub(crate) mod runtime;
+    pub(crate) mod servers;
+    pub(crate) mod temp_dir;
+    pub(crate) mod timeout;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls_client;
+    pub(crate) mod transport;
+    pub(crate) mod unix;
+}
 
+use std::convert::Infallible;
 use std::time::Duration;
 
-use common::differential::{CONCURRENCY, PAUSE, STREAM, describe, split_cases};
+use common::client::{Client, End, Stream};
+use common::hyper::{PlainHyper, serve_hyper, serve_plain_hyper};
+use common::servers::Serve;
+use common::temp_dir::TempDir;
+use common::transport::{Tcp, Transport, Unix, over_every_transport};
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
 use hyper::service::service_fn;
 
+over_every_transport!(
+    split_pipelines_match_plain_hyper,
+    split_pipelines_match_plain_hyper_on_one_worker,
+);
+
+/// A transport with a reference server: plain hyper over it.
+trait Reference: Transport {
+    /// Serves [`describe`] with plain hyper over this transport.
+    fn serve_reference() -> PlainHyper<Self::Addr>;
+}
+
+impl Reference for Tcp {
+    fn serve_reference() -> PlainHyper {
+        serve_plain_hyper(describe::<hyper::body::Incoming>)
+    }
+}
+
+impl Reference for Unix {
+    fn serve_reference() -> PlainHyper<std::path::PathBuf> {
+        let dir = TempDir::new();
+        let path = dir.path.join("hyper.sock");
+        serve_hyper(
+            dir,
+            move || async move {
+                let listener = tokio::net::UnixListener::bind(&path).unwrap();
+                (listener, path)
+            },
+            |unix| async move { Some(unix) },
+            describe::<hyper::body::Incoming>,
+        )
+    }
+}
+
+#[cfg(any(feature = "tls", feature = "tls-ring"))]
+impl Reference for common::transport::Tls {
+    /// hyper's HTTP/1 server over tokio-rustls's `TlsAcceptor`.
+    fn serve_reference() -> PlainHyper<common::transport::tls::TlsAddr> {
+        use common::runtime::bind_tcp;
+        use common::tls::{Cert, tls13};
+        use common::transport::tls::TlsAddr;
+
+        let cert = Cert::new();
+        let acceptor = tokio_rustls::TlsAcceptor::from(cert.config().get());
+        let config = tls13(&cert);
+        serve_hyper(
+            cert,
+            || async move {
+                let (listener, addr) = bind_tcp().await;
+                (listener, TlsAddr { addr, config })
+            },
+            move |tcp| {
+                let acceptor = acceptor.clone();
+                async move { acceptor.accept(tcp).await.ok() }
+            },
+            describe::<hyper::body::Incoming>,
+        )
+    }
+}
+
+/// Describes the request: method, path and query, body and trailers.
+async fn describe<B>(req: Request<B>) -> Result<Response<Full<Bytes>>, Infallible>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
+    let line = format!("{} {}", req.method(), req.uri());
+    let text = match req.into_body().collect().await {
+        Ok(c) => {
+            let trailers = c.trailers().map(|t| format!("{t:?}")).unwrap_or_default();
+            let body = c.to_bytes();
+            format!(
+                "{line} body={} trailers={trailers}",
+                String::from_utf8_lossy(&body)
+            )
+        }
+        Err(e) => format!("{line} error={e}"),
+    };
+    Ok(Response::new(Full::new(Bytes::from(text))))
+}
+
+/// Content-Length and chunked bodies (with an extension and a trailer),
+/// HEAD, `Expect: 100-continue`, and a last request that closes.
+const STREAM: &[u8] = b"POST /p1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello\
+GET /g1?q=1 HTTP/1.1\r\nHost: x\r\n\r\n\
+POST /c1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\
+5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n\
+HEAD /h1 HTTP/1.1\r\nHost: x\r\n\r\n\
+POST /e1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\nbody\
+GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+
+/// Pause between writes: long enough for dormant (park_after 1 ms) to
+/// park when hyper is between messages. Equality is the assertion; the
+/// pause only makes parking possible.
+const PAUSE: Duration = Duration::from_millis(10);
+
+/// How many cases run at once.
+const CONCURRENCY: usize = 16;
+
+/// Every two-way split of [`STREAM`], then 1,000 seeded three-way splits:
+/// the cut points of each case, ascending.
+fn split_cases() -> Vec<Vec<usize>> {
+    let mut cases: Vec<Vec<usize>> = (1..STREAM.len()).map(|i| vec![i]).collect();
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    for _ in 0..1000 {
+        let a = 1 + rng.below(STREAM.len() - 2);
+        let b = a + 1 + rng.below(STREAM.len() - a - 1);
+        cases.push(vec![a, b]);
+    }
+    cases
+}
+
+/// A tiny xorshift64 (no rand crate).
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
 /// Sends `STREAM` cut at `cuts` (ascending), pausing between writes, and
-/// reads until the server closes.
-fn run(mut c: Client, cuts: &[usize]) -> String {
+/// reads until the server ends the connection: what came back (`date`
+/// removed) and how it ended.
+fn run<S: Stream>(mut c: Client<S>, cuts: &[usize]) -> (String, End) {
     let mut start = 0;
     for &cut in cuts.iter().chain([STREAM.len()].iter()) {
         if start > 0 {
@@ -22,31 +176,37 @@ fn run(mut c: Client, cuts: &[usize]) -> String {
         c.send(&STREAM[start..cut]);
         start = cut;
     }
-    c.read_to_close()
+    c.read_to_end()
 }
 
-#[test]
-fn split_pipelines_match_plain_hyper() {
-    split_pipelines_match_plain_hyper_on(2);
+/// dormant parks after 1 ms.
+fn park_quickly() -> dormant::Builder {
+    let mut b = dormant::Server::builder();
+    b.park_after(Duration::from_millis(1));
+    b
+}
+
+fn split_pipelines_match_plain_hyper<T: Reference>() {
+    let srv = T::serve(&park_quickly(), service_fn(describe::<dormant::Body>));
+    split_pipelines_match_plain_hyper_on::<T>(srv, 2);
 }
 
 /// On one worker a woken connection is first polled in the lot's task.
-#[test]
-fn split_pipelines_match_plain_hyper_on_one_worker() {
-    split_pipelines_match_plain_hyper_on(1);
+fn split_pipelines_match_plain_hyper_on_one_worker<T: Reference>() {
+    let srv = T::serve_with_workers(&park_quickly(), service_fn(describe::<dormant::Body>), 1);
+    split_pipelines_match_plain_hyper_on::<T>(srv, 1);
 }
 
-fn split_pipelines_match_plain_hyper_on(workers: usize) {
-    let mut b = dormant::Server::builder();
-    b.park_after(Duration::from_millis(1));
-    let srv = serve_with_workers(&b, service_fn(describe::<dormant::Body>), workers);
-    let plain = serve_plain_hyper(describe::<hyper::body::Incoming>);
+/// The differential against `srv`, a server of `workers` worker threads.
+fn split_pipelines_match_plain_hyper_on<T: Reference>(srv: Serve<T::Addr>, workers: usize) {
+    let plain = T::serve_reference();
 
     // The reference: plain hyper, one write.
     let want = run(plain.connect(), &[]);
-    assert_eq!(want.matches("HTTP/1.1 200 OK").count(), 6, "{want}");
-    assert!(want.contains("HTTP/1.1 100 Continue\r\n\r\n"), "{want}");
-    assert!(want.contains("body=hello world trailers="), "{want}");
+    assert_eq!(want.0.matches("HTTP/1.1 200 OK").count(), 6, "{want:?}");
+    assert!(want.0.contains("HTTP/1.1 100 Continue\r\n\r\n"), "{want:?}");
+    assert!(want.0.contains("body=hello world trailers="), "{want:?}");
+    assert_eq!(want.1, End::Clean, "{want:?}");
     assert_eq!(run(srv.connect(), &[]), want, "dormant, one write");
 
     let cases = split_cases();
@@ -64,6 +224,9 @@ fn split_pipelines_match_plain_hyper_on(workers: usize) {
             }
         });
     }
+    srv.wait_for("every connection released", |s| {
+        s.active + s.parked + s.dormant == 0
+    });
     let s = srv.stats();
     println!(
         "{} split cases ({} two-way, {} three-way); dormant on {workers} workers parked {} times",
@@ -73,4 +236,9 @@ fn split_pipelines_match_plain_hyper_on(workers: usize) {
         s.parks
     );
     assert!(s.parks > 0, "no case parked: {s:?}");
+    assert_eq!(
+        (s.tls_handshakes, s.tls_handshake_failures),
+        (T::HANDSHAKES * (cases.len() as u64 + 1), 0),
+        "{s:?}"
+    );
 }

@@ -1,57 +1,151 @@
-//! HTTP/1 connections park between requests and lose no byte doing so:
-//! keep-alive with think time, pipelining, and requests split across writes
-//! with the connection parked in between (invariants I1, I2).
+//! HTTP/1 connections park between requests and lose no byte doing so,
+//! over every transport: keep-alive with think time across PARKED and
+//! DORMANT, pipelining, and requests split across writes with the
+//! connection parked (or dormant) in between (invariants I1, I2, I4).
 
-mod common;
-use common::*;
-use std::time::Duration;
-
-#[test]
-fn keep_alive_with_think_time_parks_and_wakes() {
-    let srv = serve_with(&fast_park(), echo_service());
-    let mut c = srv.connect();
-    // Accepted connections start PARKED, holding no buffer.
-    srv.wait_for("accept", |s| s.accepted == 1 && s.parked == 1);
-    assert_eq!(srv.stats().pool.in_use, 0);
-    for i in 0..4u64 {
-        c.send(format!("GET /think/{i} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
-        assert_eq!(c.response(), ok(&format!("GET /think/{i} read=")));
-        srv.wait_for("park", |s| s.parks == i + 1 && s.parked == 1);
-        let s = srv.stats();
-        assert_eq!(s.active, 0, "{s:?}");
-        assert_eq!(
-            s.pool.in_use, 0,
-            "a parked connection holds a buffer: {s:?}"
-        );
-        // The first request woke the connection from accept, not a wake.
-        assert_eq!(s.wakes, i, "{s:?}");
-        // Requests are added when the connection parks.
-        assert_eq!(s.requests, i + 1, "{s:?}");
-        // Think time.
-        std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(srv.stats().parks, i + 1, "a parked connection parked again");
-    }
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod ladder;
+    pub(crate) mod runtime;
+    pub(crate) mod servers;
+    pub(crate) mod services;
+    pub(crate) mod temp_dir;
+    pub(crate) mod timeout;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls_client;
+    pub(crate) mod transport;
+    pub(crate) mod unix;
 }
 
-#[test]
-fn pipelined_requests_in_one_write() {
-    let srv = serve_with(&fast_park(), echo_service());
+use std::time::Duration;
+
+use common::client::{End, get, ok};
+use common::ladder::ladder;
+use common::services::echo_service;
+use common::transport::{Transport, over_every_transport};
+
+over_every_transport!(
+    keep_alive_with_think_time_parks_and_goes_dormant,
+    pipelined_requests_in_one_write,
+    long_pipelined_burst_then_park,
+    partial_pipelined_request_survives_a_park,
+    first_request_split_across_a_park,
+    later_request_split_across_a_park,
+    request_split_across_the_dormant_boundary,
+    first_bytes_like_the_h2_preface_then_http1,
+    body_split_while_handler_reads_does_not_park,
+    busy_connection_does_not_park,
+);
+
+/// Keep-alive with think time: pauses that park (task-less, in the lot's
+/// parked slab) and pauses that go dormant (the fd, and a TLS session, in
+/// the lot's poll). Every response is exact, requests are counted when the
+/// connection parks, a parked connection does not park again, and no pool
+/// buffer is held while idle (I4).
+fn keep_alive_with_think_time_parks_and_goes_dormant<T: Transport>() {
+    let srv = T::serve(&ladder(Duration::from_millis(200)), echo_service());
+    let mut c = srv.connect();
+    // Accepted connections start PARKED, holding no buffer (over TLS, the
+    // handshake runs in the reads of a PARKED connection, which holds none
+    // once it has answered the client's last flight).
+    srv.wait_for("accept", |s| {
+        s.accepted == 1 && s.parked == 1 && s.pool.in_use == 0
+    });
+
+    c.send(get("/0").as_bytes());
+    assert_eq!(c.response(), ok("GET /0 read="));
+    srv.wait_for("first park", |s| {
+        s.parks == 1 && s.parked == 1 && s.active == 0
+    });
+    let s = srv.stats();
+    assert_eq!(s.wakes, 0, "the first request is not a wake: {s:?}");
+    assert_eq!(
+        s.requests, 1,
+        "requests are added when the connection parks"
+    );
+
+    // Pauses shorter than dormant_after: woken from PARKED.
+    for i in 1..=2u64 {
+        // Think time.
+        std::thread::sleep(Duration::from_millis(20));
+        let s = srv.stats();
+        assert_eq!(s.parks, i, "a parked connection parked again: {s:?}");
+        assert_eq!(s.pool.in_use, 0, "PARKED holds a buffer: {s:?}");
+        c.send(get(&format!("/parked/{i}")).as_bytes());
+        assert_eq!(c.response(), ok(&format!("GET /parked/{i} read=")));
+        srv.wait_for("parked again", |s| {
+            s.parks == 1 + i && s.parked == 1 && s.active == 0
+        });
+        let s = srv.stats();
+        assert_eq!(
+            (s.wakes, s.requests, s.dormancies, s.lot_wakes),
+            (i, i + 1, 0, 0),
+            "{s:?}"
+        );
+    }
+
+    // Pauses longer than dormant_after: woken from DORMANT.
+    for i in 1..=2u64 {
+        srv.wait_for("dormant", |s| {
+            s.dormant == 1 && s.parked == 0 && s.active == 0 && s.dormancies == i
+        });
+        assert_eq!(srv.stats().pool.in_use, 0, "DORMANT holds a buffer");
+        c.send(get(&format!("/dormant/{i}")).as_bytes());
+        assert_eq!(c.response(), ok(&format!("GET /dormant/{i} read=")));
+        srv.wait_for("parked after the lot's wake", |s| {
+            s.parks == 3 + i && s.lot_wakes == i && s.active == 0
+        });
+        let s = srv.stats();
+        assert_eq!(s.wakes, 2 + i, "{s:?}");
+    }
+    srv.wait_for("dormant at the end", |s| {
+        s.dormant == 1 && s.dormancies == 3
+    });
+    let s = srv.stats();
+    assert_eq!(
+        (s.accepted, s.requests, s.lot_closes, s.pool.in_use),
+        (1, 5, 0, 0),
+        "{s:?}"
+    );
+    assert_eq!(
+        (s.tls_handshakes, s.tls_handshake_failures),
+        (T::HANDSHAKES, 0),
+        "{s:?}"
+    );
+}
+
+/// Pipelined requests in one write, one with a `Content-Length` body and
+/// one chunked: exact responses, in order; then the connection parks, and
+/// serves the next request, which closes it in order (a FIN; over TLS,
+/// `close_notify`).
+fn pipelined_requests_in_one_write<T: Transport>() {
+    let srv = T::serve(&ladder(None), echo_service());
     let mut c = srv.connect();
     c.send(
         b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\n\
           POST /2 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc\
-          GET /3 HTTP/1.1\r\nHost: x\r\n\r\n",
+          GET /3 HTTP/1.1\r\nHost: x\r\n\r\n\
+          PUT /4 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n",
     );
     assert_eq!(c.response(), ok("GET /1 read="));
     assert_eq!(c.response(), ok("POST /2 read=abc"));
     assert_eq!(c.response(), ok("GET /3 read="));
-    srv.wait_for("park", |s| s.parks == 1 && s.parked == 1 && s.requests == 3);
-    // And nothing more arrives.
-    c.send(b"GET /4 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(c.response(), ok("PUT /4 read=hi"));
+    srv.wait_for("park", |s| s.parks == 1 && s.parked == 1 && s.requests == 4);
+    assert_eq!(srv.stats().pool.in_use, 0);
+    // Nothing more arrives, and the parked connection serves the next.
+    c.send(b"GET /5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert_eq!(
-        c.read_to_close(),
-        "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 12\r\n\r\nGET /4 read="
+        c.read_to_end(),
+        (
+            "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 12\r\n\r\nGET /5 read="
+                .to_owned(),
+            End::Clean
+        )
     );
+    assert_eq!(srv.stats().pool.in_use, 0);
 }
 
 /// A pipelined burst long enough to spend the task's coop budget several
@@ -59,15 +153,12 @@ fn pipelined_requests_in_one_write() {
 /// answered in order and still ends in a park. (The case where the budget
 /// runs out in the very poll that arms the park timer is pinned down by a
 /// unit test in `src/timeout.rs`.)
-#[test]
-fn long_pipelined_burst_then_park() {
+fn long_pipelined_burst_then_park<T: Transport>() {
     const N: usize = 2_000;
-    let srv = serve_with(&fast_park(), echo_service());
+    let srv = T::serve(&ladder(None), echo_service());
     for round in 1..=3u64 {
         let mut c = srv.connect();
-        let burst: String = (0..N)
-            .map(|i| format!("GET /{i} HTTP/1.1\r\nHost: x\r\n\r\n"))
-            .collect();
+        let burst: String = (0..N).map(|i| get(&format!("/{i}"))).collect();
         c.send(burst.as_bytes());
         for i in 0..N {
             assert_eq!(c.response(), ok(&format!("GET /{i} read=")));
@@ -76,20 +167,97 @@ fn long_pipelined_burst_then_park() {
     }
 }
 
-/// The first request of a connection arrives in two writes; between them
-/// the connection parks with the first half carried.
-#[test]
-fn first_request_split_across_a_park() {
-    let srv = serve_with(&fast_park(), echo_service());
-    check_first_request_split_across_a_park(&srv);
+/// A full request and the first half of the next in one write; the
+/// connection parks holding the half (the bytes hyper had read but not
+/// parsed), then the rest arrives.
+fn partial_pipelined_request_survives_a_park<T: Transport>() {
+    let srv = T::serve(&ladder(None), echo_service());
+    let mut c = srv.connect();
+    c.send(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Le");
+    assert_eq!(c.response(), ok("GET /a read="));
+    srv.wait_for("park", |s| s.parks == 1 && s.parked == 1);
+    assert_eq!(srv.stats().pool.in_use, 0);
+    c.send(b"ngth: 5\r\n\r\nhello");
+    assert_eq!(c.response(), ok("POST /b read=hello"));
+    srv.wait_for("second park", |s| s.parks == 2 && s.requests == 2);
+}
+
+/// The first request of a connection arrives in two writes, split at
+/// several points; between them the connection parks in its task with the
+/// first part carried and no pool buffer held.
+fn first_request_split_across_a_park<T: Transport>() {
+    let srv = T::serve(&ladder(None), echo_service());
+    for split in [1usize, 3, 9, 17, 28] {
+        srv.wait_for("the last connection closed", |s| {
+            s.active + s.parked + s.dormant == 0
+        });
+        let before = srv.stats().parks;
+        let req = b"GET /split HTTP/1.1\r\nHost: x\r\n\r\n";
+        let mut c = srv.connect();
+        c.send(&req[..split]);
+        srv.wait_for("park with a partial head", |s| s.parks > before);
+        assert_eq!(srv.stats().pool.in_use, 0);
+        c.send(&req[split..]);
+        assert_eq!(c.response(), ok("GET /split read="), "split at {split}");
+    }
+}
+
+/// The same after a first request: the second request is split, and the
+/// connection, woken from a task-less park by the first half, parks in its
+/// task between the halves.
+fn later_request_split_across_a_park<T: Transport>() {
+    let srv = T::serve(&ladder(None), echo_service());
+    let mut c = srv.connect();
+    c.send(get("/first").as_bytes());
+    assert_eq!(c.response(), ok("GET /first read="));
+    srv.wait_for("first park", |s| s.parks == 1);
+    c.send(b"POST /second HTTP/1.1\r\nHo");
+    srv.wait_for("park with a partial head", |s| {
+        s.parks == 2 && s.parked == 1 && s.active == 0
+    });
+    assert_eq!(srv.stats().pool.in_use, 0);
+    c.send(b"st: x\r\nContent-Length: 2\r\n\r\nhi");
+    assert_eq!(c.response(), ok("POST /second read=hi"));
+    srv.wait_for("third park", |s| s.parks == 3 && s.wakes == 2);
+}
+
+/// Half a request wakes a DORMANT connection; the half is carried while
+/// it waits PARKED in its task, which does not go dormant with it, and the
+/// rest completes the request. Then the same with a request cut in its
+/// request line.
+fn request_split_across_the_dormant_boundary<T: Transport>() {
+    let srv = T::serve(&ladder(Duration::from_millis(10)), echo_service());
+    let mut c = srv.connect();
+    c.send(get("/first").as_bytes());
+    assert_eq!(c.response(), ok("GET /first read="));
+    srv.wait_for("dormant", |s| s.dormant == 1 && s.dormancies == 1);
+
+    c.send(b"POST /second HTTP/1.1\r\nContent-Le");
+    srv.wait_for("woken and parked with the half", |s| {
+        s.lot_wakes == 1 && s.parked == 1 && s.dormant == 0 && s.parks == 2
+    });
+    assert_eq!(srv.stats().pool.in_use, 0);
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(
+        srv.stats().dormant,
+        0,
+        "a connection with carried bytes stays parked"
+    );
+    c.send(b"ngth: 3\r\n\r\nabc");
+    assert_eq!(c.response(), ok("POST /second read=abc"));
+
+    srv.wait_for("dormant again", |s| s.dormant == 1 && s.dormancies == 2);
+    c.send(b"GET /thi");
+    srv.wait_for("woken", |s| s.lot_wakes == 2);
+    c.send(b"rd HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(c.response(), ok("GET /third read="));
 }
 
 /// A first write that is a prefix of the HTTP/2 preface ("P", "PRI ") keeps
 /// the connection waiting for more; an HTTP/1 request starting that way is
 /// still served.
-#[test]
-fn first_bytes_like_the_h2_preface_then_http1() {
-    let srv = serve_with(&fast_park(), echo_service());
+fn first_bytes_like_the_h2_preface_then_http1<T: Transport>() {
+    let srv = T::serve(&ladder(None), echo_service());
     for (req, split, want) in [
         (
             &b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nz"[..],
@@ -115,45 +283,10 @@ fn first_bytes_like_the_h2_preface_then_http1() {
     }
 }
 
-/// The same after a first request: the second request is split, and the
-/// connection parks between the halves.
-#[test]
-fn later_request_split_across_a_park() {
-    let srv = serve_with(&fast_park(), echo_service());
-    let mut c = srv.connect();
-    c.send(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert_eq!(c.response(), ok("GET /first read="));
-    srv.wait_for("first park", |s| s.parks == 1);
-    c.send(b"POST /second HTTP/1.1\r\nHo");
-    srv.wait_for("park with a partial head", |s| {
-        s.parks == 2 && s.parked == 1
-    });
-    c.send(b"st: x\r\nContent-Length: 2\r\n\r\nhi");
-    assert_eq!(c.response(), ok("POST /second read=hi"));
-    srv.wait_for("third park", |s| s.parks == 3 && s.wakes == 2);
-}
-
-/// A full request and the first half of the next in one write; the
-/// connection parks holding the half (the bytes hyper had read but not
-/// parsed), then the rest arrives.
-#[test]
-fn partial_pipelined_request_survives_a_park() {
-    let srv = serve_with(&fast_park(), echo_service());
-    let mut c = srv.connect();
-    c.send(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Le");
-    assert_eq!(c.response(), ok("GET /a read="));
-    srv.wait_for("park", |s| s.parks == 1 && s.parked == 1);
-    assert_eq!(srv.stats().pool.in_use, 0);
-    c.send(b"ngth: 5\r\n\r\nhello");
-    assert_eq!(c.response(), ok("POST /b read=hello"));
-    srv.wait_for("second park", |s| s.parks == 2 && s.requests == 2);
-}
-
 /// A body split across writes while its handler reads it: the request is
 /// in flight, so the connection must not park mid-body.
-#[test]
-fn body_split_while_handler_reads_does_not_park() {
-    let srv = serve_with(&fast_park(), echo_service());
+fn body_split_while_handler_reads_does_not_park<T: Transport>() {
+    let srv = T::serve(&ladder(None), echo_service());
     let mut c = srv.connect();
     c.send(b"POST /slowbody HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234");
     srv.wait_for("active", |s| s.active == 1);
@@ -165,24 +298,16 @@ fn body_split_while_handler_reads_does_not_park() {
 
 /// A connection busy with back-to-back requests never parks, however long
 /// it stays busy: only a pause of `park_after` with no request parks it.
-#[test]
-fn busy_connection_does_not_park() {
+fn busy_connection_does_not_park<T: Transport>() {
     let mut b = dormant::Server::builder();
     b.park_after(Duration::from_millis(200));
-    let srv = serve_with(&b, echo_service());
+    let srv = T::serve(&b, echo_service());
     let mut c = srv.connect();
     let start = std::time::Instant::now();
     let mut i = 0;
     while start.elapsed() < Duration::from_millis(700) {
-        c.send(format!("GET /{i} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
-        let body = format!("GET /{i} read=");
-        assert_eq!(
-            c.response(),
-            format!(
-                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
-                body.len()
-            )
-        );
+        c.send(get(&format!("/{i}")).as_bytes());
+        assert_eq!(c.response(), ok(&format!("GET /{i} read=")));
         i += 1;
     }
     assert_eq!(srv.stats().parks, 0, "{i} back-to-back requests");

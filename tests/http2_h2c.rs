@@ -1,8 +1,19 @@
 //! HTTP/2 over cleartext with prior knowledge: served by hyper's h2 server,
 //! counted as active while open, never parked.
 
-mod common;
-use common::*;
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod hyper;
+    pub(crate) mod runtime;
+    pub(crate) mod servers;
+    pub(crate) mod services;
+    pub(crate) mod tcp;
+    pub(crate) mod timeout;
+}
+use common::hyper::serve_plain_hyper;
+use common::services::{echo, echo_service};
+use common::tcp::{fast_park, serve_with};
+use common::timeout::CLIENT_TIMEOUT;
 
 use std::time::Duration;
 

@@ -1,154 +1,69 @@
-//! DORMANT connections: fds that left tokio for the parking lot.
+//! DORMANT connections, whose fds (and TLS sessions) left tokio for the
+//! parking lot, over every transport: bytes that arrive while a connection
+//! moves between its task and the lot, slots reused while others sleep,
+//! large responses after a wake, and requests racing the lot's idle
+//! deadline.
 
-mod common;
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod ladder;
+    pub(crate) mod racing;
+    pub(crate) mod runtime;
+    pub(crate) mod servers;
+    pub(crate) mod services;
+    pub(crate) mod temp_dir;
+    pub(crate) mod timeout;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls_client;
+    pub(crate) mod transport;
+    pub(crate) mod unix;
+}
 
-use std::io::Read;
 use std::time::Duration;
 
-use common::*;
+use common::client::{Endpoint, get, ok};
+use common::ladder::ladder;
+use common::racing::{Raced, request_racing_a_close};
+use common::services::echo_service;
+use common::transport::{Transport, over_every_transport};
 
-fn dormant_fast() -> dormant::Builder {
+over_every_transport!(
+    back_to_back_requests_racing_the_lot,
+    back_to_back_requests_racing_the_lot_on_one_worker,
+    slots_reused_while_connections_sleep_and_wake,
+    slots_reused_while_connections_sleep_and_wake_on_one_worker,
+    large_response_after_a_wake_is_written_to_the_end,
+    requests_racing_the_idle_deadline_of_dormant_connections,
+    requests_racing_the_idle_deadline_of_parked_connections,
+);
+
+/// Parks and goes dormant at once.
+fn at_once() -> dormant::Builder {
     let mut b = dormant::Server::builder();
-    b.park_after(Duration::from_millis(2))
-        .dormant_after(Duration::from_millis(10));
+    b.park_after(Duration::ZERO).dormant_after(Duration::ZERO);
     b
-}
-
-#[test]
-fn keep_alive_request_after_dormancy() {
-    let srv = serve_with(&dormant_fast(), echo_service());
-    let mut c = srv.connect();
-    for i in 0..3 {
-        c.send(get(&format!("/{i}")).as_bytes());
-        assert_eq!(c.response(), ok(&format!("GET /{i} read=")));
-        srv.wait_for("dormant", |s| {
-            s.dormant == 1 && s.parked == 0 && s.active == 0
-        });
-    }
-    let s = srv.stats();
-    assert_eq!(s.dormancies, 3);
-    assert_eq!(s.lot_wakes, 2);
-    assert_eq!(s.pool.in_use, 0);
-}
-
-#[test]
-fn request_split_across_the_dormant_boundary() {
-    let srv = serve_with(&dormant_fast(), echo_service());
-    let mut c = srv.connect();
-    c.send(get("/first").as_bytes());
-    assert_eq!(c.response(), ok("GET /first read="));
-    srv.wait_for("dormant", |s| s.dormant == 1);
-
-    // Half a request wakes it; the half is carried while it waits again.
-    c.send(b"POST /second HTTP/1.1\r\nContent-Le");
-    srv.wait_for("woken and parked with the half", |s| {
-        s.lot_wakes == 1 && s.parked == 1
-    });
-    std::thread::sleep(Duration::from_millis(30));
-    assert_eq!(
-        srv.stats().dormant,
-        0,
-        "a connection with carried bytes stays parked"
-    );
-    c.send(b"ngth: 3\r\n\r\nabc");
-    assert_eq!(c.response(), ok("POST /second read=abc"));
-
-    srv.wait_for("dormant again", |s| s.dormant == 1);
-    c.send(b"GET /thi");
-    srv.wait_for("woken", |s| s.lot_wakes == 2);
-    c.send(b"rd HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert_eq!(c.response(), ok("GET /third read="));
-}
-
-#[test]
-fn client_close_while_dormant_releases_the_fd() {
-    let srv = serve_with(&dormant_fast(), echo_service());
-    let mut c = srv.connect();
-    let client_port = c.stream.local_addr().unwrap().port();
-    c.send(get("/").as_bytes());
-    assert_eq!(c.response(), ok("GET / read="));
-    srv.wait_for("dormant", |s| s.dormant == 1);
-    drop(c);
-    srv.wait_for("closed in the lot", |s| {
-        s.dormant == 0 && s.parked == 0 && s.active == 0 && s.lot_closes == 1
-    });
-    assert_eq!(
-        srv.stats().lot_wakes,
-        0,
-        "closed without going back to tokio"
-    );
-    // Had the server kept the fd, its socket would sit in CLOSE_WAIT.
-    let deadline = std::time::Instant::now() + CLIENT_TIMEOUT;
-    while server_socket_open(srv.addr.port(), client_port) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "server socket still open: fd leak"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-#[test]
-fn idle_timeout_closes_dormant_and_parked_connections() {
-    let mut b = dormant_fast();
-    b.idle_timeout(Duration::from_millis(200));
-    let srv = serve_with(&b, echo_service());
-    let mut c = srv.connect();
-    c.send(get("/").as_bytes());
-    assert_eq!(c.response(), ok("GET / read="));
-    srv.wait_for("dormant", |s| s.dormant == 1);
-    assert_eq!(c.read_to_close(), "", "closed by the lot's idle deadline");
-    srv.wait_for("timed out", |s| s.idle_timeouts == 1 && s.dormant == 0);
-
-    // Shorter than dormant_after: the lot closes the task-less PARKED
-    // connection at its idle deadline.
-    let mut b = dormant_fast();
-    b.dormant_after(Duration::from_secs(60))
-        .idle_timeout(Duration::from_millis(50));
-    let srv = serve_with(&b, echo_service());
-    let mut c = srv.connect();
-    c.send(get("/").as_bytes());
-    assert_eq!(c.response(), ok("GET / read="));
-    assert_eq!(c.read_to_close(), "");
-    srv.wait_for("timed out", |s| s.idle_timeouts == 1 && s.parked == 0);
-}
-
-#[test]
-fn graceful_shutdown_closes_dormant_connections() {
-    let srv = serve_with(&dormant_fast(), echo_service());
-    let mut clients = connect_served(&srv, 20);
-    srv.wait_for("all dormant", |s| s.dormant == 20);
-    let server = srv.server.clone();
-    srv.shutdown();
-    for c in &mut clients {
-        let mut byte = [0u8; 1];
-        assert_eq!(c.stream.read(&mut byte).expect("EOF, not a timeout"), 0);
-    }
-    assert_eq!(server.stats().dormant, 0);
 }
 
 /// Every request parks and goes dormant at once, so bytes often arrive
 /// while the connection moves between its task and the lot.
-#[test]
-fn back_to_back_requests_racing_the_lot() {
-    back_to_back_requests_racing_the_lot_on(2);
+fn back_to_back_requests_racing_the_lot<T: Transport>() {
+    back_to_back_requests_racing_the_lot_on::<T>(2);
 }
 
 /// On one worker a woken connection is first polled in the lot's task.
-#[test]
-fn back_to_back_requests_racing_the_lot_on_one_worker() {
-    back_to_back_requests_racing_the_lot_on(1);
+fn back_to_back_requests_racing_the_lot_on_one_worker<T: Transport>() {
+    back_to_back_requests_racing_the_lot_on::<T>(1);
 }
 
-fn back_to_back_requests_racing_the_lot_on(workers: usize) {
-    let mut b = dormant::Server::builder();
-    b.park_after(Duration::ZERO).dormant_after(Duration::ZERO);
-    let srv = serve_with_workers(&b, echo_service(), workers);
+fn back_to_back_requests_racing_the_lot_on<T: Transport>(workers: usize) {
+    let srv = T::serve_with_workers(&at_once(), echo_service(), workers);
     let threads: Vec<_> = (0..20)
         .map(|t| {
-            let addr = srv.addr;
+            let addr = srv.addr.clone();
             std::thread::spawn(move || {
-                let mut c = Client::connect(addr);
+                let mut c = addr.connect();
                 for i in 0..500 {
                     let path = format!("/{t}/{i}");
                     c.send(get(&path).as_bytes());
@@ -168,27 +83,23 @@ fn back_to_back_requests_racing_the_lot_on(workers: usize) {
 /// connection's slot is reused at once, and an event collected for its
 /// old occupant may reach the new one. Every response stays exact, and
 /// every slot is freed in the end.
-#[test]
-fn slots_reused_while_connections_sleep_and_wake() {
-    slots_reused_while_connections_sleep_and_wake_on(2);
+fn slots_reused_while_connections_sleep_and_wake<T: Transport>() {
+    slots_reused_while_connections_sleep_and_wake_on::<T>(2);
 }
 
 /// On one worker a woken connection is first polled in the lot's task.
-#[test]
-fn slots_reused_while_connections_sleep_and_wake_on_one_worker() {
-    slots_reused_while_connections_sleep_and_wake_on(1);
+fn slots_reused_while_connections_sleep_and_wake_on_one_worker<T: Transport>() {
+    slots_reused_while_connections_sleep_and_wake_on::<T>(1);
 }
 
-fn slots_reused_while_connections_sleep_and_wake_on(workers: usize) {
-    let mut b = dormant::Server::builder();
-    b.park_after(Duration::ZERO).dormant_after(Duration::ZERO);
-    let srv = serve_with_workers(&b, echo_service(), workers);
+fn slots_reused_while_connections_sleep_and_wake_on<T: Transport>(workers: usize) {
+    let srv = T::serve_with_workers(&at_once(), echo_service(), workers);
     let churn: Vec<_> = (0..4)
         .map(|t| {
-            let addr = srv.addr;
+            let addr = srv.addr.clone();
             std::thread::spawn(move || {
                 for i in 0..150 {
-                    let mut c = Client::connect(addr);
+                    let mut c = addr.connect();
                     let path = format!("/churn/{t}/{i}");
                     c.send(get(&path).as_bytes());
                     assert_eq!(c.response(), ok(&format!("GET {path} read=")));
@@ -198,9 +109,9 @@ fn slots_reused_while_connections_sleep_and_wake_on(workers: usize) {
         .collect();
     let sleepy: Vec<_> = (0..8)
         .map(|t| {
-            let addr = srv.addr;
+            let addr = srv.addr.clone();
             std::thread::spawn(move || {
-                let mut c = Client::connect(addr);
+                let mut c = addr.connect();
                 for i in 0..60 {
                     let path = format!("/sleepy/{t}/{i}");
                     c.send(get(&path).as_bytes());
@@ -224,15 +135,14 @@ fn slots_reused_while_connections_sleep_and_wake_on(workers: usize) {
 /// the body's last byte. The wake's first poll runs in the lot's task and
 /// fills the socket; the connection goes on in a task of its own (one
 /// worker or two).
-#[test]
-fn large_response_after_a_wake_is_written_to_the_end() {
+fn large_response_after_a_wake_is_written_to_the_end<T: Transport>() {
     const LEN: usize = 8 << 20;
     for workers in [1, 2] {
         let service = hyper::service::service_fn(|_req: http::Request<dormant::Body>| async {
             let body = http_body_util::Full::new(hyper::body::Bytes::from(vec![b'x'; LEN]));
             Ok::<_, std::convert::Infallible>(http::Response::new(body))
         });
-        let srv = serve_with_workers(&dormant_fast(), service, workers);
+        let srv = T::serve_with_workers(&ladder(Duration::from_millis(10)), service, workers);
         let mut c = srv.connect();
         for round in 0..2 {
             srv.wait_for("dormant", |s| s.dormant == 1 || round == 0);
@@ -251,75 +161,24 @@ fn large_response_after_a_wake_is_written_to_the_end() {
     }
 }
 
-/// How a request sent at about the moment its connection is closed
-/// (idle deadline, shutdown) ended.
-#[derive(Debug, PartialEq)]
-enum Raced {
-    /// Answered with one of the expected responses, exactly.
-    Answered,
-    /// Closed before a byte of the response: the close won.
-    Closed,
-}
-
-/// Sends `GET path` and reads the response, which must be one of
-/// `expected`, or the close of a connection the server closed first.
-/// Anything else (another response, a close after part of one, a
-/// timeout) fails the test.
-fn request_racing_a_close(c: &mut Client, path: &str, expected: &[String]) -> Raced {
-    use std::io::{ErrorKind, Write};
-    let closed = |e: &std::io::Error| {
-        matches!(
-            e.kind(),
-            ErrorKind::ConnectionReset | ErrorKind::BrokenPipe | ErrorKind::ConnectionAborted
-        )
-    };
-    match c.stream.write_all(get(path).as_bytes()) {
-        Ok(()) => {}
-        Err(e) if closed(&e) => return Raced::Closed,
-        Err(e) => panic!("{path}: write: {e}"),
-    }
-    let mut buf = Vec::new();
-    loop {
-        if let Some(len) = complete_response(&buf) {
-            let response = strip_date(&String::from_utf8_lossy(&buf[..len]));
-            assert!(expected.contains(&response), "{path}: {response:?}");
-            assert_eq!(len, buf.len(), "{path}: bytes after the response");
-            return Raced::Answered;
-        }
-        let mut chunk = [0u8; 4096];
-        match c.stream.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if closed(&e) => break,
-            Err(e) => panic!("{path}: read (timed out?): {e}"),
-        }
-    }
-    assert!(
-        buf.is_empty(),
-        "{path}: closed after part of a response: {:?}",
-        String::from_utf8_lossy(&buf)
-    );
-    Raced::Closed
-}
-
 /// Requests that arrive around the moment the lot's idle deadline closes
 /// their connection (task-less PARKED, or DORMANT): the event and the
 /// deadline race in the lot. Each request is either answered exactly or
 /// its connection closed without a byte of response; the server goes on
 /// serving, and every connection is released.
-fn requests_racing_the_idle_deadline(dormant_after: Option<Duration>) {
+fn requests_racing_the_idle_deadline<T: Transport>(dormant_after: Option<Duration>) {
     let mut b = dormant::Server::builder();
     b.park_after(Duration::ZERO)
         .dormant_after(dormant_after)
         .idle_timeout(Duration::from_millis(40));
-    let srv = serve_with(&b, echo_service());
+    let srv = T::serve(&b, echo_service());
     let threads: Vec<_> = (0..8u64)
         .map(|t| {
-            let addr = srv.addr;
+            let addr = srv.addr.clone();
             std::thread::spawn(move || {
                 let mut closed = 0;
                 for i in 0..12u64 {
-                    let mut c = Client::connect(addr);
+                    let mut c = addr.connect();
                     let first = format!("/{t}/{i}/first");
                     c.send(get(&first).as_bytes());
                     assert_eq!(c.response(), ok(&format!("GET {first} read=")));
@@ -353,58 +212,10 @@ fn requests_racing_the_idle_deadline(dormant_after: Option<Duration>) {
     assert_eq!(c.response(), ok("GET /after read="));
 }
 
-#[test]
-fn requests_racing_the_idle_deadline_of_dormant_connections() {
-    requests_racing_the_idle_deadline(Some(Duration::from_millis(5)));
+fn requests_racing_the_idle_deadline_of_dormant_connections<T: Transport>() {
+    requests_racing_the_idle_deadline::<T>(Some(Duration::from_millis(5)));
 }
 
-#[test]
-fn requests_racing_the_idle_deadline_of_parked_connections() {
-    requests_racing_the_idle_deadline(None);
-}
-
-/// Graceful shutdown while DORMANT connections are woken by requests: the
-/// lot's close of idle connections races their events. Each request is
-/// answered exactly (with `connection: close` once the drain began) or its
-/// connection closed without a byte of response; every idle connection is
-/// closed, and `serve` returns.
-#[test]
-fn requests_racing_graceful_shutdown() {
-    let mut srv = serve_with(&dormant_fast(), echo_service());
-    let mut clients = connect_served(&srv, 64);
-    srv.wait_for("all dormant", |s| s.dormant == 64);
-    let (racing, idle) = clients.split_at_mut(32);
-    let sent = std::sync::atomic::AtomicUsize::new(0);
-    let outcomes = std::thread::scope(|scope| {
-        let sender = scope.spawn(|| {
-            let mut outcomes = Vec::new();
-            for (i, c) in racing.iter_mut().enumerate() {
-                let path = format!("/racing/{i}");
-                let body = format!("GET {path} read=");
-                let closing = format!(
-                    "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-                    body.len()
-                );
-                outcomes.push(request_racing_a_close(c, &path, &[ok(&body), closing]));
-                sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            outcomes
-        });
-        // The drain begins while the requests come.
-        wait("a few requests answered", || {
-            sent.load(std::sync::atomic::Ordering::Relaxed) >= 4
-        });
-        srv.begin_shutdown();
-        sender
-            .join()
-            .expect("every request answered exactly or closed")
-    });
-    assert!(
-        outcomes[..4].iter().all(|o| *o == Raced::Answered),
-        "requests before the drain are answered: {outcomes:?}"
-    );
-    for c in idle {
-        assert_eq!(c.read_to_close(), "", "an idle connection is closed");
-    }
-    srv.wait_stopped();
+fn requests_racing_the_idle_deadline_of_parked_connections<T: Transport>() {
+    requests_racing_the_idle_deadline::<T>(None);
 }

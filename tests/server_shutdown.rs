@@ -1,33 +1,59 @@
-//! Graceful shutdown: parked connections close at once, requests in flight
-//! finish, new connections are refused, and the serve future resolves.
+//! Graceful shutdown over every transport: idle connections (PARKED with
+//! or without a task, DORMANT) close at once, in order (a FIN; over TLS,
+//! `close_notify`), requests in flight finish or are cut at
+//! `shutdown_grace`, new connections are refused, requests racing the
+//! close are answered exactly or closed before a byte, and the serve
+//! future resolves.
 
-mod common;
-use common::*;
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod ladder;
+    pub(crate) mod racing;
+    pub(crate) mod runtime;
+    pub(crate) mod servers;
+    pub(crate) mod services;
+    pub(crate) mod temp_dir;
+    pub(crate) mod timeout;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls_client;
+    pub(crate) mod transport;
+    pub(crate) mod unix;
+    pub(crate) mod wait;
+}
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use common::client::{Client, End, Endpoint, get, ok};
+use common::ladder::ladder;
+use common::racing::{Raced, request_racing_a_close};
+use common::runtime::Servable;
+use common::servers::Serve;
+use common::services::echo_service;
+use common::transport::{Transport, over_every_transport};
+use common::wait::wait;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::service::service_fn;
 use tokio::sync::Semaphore;
 
+over_every_transport!(
+    graceful_shutdown_closes_parked_and_dormant_connections,
+    graceful_shutdown_closes_taskless_parked_connections,
+    parked_close_at_once_in_flight_finishes_serve_returns,
+    shutdown_grace_closes_requests_in_flight,
+    shutdown_grace_closes_a_woken_request_in_flight,
+    requests_racing_graceful_shutdown,
+);
+
 /// `/slow` waits for a permit of `gate` (the test decides when it answers,
 /// instead of a sleep); anything else answers `hello`.
-fn gated(
-    gate: Arc<Semaphore>,
-    entered: Arc<AtomicUsize>,
-) -> impl hyper::service::Service<
-    Request<dormant::Body>,
-    Response = Response<Full<Bytes>>,
-    Error = Infallible,
-    Future = impl Send,
-> + Send
-+ Sync
-+ 'static {
+fn gated(gate: Arc<Semaphore>, entered: Arc<AtomicUsize>) -> impl Servable<Full<Bytes>> {
     service_fn(move |req: Request<dormant::Body>| {
         let gate = gate.clone();
         let entered = entered.clone();
@@ -37,37 +63,86 @@ fn gated(
                 gate.acquire().await.unwrap().forget();
                 return Ok(Response::new(Full::new(Bytes::from_static(b"slow"))));
             }
-            Ok(Response::new(Full::new(Bytes::from_static(b"hello"))))
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello"))))
         }
     })
 }
 
 fn wait_entered(entered: &AtomicUsize) {
-    let deadline = std::time::Instant::now() + CLIENT_TIMEOUT;
-    while entered.load(Ordering::SeqCst) == 0 {
-        assert!(std::time::Instant::now() < deadline, "handler not entered");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    wait("handler entered", || entered.load(Ordering::SeqCst) > 0);
 }
 
-#[test]
-fn parked_close_at_once_in_flight_finishes_serve_returns() {
+/// `n` connections to an echo server, each served one `GET /{i}`, kept open.
+fn connect_served<A: Endpoint>(srv: &Serve<A>, n: usize) -> Vec<Client<A::Stream>> {
+    (0..n)
+        .map(|i| {
+            let mut c = srv.connect();
+            c.send(get(&format!("/{i}")).as_bytes());
+            assert_eq!(c.response(), ok(&format!("GET /{i} read=")));
+            c
+        })
+        .collect()
+}
+
+/// Every idle rung at once: DORMANT, PARKED without a task, and PARKED in
+/// its task holding part of a request. Each is closed in order, `serve`
+/// returns, and nothing listens any more.
+fn graceful_shutdown_closes_parked_and_dormant_connections<T: Transport>() {
+    let mut srv = T::serve(&ladder(Duration::from_millis(250)), echo_service());
+    let mut dormant = connect_served(&srv, 5);
+    srv.wait_for("5 dormant", |s| s.dormant == 5 && s.parked == 0);
+    let mut parked = connect_served(&srv, 5);
+    let mut partial = srv.connect();
+    partial.send(b"GET /partial HTTP/1.1\r\nHo");
+    srv.wait_for("5 dormant, 6 parked", |s| {
+        s.dormant == 5 && s.parked == 6 && s.parks == 11 && s.active == 0
+    });
+
+    srv.begin_shutdown();
+    for c in dormant.iter_mut().chain(&mut parked).chain([&mut partial]) {
+        assert_eq!(c.read_to_end(), (String::new(), End::Clean));
+    }
+    srv.wait_stopped();
+    let s = srv.stats();
+    assert_eq!((s.active, s.parked, s.dormant), (0, 0, 0), "{s:?}");
+    assert!(srv.addr.refuses(), "connect after shutdown");
+}
+
+/// Task-less PARKED connections (the lot's driver is the only task left)
+/// are closed, and `serve` returns once every one is released.
+fn graceful_shutdown_closes_taskless_parked_connections<T: Transport>() {
+    let mut b = dormant::Server::builder();
+    b.park_after(Duration::from_millis(2)).dormant_after(None);
+    let mut srv = T::serve(&b, echo_service());
+    let mut clients = connect_served(&srv, 30);
+    srv.wait_for("all parked", |s| s.parked == 30 && s.parks == 30);
+    srv.wait_tasks(1);
+    srv.begin_shutdown();
+    srv.wait_stopped();
+    for c in &mut clients {
+        assert_eq!(c.read_to_end(), (String::new(), End::Clean));
+    }
+    let s = srv.stats();
+    assert_eq!((s.parked, s.active, s.dormant), (0, 0, 0), "{s:?}");
+}
+
+/// Parked connections close at once, without waiting for a request in
+/// flight, which finishes (with `connection: close`); the listener is gone
+/// before parked connections are told to close; `serve` returns.
+fn parked_close_at_once_in_flight_finishes_serve_returns<T: Transport>() {
     let gate = Arc::new(Semaphore::new(0));
     let entered = Arc::new(AtomicUsize::new(0));
-    let mut srv = serve_with(&fast_park(), gated(gate.clone(), entered.clone()));
+    let mut srv = T::serve(&ladder(None), gated(gate.clone(), entered.clone()));
 
-    let mut parked: Vec<Client> = (0..100).map(|_| srv.connect()).collect();
+    let mut parked: Vec<_> = (0..100).map(|_| srv.connect()).collect();
     for c in &mut parked {
-        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-        assert_eq!(
-            c.response(),
-            "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello"
-        );
+        c.send(get("/").as_bytes());
+        assert_eq!(c.response(), ok("hello"));
     }
     srv.wait_for("100 parked", |s| s.parked == 100 && s.parks == 100);
 
     let mut slow = srv.connect();
-    slow.send(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+    slow.send(get("/slow").as_bytes());
     wait_entered(&entered);
 
     srv.begin_shutdown();
@@ -77,14 +152,7 @@ fn parked_close_at_once_in_flight_finishes_serve_returns() {
         assert_eq!(c.read_to_close(), "", "parked connection {i}");
     }
     srv.wait_for("parked gone", |s| s.parked == 0 && s.active == 1);
-    // The listener is gone before parked connections are told to close.
-    let refused = std::net::TcpStream::connect(srv.addr);
-    assert!(
-        refused
-            .as_ref()
-            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused),
-        "connect after shutdown began: {refused:?}"
-    );
+    assert!(srv.addr.refuses(), "connect after shutdown began");
 
     gate.add_permits(1);
     assert_eq!(
@@ -98,15 +166,14 @@ fn parked_close_at_once_in_flight_finishes_serve_returns() {
 
 /// A request that does not finish within `shutdown_grace` has its
 /// connection closed, and serve returns.
-#[test]
-fn shutdown_grace_closes_requests_in_flight() {
+fn shutdown_grace_closes_requests_in_flight<T: Transport>() {
     let gate = Arc::new(Semaphore::new(0));
     let entered = Arc::new(AtomicUsize::new(0));
-    let mut b = fast_park();
+    let mut b = ladder(None);
     b.shutdown_grace(Duration::from_millis(50));
-    let mut srv = serve_with(&b, gated(gate, entered.clone()));
+    let mut srv = T::serve(&b, gated(gate, entered.clone()));
     let mut slow = srv.connect();
-    slow.send(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+    slow.send(get("/slow").as_bytes());
     wait_entered(&entered);
     srv.begin_shutdown();
     // Never released: the grace period ends it.
@@ -120,22 +187,18 @@ fn shutdown_grace_closes_requests_in_flight() {
 /// both ways: on one worker its first poll ran in the lot's task, before
 /// its own task took it over; the end of the grace period must reach that
 /// task, which nothing else wakes.
-#[test]
-fn shutdown_grace_closes_a_woken_request_in_flight() {
+fn shutdown_grace_closes_a_woken_request_in_flight<T: Transport>() {
     for workers in [1, 2] {
         let gate = Arc::new(Semaphore::new(0));
         let entered = Arc::new(AtomicUsize::new(0));
-        let mut b = fast_park();
+        let mut b = ladder(None);
         b.shutdown_grace(Duration::from_millis(50));
-        let mut srv = serve_with_workers(&b, gated(gate, entered.clone()), workers);
+        let mut srv = T::serve_with_workers(&b, gated(gate, entered.clone()), workers);
         let mut c = srv.connect();
-        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-        assert_eq!(
-            c.response(),
-            "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello"
-        );
+        c.send(get("/").as_bytes());
+        assert_eq!(c.response(), ok("hello"));
         srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
-        c.send(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n");
+        c.send(get("/slow").as_bytes());
         wait_entered(&entered);
         srv.begin_shutdown();
         assert_eq!(c.read_to_close(), "", "{workers} workers");
@@ -149,17 +212,49 @@ fn shutdown_grace_closes_a_woken_request_in_flight() {
     }
 }
 
-/// A connection holding part of a request while parked is idle too: it
-/// is closed by shutdown.
-#[test]
-fn parked_with_a_partial_request_is_closed() {
-    let mut srv = serve_with(&fast_park(), echo_service());
-    let mut c = srv.connect();
-    c.send(b"GET /partial HTTP/1.1\r\nHo");
-    srv.wait_for("parked with carried bytes", |s| {
-        s.parks == 1 && s.parked == 1
+/// Graceful shutdown while DORMANT connections are woken by requests: the
+/// lot's close of idle connections races their events. Each request is
+/// answered exactly (with `connection: close` once the drain began) or its
+/// connection closed without a byte of response; every idle connection is
+/// closed, and `serve` returns.
+fn requests_racing_graceful_shutdown<T: Transport>() {
+    let mut b = ladder(Duration::from_millis(10));
+    b.park_after(Duration::from_millis(2));
+    let mut srv = T::serve(&b, echo_service());
+    let mut clients = connect_served(&srv, 64);
+    srv.wait_for("all dormant", |s| s.dormant == 64);
+    let (racing, idle) = clients.split_at_mut(32);
+    let sent = AtomicUsize::new(0);
+    let outcomes = std::thread::scope(|scope| {
+        let sender = scope.spawn(|| {
+            let mut outcomes = Vec::new();
+            for (i, c) in racing.iter_mut().enumerate() {
+                let path = format!("/racing/{i}");
+                let body = format!("GET {path} read=");
+                let closing = format!(
+                    "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                outcomes.push(request_racing_a_close(c, &path, &[ok(&body), closing]));
+                sent.fetch_add(1, Ordering::Relaxed);
+            }
+            outcomes
+        });
+        // The drain begins while the requests come.
+        wait("a few requests answered", || {
+            sent.load(Ordering::Relaxed) >= 4
+        });
+        srv.begin_shutdown();
+        sender
+            .join()
+            .expect("every request answered exactly or closed")
     });
-    srv.begin_shutdown();
-    assert_eq!(c.read_to_close(), "");
+    assert!(
+        outcomes[..4].iter().all(|o| *o == Raced::Answered),
+        "requests before the drain are answered: {outcomes:?}"
+    );
+    for c in idle {
+        assert_eq!(c.read_to_close(), "", "an idle connection is closed");
+    }
     srv.wait_stopped();
 }

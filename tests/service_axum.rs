@@ -1,8 +1,16 @@
 //! Services: an axum `Router` served unchanged through
 //! `TowerToHyperService`, and the peer address in request extensions.
 
-mod common;
-use common::*;
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod runtime;
+    pub(crate) mod servers;
+    pub(crate) mod tcp;
+    pub(crate) mod timeout;
+}
+use common::timeout::CLIENT_TIMEOUT;
+
+use common::tcp::{fast_park, serve_with};
 
 use std::convert::Infallible;
 use std::time::Duration;

@@ -1,17 +1,35 @@
 //! A service that panics on a woken connection: the connection is closed
 //! and released, and the server goes on. On its own binary, because the
 //! test servers count panics on their threads as failures (see
-//! `common::assert_no_server_panic`), and this test causes one on purpose.
+//! `common::servers::assert_no_server_panic`), and this test causes one on purpose.
 
-mod common;
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod runtime;
+    pub(crate) mod servers;
+    pub(crate) mod services;
+    pub(crate) mod timeout;
+}
 
 use std::convert::Infallible;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::*;
+use common::client::{get, ok};
+use common::runtime::{SERVER_PANICS, bind_tcp};
+use common::servers::serve_on;
+use common::services::echo;
 use http::{Request, Response};
 use http_body_util::Full;
+
+/// Takes back the one panic the test just caused on purpose, after
+/// checking it was counted (this binary has one test, so no other test's
+/// panic can be counted meanwhile).
+fn forgive_one_server_panic() {
+    let panics = SERVER_PANICS.swap(0, Ordering::SeqCst);
+    assert_eq!(panics, 1, "the one panic the test caused");
+}
 
 /// Answers as `echo` does, and panics for `/panic`.
 async fn panics_on_request(
@@ -34,8 +52,8 @@ fn a_service_panic_after_a_wake_closes_only_its_connection() {
         let mut b = dormant::Server::builder();
         b.park_after(Duration::from_millis(2)).dormant_after(None);
         let service = hyper::service::service_fn(panics_on_request);
-        let srv = serve_with_workers(&b, service, workers);
-        let mut clients: Vec<Client> = (0..3).map(|_| srv.connect()).collect();
+        let srv = serve_on(&b, service, workers, (), bind_tcp);
+        let mut clients: Vec<_> = (0..3).map(|_| srv.connect()).collect();
         for c in &mut clients {
             c.send(get("/").as_bytes());
             assert_eq!(c.response(), ok("GET / read="));

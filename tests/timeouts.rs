@@ -1,21 +1,48 @@
-//! Go's four timeouts and the connection limit, over real sockets.
+//! Go's four timeouts and the connection limit, over real sockets: the
+//! idle timeout on every rung over every transport, the others over TCP.
 //!
 //! Timeouts are short (hundreds of milliseconds) so the tests are quick;
-//! every wait is bounded, and nothing asserts how long anything took.
+//! every wait is bounded, and nothing asserts how long anything took but
+//! that the idle deadline did not come early.
 
-mod common;
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod ladder;
+    pub(crate) mod runtime;
+    pub(crate) mod servers;
+    pub(crate) mod services;
+    pub(crate) mod temp_dir;
+    pub(crate) mod timeout;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls_client;
+    pub(crate) mod transport;
+    pub(crate) mod unix;
+}
 
 use std::convert::Infallible;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{echo_service, fast_park, hello, ok, serve_with};
+use common::client::ok;
+use common::ladder::ladder;
+use common::services::echo_service;
+use common::timeout::CLIENT_TIMEOUT;
+use common::transport::{Tcp, Transport, over_every_transport};
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Frame;
 use hyper::service::service_fn;
+
+/// Answers `200 hello` without touching the request body.
+pub(crate) async fn hello(
+    _req: Request<dormant::Body>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    Ok(Response::new(Full::new(Bytes::from_static(b"hello"))))
+}
 
 /// Whether the server has closed `stream`: waits up to `wait` for a byte,
 /// which must not come.
@@ -34,7 +61,7 @@ fn closed_within(stream: &mut TcpStream, wait: Duration) -> bool {
 /// Sends a request head one byte every 100 ms (it never ends) until the
 /// server closes the connection; meanwhile another client is served.
 fn slowloris(builder: &dormant::Builder, after_a_request: bool) -> dormant::Stats {
-    let srv = serve_with(builder, hyper::service::service_fn(hello));
+    let srv = Tcp::serve(builder, hyper::service::service_fn(hello));
     let mut slow = srv.connect();
     if after_a_request {
         slow.send(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -99,12 +126,12 @@ fn slowloris_is_closed_on_a_connection_that_never_parks() {
 
 #[test]
 fn a_connection_that_sends_nothing_is_closed_by_header_read_timeout() {
-    let srv = serve_with(
+    let srv = Tcp::serve(
         &header_timeout(Some(Duration::from_millis(5))),
         service_fn(hello),
     );
     let mut silent = srv.connect();
-    assert!(closed_within(&mut silent.stream, common::CLIENT_TIMEOUT));
+    assert!(closed_within(&mut silent.stream, CLIENT_TIMEOUT));
     srv.wait_for("the timeout counted", |s| {
         s.header_read_timeouts == 1 && s.parked == 0
     });
@@ -114,9 +141,9 @@ fn a_connection_that_sends_nothing_is_closed_by_header_read_timeout() {
 fn header_read_timeout_does_not_close_idle_keep_alive_connections() {
     // Idle keep-alive waits fall under the idle timeout (none here), not the
     // header read timeout: two waits much longer than the header timeout.
-    let mut b = fast_park();
+    let mut b = ladder(Duration::from_secs(1));
     b.header_read_timeout(Duration::from_millis(100));
-    let srv = serve_with(&b, service_fn(hello));
+    let srv = Tcp::serve(&b, service_fn(hello));
     let mut c = srv.connect();
     for _ in 0..2 {
         c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -128,9 +155,9 @@ fn header_read_timeout_does_not_close_idle_keep_alive_connections() {
 
 #[test]
 fn slow_body_is_closed_by_read_timeout() {
-    let mut b = fast_park();
+    let mut b = ladder(Duration::from_secs(1));
     b.read_timeout(Duration::from_millis(500));
-    let srv = serve_with(&b, echo_service());
+    let srv = Tcp::serve(&b, echo_service());
     let mut c = srv.connect();
     c.send(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 200\r\n\r\n");
     let mut closed = false;
@@ -178,9 +205,9 @@ impl http_body::Body for Big {
 /// connection parked, so `/big` is served by a woken connection: its first
 /// poll in the lot's task arms the timer, its own task must hold it.
 fn a_client_that_never_reads(woken: bool) {
-    let mut b = fast_park();
+    let mut b = ladder(Duration::from_secs(1));
     b.write_timeout(Duration::from_millis(300));
-    let srv = serve_with(
+    let srv = Tcp::serve(
         &b,
         service_fn(|req: Request<dormant::Body>| async move {
             Ok::<_, Infallible>(if req.uri().path() == "/big" {
@@ -223,42 +250,11 @@ fn a_woken_client_that_never_reads_is_closed_by_write_timeout() {
     a_client_that_never_reads(true);
 }
 
-fn idle_timeout_closes(builder: &mut dormant::Builder) -> dormant::Stats {
-    builder.idle_timeout(Duration::from_millis(300));
-    let srv = serve_with(builder, service_fn(hello));
-    let mut c = srv.connect();
-    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert_eq!(c.response(), ok("hello"));
-    assert!(closed_within(&mut c.stream, common::CLIENT_TIMEOUT));
-    srv.wait_for("the idle timeout", |s| {
-        s.idle_timeouts == 1 && s.active + s.parked + s.dormant == 0
-    });
-    srv.stats()
-}
-
-#[test]
-fn idle_timeout_closes_an_active_connection() {
-    let stats = idle_timeout_closes(dormant::Server::builder().park_after(None));
-    assert_eq!(stats.parks, 0, "{stats:?}");
-}
-
-#[test]
-fn idle_timeout_closes_a_parked_connection() {
-    let stats = idle_timeout_closes(fast_park().dormant_after(None));
-    assert_eq!((stats.parks, stats.dormancies), (1, 0), "{stats:?}");
-}
-
-#[test]
-fn idle_timeout_closes_a_dormant_connection() {
-    let stats = idle_timeout_closes(fast_park().dormant_after(Duration::from_millis(10)));
-    assert_eq!((stats.parks, stats.dormancies), (1, 1), "{stats:?}");
-}
-
 #[test]
 fn idle_timeout_shuts_down_an_idle_h2_connection() {
     let mut b = dormant::Server::builder();
     b.idle_timeout(Duration::from_millis(300));
-    let srv = serve_with(&b, service_fn(hello));
+    let srv = Tcp::serve(&b, service_fn(hello));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -279,7 +275,7 @@ fn idle_timeout_shuts_down_an_idle_h2_connection() {
         assert_eq!(res.status(), 200);
         drop(res);
         // The server's GOAWAY ends the client connection.
-        tokio::time::timeout(common::CLIENT_TIMEOUT, conn)
+        tokio::time::timeout(CLIENT_TIMEOUT, conn)
             .await
             .expect("the idle h2 connection was not shut down")
             .unwrap()
@@ -294,7 +290,7 @@ fn idle_timeout_shuts_down_an_idle_h2_connection() {
 /// one of the first two has closed, whatever state they wait in.
 fn connection_limit(builder: &mut dormant::Builder, wait_state: impl Fn(&dormant::Stats) -> bool) {
     builder.max_connections(2);
-    let srv = serve_with(builder, service_fn(hello));
+    let srv = Tcp::serve(builder, service_fn(hello));
     let mut first = srv.connect();
     let mut second = srv.connect();
     for c in [&mut first, &mut second] {
@@ -312,10 +308,7 @@ fn connection_limit(builder: &mut dormant::Builder, wait_state: impl Fn(&dormant
     ));
     assert_eq!(srv.stats().accepted, 2);
     drop(first);
-    third
-        .stream
-        .set_read_timeout(Some(common::CLIENT_TIMEOUT))
-        .unwrap();
+    third.stream.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
     assert_eq!(third.response(), ok("hello"));
     assert_eq!(srv.stats().accepted, 3);
     // The second is still served.
@@ -325,14 +318,12 @@ fn connection_limit(builder: &mut dormant::Builder, wait_state: impl Fn(&dormant
 
 #[test]
 fn max_connections_counts_parked_connections() {
-    connection_limit(fast_park().dormant_after(None), |s| s.parked == 2);
+    connection_limit(&mut ladder(None), |s| s.parked == 2);
 }
 
 #[test]
 fn max_connections_counts_dormant_connections() {
-    connection_limit(fast_park().dormant_after(Duration::from_millis(10)), |s| {
-        s.dormant == 2
-    });
+    connection_limit(&mut ladder(Duration::from_millis(10)), |s| s.dormant == 2);
 }
 
 #[test]
@@ -346,4 +337,77 @@ fn zero_timeouts_and_limits_are_config_errors() {
         let err = b.build().expect_err("invalid config");
         assert!(err.is_config(), "{err}");
     }
+}
+
+over_every_transport!(
+    idle_timeout_closes_an_active_connection,
+    idle_timeout_closes_a_parked_connection,
+    idle_timeout_closes_a_dormant_connection,
+);
+
+fn all_closed(s: &dormant::Stats) -> bool {
+    s.active + s.parked + s.dormant == 0
+}
+
+/// A connection that never parks is closed by its task at the idle
+/// deadline.
+fn idle_timeout_closes_an_active_connection<T: Transport>() {
+    let mut b = dormant::Server::builder();
+    b.park_after(None).idle_timeout(Duration::from_millis(300));
+    let srv = T::serve(&b, service_fn(hello));
+    let mut c = srv.connect();
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(c.response(), ok("hello"));
+    assert_eq!(c.read_to_close(), "", "closed by the idle timeout");
+    srv.wait_for("the idle timeout", |s| {
+        s.idle_timeouts == 1 && all_closed(s)
+    });
+    let s = srv.stats();
+    assert_eq!(s.parks, 0, "{s:?}");
+}
+
+/// The lot closes a task-less PARKED connection at its idle deadline (not
+/// before), without handing it back to tokio.
+fn idle_timeout_closes_a_parked_connection<T: Transport>() {
+    let mut b = ladder(None);
+    b.idle_timeout(Duration::from_millis(80));
+    let srv = T::serve(&b, echo_service());
+    let mut c = srv.connect();
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    let sent = Instant::now();
+    assert_eq!(c.response(), ok("GET / read="));
+    srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
+    assert_eq!(c.read_to_close(), "", "closed at the idle deadline");
+    assert!(
+        sent.elapsed() >= Duration::from_millis(75),
+        "{:?}",
+        sent.elapsed()
+    );
+    srv.wait_for("timed out", |s| s.idle_timeouts == 1 && all_closed(s));
+    let s = srv.stats();
+    assert_eq!(
+        (s.parks, s.dormancies, s.lot_wakes, s.lot_closes),
+        (1, 0, 0, 0),
+        "{s:?}"
+    );
+}
+
+/// The lot closes a DORMANT connection's fd at its idle deadline, without
+/// handing it back to tokio.
+fn idle_timeout_closes_a_dormant_connection<T: Transport>() {
+    let mut b = ladder(Duration::from_millis(10));
+    b.idle_timeout(Duration::from_millis(200));
+    let srv = T::serve(&b, echo_service());
+    let mut c = srv.connect();
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(c.response(), ok("GET / read="));
+    srv.wait_for("dormant", |s| s.dormant == 1);
+    assert_eq!(c.read_to_close(), "", "closed at the idle deadline");
+    srv.wait_for("timed out", |s| s.idle_timeouts == 1 && all_closed(s));
+    let s = srv.stats();
+    assert_eq!(
+        (s.parks, s.dormancies, s.lot_wakes, s.lot_closes),
+        (1, 1, 0, 0),
+        "{s:?}"
+    );
 }

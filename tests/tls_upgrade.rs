@@ -9,21 +9,26 @@
 //! `examples/websocket.rs`'s handler serves wss:// from PEM files.
 //!
 //! Built only with a crypto provider (features `tls` or `tls-ring`), as
-//! tests/tls.rs. The server runs on a runtime of the test's own
+//! tests/tls_session.rs. The server runs on a runtime of the test's own
 //! (`Harness`), so upgraded streams, which outlive `serve`, can be watched
 //! after it returned.
 //!
-//! Tests of this binary run in parallel in one process, and one of them
-//! counts the process's descriptors: it takes [`FDS`] exclusively, every
-//! other test takes it shared.
-#![cfg(all(
-    feature = "tls-no-provider",
-    any(feature = "tls", feature = "tls-ring")
-))]
+//! One test of this binary counts the process's descriptors: its tests
+//! run one at a time ([`exclusive`]).
+#![cfg(any(feature = "tls", feature = "tls-ring"))]
 
-mod common;
-use common::tls::*;
-use common::*;
+mod common {
+    pub(crate) mod drops;
+    pub(crate) mod fds;
+    pub(crate) mod harness;
+    pub(crate) mod ladder;
+    pub(crate) mod runtime;
+    pub(crate) mod sleepers;
+    pub(crate) mod temp_dir;
+    pub(crate) mod timeout;
+    pub(crate) mod tls;
+    pub(crate) mod wait;
+}
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "../examples/websocket.rs"]
@@ -31,10 +36,19 @@ mod websocket;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use common::fds::{exclusive, fd_count, wait_for_fds};
+use common::harness::Harness;
+use common::ladder::ladder;
+use common::runtime::{ResponseBody, Servable, bind_tcp};
+use common::sleepers::{SWITCHED, Sleeper, Sleepers, UPGRADE};
+use common::timeout::CLIENT_TIMEOUT;
+use common::tls::{APPLICATION_DATA, Cert, Tap, block, client_config, client_rt, records, tls13};
+use common::wait::wait;
 
 use dormant::tls::TlsListener;
 use dormant::upgrade::{self, Lot, Upgraded, Woken};
@@ -56,38 +70,14 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-/// Held shared by every test, exclusively by the one that counts the
-/// process's open descriptors.
-static FDS: RwLock<()> = RwLock::new(());
-
-fn shared() -> RwLockReadGuard<'static, ()> {
-    FDS.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn exclusive() -> RwLockWriteGuard<'static, ()> {
-    FDS.write().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Parks after 3 ms, goes dormant after 10 ms: the connection that asks
-/// for the upgrade may come from the lot.
-fn ladder() -> dormant::Builder {
-    let mut b = dormant::Server::builder();
-    b.park_after(Duration::from_millis(3))
-        .dormant_after(Duration::from_millis(10));
-    b
-}
-
 /// Serves `service` over TLS with `cert` (from its PEM files) on
 /// 127.0.0.1, on a runtime the test owns.
-fn serve_tls<S, B>(cert: &Cert, service: S) -> Harness
-where
-    S: Servable<B>,
-    B: ResponseBody,
-{
+fn serve_tls<B: ResponseBody>(cert: &Cert, service: impl Servable<B>) -> Harness<SocketAddr> {
     let config = cert.config();
-    Harness::start_listener(&ladder(), service, || async move {
-        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = tcp.local_addr().unwrap();
+    // Parks after 3 ms, goes dormant after 10 ms: the connection that asks
+    // for the upgrade may come from the lot.
+    Harness::start(&ladder(Duration::from_millis(10)), service, (), |rt| {
+        let (tcp, addr) = rt.block_on(bind_tcp());
         (TlsListener::new(tcp, config), addr)
     })
 }
@@ -162,11 +152,19 @@ fn tls_read_head(tls: &mut Tls) -> (String, Vec<u8>) {
     loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             let rest = buf.split_off(end + 4);
-            return (strip_date(&String::from_utf8_lossy(&buf)), rest);
+            return (without_date(&buf), rest);
         }
         let want = buf.len() + 1;
         tls_read_until(tls, &mut buf, want);
     }
+}
+
+/// A response head as text, without its `date` line.
+fn without_date(head: &[u8]) -> String {
+    String::from_utf8_lossy(head)
+        .split_inclusive("\r\n")
+        .filter(|line| !line.starts_with("date:"))
+        .collect()
 }
 
 /// Opens a WebSocket over `tls` (tungstenite's handshake).
@@ -271,24 +269,11 @@ fn upgrade_with_early_frame(
     ws
 }
 
-/// The state a sleeping WebSocket carries between messages.
-struct Between {
-    wakes: Arc<AtomicUsize>,
-    events: Sender<String>,
-    _dropped: Dropped,
-}
-
-impl Between {
-    fn report(&self, event: impl Into<String>) {
-        let _ = self.events.send(event.into());
-    }
-}
-
 /// Puts the WebSocket's stream to sleep in the lot; each wake-up serves
 /// one message (an echo, a pong) and puts it to sleep again.
-fn sleep_ws(lot: Lot, stream: Upgraded, state: Between) {
+fn sleep_ws(lot: Lot, stream: Upgraded, state: Sleeper) {
     lot.clone().sleep(stream, move |woken| async move {
-        state.wakes.fetch_add(1, SeqCst);
+        state.woken();
         match woken {
             Woken::Readable(stream) => serve_one(lot, stream, state).await,
             Woken::Shutdown(stream) => going_away(stream, state).await,
@@ -309,7 +294,7 @@ async fn server_ws(stream: Upgraded) -> WebSocketStream<Upgraded> {
 /// tungstenite lives for this message only: the test's clients send a
 /// message only once the last one was answered, so its read buffer holds
 /// nothing when it is dropped, and the stream holds what arrived since.
-async fn serve_one(lot: Lot, stream: Upgraded, state: Between) {
+async fn serve_one(lot: Lot, stream: Upgraded, state: Sleeper) {
     let mut ws = server_ws(stream).await;
     match ws.next().await {
         Some(Ok(message @ (Message::Text(_) | Message::Binary(_)))) => {
@@ -339,7 +324,7 @@ async fn serve_one(lot: Lot, stream: Upgraded, state: Between) {
 
 /// Graceful shutdown: a close frame with 1001 (going away), then the end
 /// of the session.
-async fn going_away(stream: Upgraded, state: Between) {
+async fn going_away(stream: Upgraded, state: Sleeper) {
     state.report("shutdown");
     let mut ws = server_ws(stream).await;
     let frame = CloseFrame {
@@ -355,7 +340,7 @@ async fn going_away(stream: Upgraded, state: Between) {
 /// Completes a close handshake begun by either side (tungstenite sends
 /// its reply, or reads the peer's), then ends the TLS session with
 /// `close_notify`.
-async fn finish(mut ws: WebSocketStream<Upgraded>, state: &Between) {
+async fn finish(mut ws: WebSocketStream<Upgraded>, state: &Sleeper) {
     let closing = async {
         while let Some(Ok(_)) = ws.next().await {}
         ws.into_inner().shutdown().await
@@ -372,53 +357,35 @@ async fn finish(mut ws: WebSocketStream<Upgraded>, state: &Between) {
 /// reports whether the stream is a TLS one and the plaintext handed over
 /// with it.
 fn sleeping_wss() -> (impl Servable<Empty<Bytes>>, Sleepers) {
-    let (events_tx, events) = mpsc::channel();
-    let (hand_offs_tx, hand_offs) = mpsc::channel();
-    let lot_seen = Arc::new(Mutex::new(None));
-    let wakes = Arc::new(AtomicUsize::new(0));
-    let drops = DropCount::default();
-    let service = {
-        let (lot_seen, wakes, drops) = (lot_seen.clone(), wakes.clone(), drops.clone());
-        service_fn(move |mut req: Request<dormant::Body>| {
-            let (Some(key), Ok(upgrade)) = (
-                req.headers().get(SEC_WEBSOCKET_KEY).cloned(),
-                upgrade::on(&mut req),
-            ) else {
-                return std::future::ready(Ok::<_, Infallible>(Response::new(Empty::new())));
-            };
-            let state = Between {
-                wakes: wakes.clone(),
-                events: events_tx.clone(),
-                _dropped: drops.token(),
-            };
-            let (lot_seen, hand_offs) = (lot_seen.clone(), hand_offs_tx.clone());
-            tokio::spawn(async move {
-                let parts = upgrade.await.expect("hand-off");
-                let _ = hand_offs.send(format!(
+    let (sleepers, reports) = Sleepers::new();
+    let service = service_fn(move |mut req: Request<dormant::Body>| {
+        let (Some(key), Ok(upgrade)) = (
+            req.headers().get(SEC_WEBSOCKET_KEY).cloned(),
+            upgrade::on(&mut req),
+        ) else {
+            return std::future::ready(Ok::<_, Infallible>(Response::new(Empty::new())));
+        };
+        let (reports, state) = (reports.clone(), reports.sleeper());
+        tokio::spawn(async move {
+            let parts = upgrade.await.expect("hand-off");
+            reports.handed_off(
+                format!(
                     "tls={} read_buf={:?}",
                     parts.stream.as_tls().is_some(),
                     parts.read_buf
-                ));
-                *lot_seen.lock().unwrap() = Some(parts.lot.clone());
-                let lot = parts.lot.clone();
-                sleep_ws(lot, Upgraded::from(parts), state);
-            });
-            std::future::ready(Ok(Response::builder()
-                .status(StatusCode::SWITCHING_PROTOCOLS)
-                .header(CONNECTION, "upgrade")
-                .header(header::UPGRADE, "websocket")
-                .header(SEC_WEBSOCKET_ACCEPT, derive_accept_key(key.as_bytes()))
-                .body(Empty::new())
-                .unwrap()))
-        })
-    };
-    let sleepers = Sleepers {
-        events,
-        hand_offs,
-        lot: lot_seen,
-        wakes,
-        drops,
-    };
+                ),
+                &parts.lot,
+            );
+            sleep_ws(parts.lot.clone(), Upgraded::from(parts), state);
+        });
+        std::future::ready(Ok(Response::builder()
+            .status(StatusCode::SWITCHING_PROTOCOLS)
+            .header(CONNECTION, "upgrade")
+            .header(header::UPGRADE, "websocket")
+            .header(SEC_WEBSOCKET_ACCEPT, derive_accept_key(key.as_bytes()))
+            .body(Empty::new())
+            .unwrap()))
+    });
     (service, sleepers)
 }
 
@@ -434,13 +401,13 @@ fn sleeping_wss() -> (impl Servable<Empty<Bytes>>, Sleepers) {
 ///    buffer is held.
 #[test]
 fn wss_sleeps_in_the_lot_between_messages() {
-    let _fds = shared();
+    let _fds = exclusive();
     let cert = Cert::new();
     for version in [&TLS13, &TLS12] {
         let (service, s) = sleeping_wss();
         let srv = serve_tls(&cert, service);
         let mut tls = tls_connect(srv.addr, &client_config(&[&cert], &[version], &[]));
-        tls_send(&mut tls, get("/").as_bytes());
+        tls_send(&mut tls, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
         let (head, rest) = tls_read_head(&mut tls);
         assert_eq!(
             (head.as_str(), rest.as_slice()),
@@ -522,7 +489,7 @@ const RESET: &str = "error: WebSocket protocol error: Connection reset without c
 fn client_close_while_asleep_releases_the_stream() {
     let _fds = exclusive();
     let cert = Cert::new();
-    let config = client_config(&[&cert], &[&TLS13], &[]);
+    let config = tls13(&cert);
     let (service, s) = sleeping_wss();
     let srv = serve_tls(&cert, service);
     // Warm up the runtimes (lazily opened descriptors), then the baseline.
@@ -588,12 +555,9 @@ fn early_frame_to_a_sleeping_websocket(early: Early) {
     let cert = Cert::new();
     let (service, s) = sleeping_wss();
     let srv = serve_tls(&cert, service);
-    let mut ws = upgrade_with_early_frame(
-        srv.addr,
-        &client_config(&[&cert], &[&TLS13], &[]),
-        early,
-        || format!("{:?}", s.events.recv_timeout(CLIENT_TIMEOUT)),
-    );
+    let mut ws = upgrade_with_early_frame(srv.addr, &tls13(&cert), early, || {
+        format!("{:?}", s.events.recv_timeout(CLIENT_TIMEOUT))
+    });
     let with_frame = format!("tls=true read_buf={:?}", Bytes::from(early_frame()));
     let hand_off = s.hand_off();
     match early {
@@ -618,7 +582,7 @@ fn early_frame_to_a_sleeping_websocket(early: Early) {
 ///    carries it exactly, and it wakes the stream at once.
 #[test]
 fn frame_in_the_record_of_the_upgrade_request() {
-    let _fds = shared();
+    let _fds = exclusive();
     early_frame_to_a_sleeping_websocket(Early::OneRecord);
 }
 
@@ -629,9 +593,9 @@ fn frame_in_the_record_of_the_upgrade_request() {
 ///    every state is dropped.
 #[test]
 fn graceful_shutdown_while_asleep_closes_each_websocket() {
-    let _fds = shared();
+    let _fds = exclusive();
     let cert = Cert::new();
-    let config = client_config(&[&cert], &[&TLS13], &[]);
+    let config = tls13(&cert);
     let (service, s) = sleeping_wss();
     let mut srv = serve_tls(&cert, service);
     let mut clients: Vec<Ws> = (0..3)
@@ -670,10 +634,10 @@ fn graceful_shutdown_while_asleep_closes_each_websocket() {
 ///    several records, and the client's close.
 #[test]
 fn websocket_example_serves_wss() {
-    let _fds = shared();
+    let _fds = exclusive();
     let cert = Cert::new();
     let srv = serve_tls(&cert, service_fn(websocket::handle));
-    let mut ws = wss(srv.addr, &client_config(&[&cert], &[&TLS13], &[]));
+    let mut ws = wss(srv.addr, &tls13(&cert));
     let big: Vec<u8> = (0..50_000u32).map(|i| i as u8).collect();
     for message in [Message::text("hello"), Message::binary(big)] {
         echoed(&mut ws, message);
@@ -690,10 +654,10 @@ fn websocket_example_serves_wss() {
 ///    hand-off carries, then the session's), then goes on.
 #[test]
 fn websocket_example_answers_a_frame_sent_with_the_upgrade_request() {
-    let _fds = shared();
+    let _fds = exclusive();
     let cert = Cert::new();
     let srv = serve_tls(&cert, service_fn(websocket::handle));
-    let config = client_config(&[&cert], &[&TLS13], &[]);
+    let config = tls13(&cert);
     let mut open = Vec::new();
     for early in [Early::OneRecord, Early::TwoRecords] {
         let mut ws = upgrade_with_early_frame(srv.addr, &config, early, || {
@@ -711,10 +675,10 @@ fn websocket_example_answers_a_frame_sent_with_the_upgrade_request() {
 ///    client has its close frame and leaves.
 #[test]
 fn websocket_example_closes_with_1009_over_tls() {
-    let _fds = shared();
+    let _fds = exclusive();
     let cert = Cert::new();
     let srv = serve_tls(&cert, service_fn(websocket::handle));
-    let mut ws = wss(srv.addr, &client_config(&[&cert], &[&TLS13], &[]));
+    let mut ws = wss(srv.addr, &tls13(&cert));
     let limit = websocket::config()
         .max_message_size
         .expect("the example limits messages");
@@ -744,7 +708,7 @@ fn websocket_example_closes_with_1009_over_tls() {
 ///    put to sleep at once, it must be handed back at once, not failed.
 #[test]
 fn frame_in_a_record_of_its_own_after_the_upgrade_request() {
-    let _fds = shared();
+    let _fds = exclusive();
     early_frame_to_a_sleeping_websocket(Early::TwoRecords);
 }
 
@@ -838,7 +802,7 @@ fn records_together_at_a_sleeping_stream(records: [&str; 2], want: &str) {
     let (service, lot, events) = echo_but_dashes();
     let srv = serve_tls(&cert, service);
     let sleeping = || lot.lock().unwrap().as_ref().map_or(0, Lot::sleeping);
-    let mut tls = tls_connect(srv.addr, &client_config(&[&cert], &[&TLS13], &[]));
+    let mut tls = tls_connect(srv.addr, &tls13(&cert));
     tls_send(&mut tls, UPGRADE.as_bytes());
     let (head, rest) = tls_read_head(&mut tls);
     assert_eq!((head.as_str(), rest.as_slice()), (SWITCHED, &b""[..]));
@@ -864,7 +828,7 @@ fn records_together_at_a_sleeping_stream(records: [&str; 2], want: &str) {
 ///    failed (which closes it and loses the bytes): both are answered.
 #[test]
 fn plaintext_decrypted_by_a_write_wakes_the_sleeping_stream_at_once() {
-    let _fds = shared();
+    let _fds = exclusive();
     records_together_at_a_sleeping_stream(["first ", "second"], "first second");
 }
 
@@ -875,6 +839,6 @@ fn plaintext_decrypted_by_a_write_wakes_the_sleeping_stream_at_once() {
 ///     will ever announce those bytes.
 #[test]
 fn a_record_left_in_the_session_wakes_the_sleeping_stream_at_once() {
-    let _fds = shared();
+    let _fds = exclusive();
     records_together_at_a_sleeping_stream(["-", "x"], "x");
 }

@@ -3,8 +3,15 @@
 //! skips both when they are disabled, so this pins that they still exist
 //! when they are not), also on a connection woken after a park.
 
-mod common;
-use common::*;
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod runtime;
+    pub(crate) mod servers;
+    pub(crate) mod tcp;
+    pub(crate) mod timeout;
+}
+
+use common::tcp::{fast_park, serve_with};
 
 use std::convert::Infallible;
 use std::io::Write;

@@ -1,27 +1,47 @@
-//! The whole idle ladder over a Unix domain socket (`dormant::UnixListener`
-//! in a temporary directory): keep-alive across PARKED and DORMANT,
-//! pipelined and split requests, the close check that reads ahead (a Unix
-//! socket has no peek), descriptors released, timeouts, upgrades sleeping
-//! in the lot, h2c, graceful shutdown, the listener's socket file, the peer
-//! address, and a real client (curl).
-//!
-//! Tests of this binary run in parallel in one process, and one of them
-//! counts the process's descriptors: it takes [`FDS`] exclusively, every
-//! other test takes it shared.
+//! What only a Unix domain socket (`dormant::UnixListener` in a temporary
+//! directory) has: upgraded streams asleep in the lot, which a client's
+//! close wakes as readable (a Unix socket cannot be peeked), h2c, the
+//! listener's socket file and bind errors, the peer address, and a real
+//! client (curl). The ladder's behaviours over a Unix socket (keep-alive,
+//! pipelining, split requests, client close, descriptors, timeouts,
+//! shutdown, the differential against hyper) are in the files of each
+//! behaviour, which run over every transport.
 
-mod common;
-use common::*;
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod drops;
+    pub(crate) mod harness;
+    pub(crate) mod ladder;
+    pub(crate) mod runtime;
+    pub(crate) mod servers;
+    pub(crate) mod services;
+    pub(crate) mod sleepers;
+    pub(crate) mod temp_dir;
+    pub(crate) mod timeout;
+    pub(crate) mod unix;
+    pub(crate) mod upgrade_echo;
+    pub(crate) mod wait;
+}
 
 use std::convert::Infallible;
 use std::io::ErrorKind;
 use std::net::Shutdown;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
-use std::sync::mpsc::Receiver;
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::client::{Client, get, ok};
+use common::harness::Harness;
+use common::ladder::ladder;
+use common::runtime::{ResponseBody, Servable};
+use common::services::echo_service;
+use common::sleepers::{SWITCHED, UPGRADE};
+use common::temp_dir::TempDir;
+use common::timeout::CLIENT_TIMEOUT;
+use common::unix::serve_unix;
+use common::upgrade_echo::{check_sleeping_echo, connect_upgraded, sleepy_service};
+use common::wait::wait;
 use dormant::PeerAddr;
 use dormant::upgrade;
 use http::{Request, Response, StatusCode, Version};
@@ -30,24 +50,19 @@ use hyper::body::Bytes;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
-/// Held shared by every test, exclusively by the one that counts the
-/// process's open descriptors.
-static FDS: RwLock<()> = RwLock::new(());
-
-fn shared() -> RwLockReadGuard<'static, ()> {
-    FDS.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn exclusive() -> RwLockWriteGuard<'static, ()> {
-    FDS.write().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Parks after 3 ms, goes dormant after `dormant_after`.
-fn ladder(dormant_after: impl Into<Option<Duration>>) -> dormant::Builder {
-    let mut b = dormant::Server::builder();
-    b.park_after(Duration::from_millis(3))
-        .dormant_after(dormant_after);
-    b
+/// Serves `service` on a runtime of the test's own ([`Harness`]), on a
+/// `dormant::UnixListener` at a fresh path in a fresh temporary directory.
+fn start<B: ResponseBody>(
+    builder: &dormant::Builder,
+    service: impl Servable<B>,
+) -> Harness<PathBuf> {
+    let dir = TempDir::new();
+    let path = dir.path.join("http.sock");
+    Harness::start(builder, service, dir, |rt| {
+        let _enter = rt.enter();
+        let listener = dormant::UnixListener::bind(&path).expect("bind the Unix socket");
+        (listener, path)
+    })
 }
 
 /// A tokio runtime for a test's own async client (or for binding).
@@ -58,320 +73,14 @@ fn client_runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// 1. Keep-alive with think time: pauses that park (task-less, in the lot's
-///    parked slab) and pauses that go dormant (the fd in the lot's poll);
-///    every response exact, no pool buffer held while idle (I4).
-#[test]
-fn keep_alive_with_think_time_parks_and_goes_dormant() {
-    let _fds = shared();
-    let srv = serve_unix_with(&ladder(Duration::from_millis(50)), echo_service());
-    let mut c = srv.connect();
-    // Accepted connections start PARKED, holding no buffer.
-    srv.wait_for("accept", |s| s.accepted == 1 && s.parked == 1);
-    assert_eq!(srv.stats().pool.in_use, 0);
-
-    c.send(get("/0").as_bytes());
-    assert_eq!(c.response(), ok("GET /0 read="));
-    srv.wait_for("first park", |s| {
-        s.parks == 1 && s.parked == 1 && s.active == 0
-    });
-    assert_eq!(srv.stats().wakes, 0, "the first request is not a wake");
-
-    // Pauses shorter than dormant_after: woken from PARKED.
-    for i in 1..=2u64 {
-        assert_eq!(srv.stats().pool.in_use, 0, "PARKED holds a buffer");
-        c.send(get(&format!("/parked/{i}")).as_bytes());
-        assert_eq!(c.response(), ok(&format!("GET /parked/{i} read=")));
-        srv.wait_for("parked again", |s| {
-            s.parks == 1 + i && s.parked == 1 && s.active == 0
-        });
-        let s = srv.stats();
-        assert_eq!((s.wakes, s.dormancies, s.lot_wakes), (i, 0, 0), "{s:?}");
-    }
-
-    // Pauses longer than dormant_after: woken from DORMANT.
-    for i in 1..=2u64 {
-        srv.wait_for("dormant", |s| {
-            s.dormant == 1 && s.parked == 0 && s.active == 0 && s.dormancies == i
-        });
-        assert_eq!(srv.stats().pool.in_use, 0, "DORMANT holds a buffer");
-        c.send(get(&format!("/dormant/{i}")).as_bytes());
-        assert_eq!(c.response(), ok(&format!("GET /dormant/{i} read=")));
-        srv.wait_for("parked after the lot's wake", |s| {
-            s.parks == 3 + i && s.lot_wakes == i && s.active == 0
-        });
-        let s = srv.stats();
-        assert_eq!(s.wakes, 2 + i, "{s:?}");
-    }
-    srv.wait_for("dormant at the end", |s| {
-        s.dormant == 1 && s.dormancies == 3
-    });
-    let s = srv.stats();
-    assert_eq!(
-        (s.accepted, s.requests, s.lot_closes, s.pool.in_use),
-        (1, 5, 0, 0),
-        "{s:?}"
-    );
-}
-
-/// 2. Pipelined requests in one write, one of them with a body: exact
-///    responses, in order; then the connection parks and serves more.
-#[test]
-fn pipelined_requests_in_one_write() {
-    let _fds = shared();
-    let srv = serve_unix_with(&ladder(None), echo_service());
-    let mut c = srv.connect();
-    c.send(
-        b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\n\
-          POST /2 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc\
-          GET /3 HTTP/1.1\r\nHost: x\r\n\r\n\
-          PUT /4 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n",
-    );
-    assert_eq!(c.response(), ok("GET /1 read="));
-    assert_eq!(c.response(), ok("POST /2 read=abc"));
-    assert_eq!(c.response(), ok("GET /3 read="));
-    assert_eq!(c.response(), ok("PUT /4 read=hi"));
-    srv.wait_for("park", |s| s.parks == 1 && s.parked == 1 && s.requests == 4);
-    assert_eq!(srv.stats().pool.in_use, 0);
-    // Nothing more arrives, and the parked connection serves the next.
-    c.send(b"GET /5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    assert_eq!(
-        c.read_to_close(),
-        "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 12\r\n\r\nGET /5 read="
-    );
-}
-
-/// 2. Requests split across a park: the first request of a connection, a
-///    later one across a task-less park, and one across the DORMANT
-///    boundary (the half wakes it; it waits PARKED in its task with the
-///    half carried).
-#[test]
-fn requests_split_across_a_park() {
-    let _fds = shared();
-    let srv = serve_unix_with(&ladder(Duration::from_millis(50)), echo_service());
-    check_first_request_split_across_a_park(&srv);
-
-    srv.wait_for("split connections closed", |s| {
-        s.active + s.parked + s.dormant == 0
-    });
-    let before = srv.stats();
-    let mut c = srv.connect();
-    c.send(get("/first").as_bytes());
-    assert_eq!(c.response(), ok("GET /first read="));
-    srv.wait_for("first park", |s| s.parks == before.parks + 1);
-    c.send(b"POST /second HTTP/1.1\r\nHo");
-    srv.wait_for("parked with a partial head", |s| {
-        s.parks == before.parks + 2 && s.active == 0
-    });
-    assert_eq!(srv.stats().pool.in_use, 0);
-    c.send(b"st: x\r\nContent-Length: 2\r\n\r\nhi");
-    assert_eq!(c.response(), ok("POST /second read=hi"));
-
-    srv.wait_for("dormant", |s| {
-        s.dormant == 1 && s.dormancies == before.dormancies + 1
-    });
-    c.send(b"POST /third HTTP/1.1\r\nContent-Le");
-    srv.wait_for("woken, parked with the half", |s| {
-        s.lot_wakes == before.lot_wakes + 1 && s.dormant == 0 && s.parks == before.parks + 4
-    });
-    assert_eq!(srv.stats().pool.in_use, 0);
-    c.send(b"ngth: 3\r\n\r\nabc");
-    assert_eq!(c.response(), ok("POST /third read=abc"));
-    srv.wait_for("dormant again", |s| {
-        s.dormant == 1 && s.dormancies == before.dormancies + 2
-    });
-}
-
-/// `/wait` answers `released` once the test releases it, and reports the
-/// drop of its future ([`Probes::gate`]); anything else is echoed.
-fn serve_gated(
-    builder: &dormant::Builder,
-) -> (ServeUnix, Receiver<()>, Receiver<&'static str>, Arc<Probes>) {
-    let (gate, started, dropped) = Probes::new();
-    let g = gate.clone();
-    let srv = serve_unix_with(
-        builder,
-        service_fn(move |req: Request<dormant::Body>| {
-            let g = g.clone();
-            async move {
-                if req.uri().path() != "/wait" {
-                    return echo(req).await;
-                }
-                g.gate().await;
-                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"released"))))
-            }
-        }),
-    );
-    (srv, started, dropped, gate)
-}
-
-/// 2. Bytes that arrive while a request is answered: on a Unix socket the
-///    look for the client's close reads them (at most 512 bytes) and hands
-///    them to hyper before anything else the socket holds. A request with
-///    a body longer than that read, and a head cut in two by it, are
-///    served exactly, in order.
-#[test]
-fn requests_arriving_while_one_is_answered_are_served() {
-    let _fds = shared();
-    let (srv, started_rx, dropped, gate) = serve_gated(&ladder(None));
-    let body: String = (0..2000u32)
-        .map(|i| char::from(b'a' + (i % 26) as u8))
-        .collect();
-    let mut c = srv.connect();
-    for round in 0..2u64 {
-        c.send(WAIT);
-        handler_started(&started_rx);
-        // Arrives while /wait is in flight: the close check reads ahead.
-        c.send(
-            format!(
-                "POST /next HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            )
-            .as_bytes(),
-        );
-        std::thread::sleep(Duration::from_millis(50));
-        gate.release.notify_one();
-        assert_eq!(c.response(), ok("released"), "round {round}");
-        assert_eq!(c.response(), ok(&format!("POST /next read={body}")));
-        // The second round runs on a connection woken after a park.
-        srv.wait_for("parked", |s| s.parks == round + 1 && s.parked == 1);
-    }
-
-    // Only the start of a head arrives during the wait.
-    c.send(WAIT);
-    handler_started(&started_rx);
-    c.send(b"GET /ha");
-    std::thread::sleep(Duration::from_millis(50));
-    gate.release.notify_one();
-    assert_eq!(c.response(), ok("released"));
-    c.send(b"lf HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert_eq!(c.response(), ok("GET /half read="));
-    assert!(dropped.try_recv().is_err(), "nothing was cancelled");
-    assert_eq!(srv.stats().pool.in_use, 0);
-}
-
-/// 2. A client that goes away while its request is answered has the
-///    handler dropped, on a new connection, on one woken from PARKED and
-///    on one woken from DORMANT; a half-close after a request answered at
-///    once still gets the answer.
-#[test]
-fn client_close_while_a_request_is_answered_drops_the_handler() {
-    let _fds = shared();
-    let (srv, started_rx, dropped, _gate) = serve_gated(&ladder(Duration::from_millis(30)));
-
-    let mut c = srv.connect();
-    c.send(WAIT);
-    handler_started(&started_rx);
-    drop(c);
-    assert_eq!(next_drop(&dropped), "handler");
-    srv.wait_for("released", |s| s.active + s.parked + s.dormant == 0);
-
-    for dormant in [false, true] {
-        let mut c = srv.connect();
-        c.send(get("/").as_bytes());
-        assert_eq!(c.response(), ok("GET / read="));
-        if dormant {
-            srv.wait_for("dormant", |s| s.dormant == 1);
-        } else {
-            srv.wait_for("parked", |s| s.parked == 1 && s.active == 0);
-        }
-        c.send(WAIT);
-        handler_started(&started_rx);
-        c.stream.shutdown(Shutdown::Write).unwrap();
-        assert_eq!(next_drop(&dropped), "handler", "dormant: {dormant}");
-        assert_eq!(c.read_to_close(), "");
-        srv.wait_for("released", |s| s.active + s.parked + s.dormant == 0);
-    }
-
-    let mut c = srv.connect();
-    c.send(get("/at-once").as_bytes());
-    c.stream.shutdown(Shutdown::Write).unwrap();
-    assert_eq!(c.read_to_close(), ok("GET /at-once read="));
-    assert!(dropped.try_recv().is_err(), "nothing else was dropped");
-}
-
-/// 3. Clients closing while their connections are DORMANT: the server's
-///    descriptors are released. A Unix socket cannot be peeked, so the lot
-///    hands each back to tokio and its first read finds the close: a lot
-///    wake, not a lot close, and not a wake.
-#[test]
-fn client_close_while_dormant_releases_the_fd() {
-    let _fds = exclusive();
-    let srv = serve_unix_with(&ladder(Duration::from_millis(10)), echo_service());
-    // Warm up the runtime (lazily opened descriptors), then the baseline.
-    let mut c = srv.connect();
-    c.send(b"GET /warm HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    c.read_to_close();
-    drop(c);
-    srv.wait_for("warm-up closed", |s| s.active + s.parked + s.dormant == 0);
-    let baseline = fd_count();
-
-    let mut clients: Vec<UnixClient> = (0..5).map(|_| srv.connect()).collect();
-    for (i, c) in clients.iter_mut().enumerate() {
-        c.send(get(&format!("/{i}")).as_bytes());
-        assert_eq!(c.response(), ok(&format!("GET /{i} read=")));
-    }
-    srv.wait_for("all dormant", |s| s.dormant == 5 && s.dormancies == 5);
-    // The test's 5 sockets and the server's 5.
-    assert_eq!(fd_count(), baseline + 10);
-    drop(clients);
-    srv.wait_for("all closed", |s| s.active + s.parked + s.dormant == 0);
-    wait_for_fds(baseline, "after clients closed DORMANT connections");
-    let s = srv.stats();
-    assert_eq!(
-        (s.lot_wakes, s.lot_closes, s.wakes, s.pool.in_use),
-        (5, 0, 0, 0),
-        "{s:?}"
-    );
-}
-
-/// 4. The idle timeout closes a DORMANT Unix connection (and a task-less
-///    PARKED one): the lot closes the fd at its deadline, the client reads
-///    EOF.
-#[test]
-fn idle_timeout_closes_dormant_and_parked_connections() {
-    let _fds = shared();
-    let mut b = ladder(Duration::from_millis(10));
-    b.idle_timeout(Duration::from_millis(200));
-    let srv = serve_unix_with(&b, echo_service());
-    let mut c = srv.connect();
-    c.send(get("/").as_bytes());
-    assert_eq!(c.response(), ok("GET / read="));
-    srv.wait_for("dormant", |s| s.dormant == 1);
-    assert_eq!(c.read_to_close(), "", "closed at the idle deadline");
-    srv.wait_for("timed out", |s| {
-        s.idle_timeouts == 1 && s.active + s.parked + s.dormant == 0
-    });
-    let s = srv.stats();
-    assert_eq!(
-        (s.dormancies, s.lot_wakes, s.lot_closes),
-        (1, 0, 0),
-        "{s:?}"
-    );
-
-    let mut b = ladder(None);
-    b.idle_timeout(Duration::from_millis(80));
-    let srv = serve_unix_with(&b, echo_service());
-    let mut c = srv.connect();
-    c.send(get("/").as_bytes());
-    assert_eq!(c.response(), ok("GET / read="));
-    srv.wait_for("parked", |s| s.parks == 1);
-    assert_eq!(c.read_to_close(), "");
-    srv.wait_for("timed out", |s| {
-        s.idle_timeouts == 1 && s.active + s.parked + s.dormant == 0
-    });
-    assert_eq!(srv.stats().dormancies, 0);
-}
-
 /// 5. An upgraded Unix stream sleeps in the lot between messages, wakes on
 ///    data (no byte lost over many wakes), and on the client's close: a
 ///    Unix socket cannot be peeked, so the close wakes it as readable and
 ///    the read finds EOF.
 #[test]
 fn sleeping_upgraded_stream_wakes_on_data_and_on_close() {
-    let _fds = shared();
     let (service, s) = sleepy_service();
-    let srv = serve_unix_with(&ladder(None), service);
+    let srv = serve_unix(&ladder(None), service, 2);
     let mut c = srv.connect();
     // The leftover wakes it at once.
     c.send(format!("{UPGRADE}first").as_bytes());
@@ -411,11 +120,10 @@ fn sleeping_upgraded_stream_wakes_on_data_and_on_close() {
 ///    client: served by hyper's h2 server, never parked.
 #[test]
 fn h2c_prior_knowledge_over_a_unix_socket() {
-    let _fds = shared();
-    let srv = serve_unix_with(&ladder(Duration::from_millis(10)), echo_service());
+    let srv = serve_unix(&ladder(Duration::from_millis(10)), echo_service(), 2);
     let rt = client_runtime();
     rt.block_on(async {
-        let stream = tokio::net::UnixStream::connect(srv.path()).await.unwrap();
+        let stream = tokio::net::UnixStream::connect(&srv.addr).await.unwrap();
         let (mut send, conn) =
             hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
                 .await
@@ -468,62 +176,24 @@ fn h2c_prior_knowledge_over_a_unix_socket() {
     );
 }
 
-/// 7. Graceful shutdown closes PARKED (task-less, and in its task with a
-///    partial request) and DORMANT Unix connections at once, serve
-///    returns, and the socket file is gone.
-#[test]
-fn graceful_shutdown_closes_parked_and_dormant_connections() {
-    let _fds = shared();
-    let mut srv = serve_unix_with(&ladder(Duration::from_millis(250)), echo_service());
-    let mut dormant: Vec<UnixClient> = (0..5).map(|_| srv.connect()).collect();
-    for (i, c) in dormant.iter_mut().enumerate() {
-        c.send(get(&format!("/d{i}")).as_bytes());
-        assert_eq!(c.response(), ok(&format!("GET /d{i} read=")));
-    }
-    srv.wait_for("5 dormant", |s| s.dormant == 5 && s.parked == 0);
-    let mut parked: Vec<UnixClient> = (0..5).map(|_| srv.connect()).collect();
-    for (i, c) in parked.iter_mut().enumerate() {
-        c.send(get(&format!("/p{i}")).as_bytes());
-        assert_eq!(c.response(), ok(&format!("GET /p{i} read=")));
-    }
-    let mut partial = srv.connect();
-    partial.send(b"GET /partial HTTP/1.1\r\nHo");
-    srv.wait_for("5 dormant, 6 parked", |s| {
-        s.dormant == 5 && s.parked == 6 && s.parks == 11 && s.active == 0
-    });
-
-    srv.begin_shutdown();
-    for c in dormant.iter_mut().chain(&mut parked) {
-        assert_eq!(c.read_to_close(), "");
-    }
-    assert_eq!(partial.read_to_close(), "");
-    srv.wait_stopped();
-    let s = srv.stats();
-    assert_eq!((s.active, s.parked, s.dormant), (0, 0, 0), "{s:?}");
-    assert!(
-        !srv.path().exists(),
-        "the socket file outlived the listener"
-    );
-    let refused = UnixStream::connect(srv.path());
-    assert!(refused.is_err(), "connect after shutdown: {refused:?}");
-}
-
 /// 7. Graceful shutdown hands upgraded Unix streams asleep in the lot back
 ///    to their callbacks (`Woken::Shutdown`), which still can write. The
 ///    server runs on a runtime of the test's own: handed-off streams do
 ///    not hold `serve` back, and their callbacks run after it returned.
 #[test]
 fn graceful_shutdown_hands_back_sleeping_upgraded_streams() {
-    let _fds = shared();
     let (service, s) = sleepy_service();
-    let mut srv = Harness::start_unix(&ladder(Duration::from_millis(10)), service);
+    let mut srv = start(&ladder(Duration::from_millis(10)), service);
     let path = srv.addr.clone();
 
-    let mut clients: Vec<UnixClient> = connect_upgraded(&srv, 3);
+    let mut clients = connect_upgraded(&srv, 3);
     for _ in 0..3 {
         assert!(s.hand_off().starts_with("handed off: unix=true"));
     }
     wait("all asleep", || s.sleeping() == 3);
+    srv.wait_for("connections handed off", |st| {
+        st.upgrades == 3 && st.active + st.parked + st.dormant == 0
+    });
     srv.shutdown();
     assert!(!path.exists(), "the socket file outlived the listener");
     for c in &mut clients {
@@ -540,7 +210,6 @@ fn graceful_shutdown_hands_back_sleeping_upgraded_streams() {
 ///    removes its socket file when dropped, only if it is still its own.
 #[test]
 fn bind_errors_and_the_socket_file() {
-    let _fds = shared();
     let rt = client_runtime();
     let _enter = rt.enter();
     let dir = TempDir::new();
@@ -585,38 +254,42 @@ fn bind_errors_and_the_socket_file() {
 
     // After a server shuts down, the socket file it created is gone (its
     // directory is still there).
-    let mut srv = serve_unix_with(&ladder(None), service_fn(hello));
-    assert!(is_socket(srv.path()));
+    let mut srv = serve_unix(&ladder(None), echo_service(), 2);
+    assert!(is_socket(&srv.addr));
     srv.begin_shutdown();
     srv.wait_stopped();
-    assert!(srv.dir().is_dir());
-    assert!(!srv.path().exists(), "the socket file outlived the server");
+    assert!(srv.addr.parent().unwrap().is_dir());
+    assert!(!srv.addr.exists(), "the socket file outlived the server");
 
     // Replaced by a regular file while serving: left alone at shutdown.
-    let mut srv = serve_unix_with(&ladder(None), service_fn(hello));
+    let mut srv = serve_unix(&ladder(None), echo_service(), 2);
     let mut c = srv.connect();
-    std::fs::remove_file(srv.path()).unwrap();
-    std::fs::write(srv.path(), "someone else's").unwrap();
+    std::fs::remove_file(&srv.addr).unwrap();
+    std::fs::write(&srv.addr, "someone else's").unwrap();
     c.send(get("/").as_bytes());
-    assert_eq!(c.response(), ok("hello"), "served after the file went");
+    assert_eq!(
+        c.response(),
+        ok("GET / read="),
+        "served after the file went"
+    );
     srv.begin_shutdown();
     assert_eq!(c.read_to_close(), "");
     srv.wait_stopped();
     assert_eq!(
-        std::fs::read_to_string(srv.path()).unwrap(),
+        std::fs::read_to_string(&srv.addr).unwrap(),
         "someone else's",
         "the listener removed a file it did not create"
     );
 
     // Replaced by another server's socket while serving: left alone, and
     // that server still gets connections.
-    let mut srv = serve_unix_with(&ladder(None), service_fn(hello));
-    std::fs::remove_file(srv.path()).unwrap();
-    let other = std::os::unix::net::UnixListener::bind(srv.path()).unwrap();
+    let mut srv = serve_unix(&ladder(None), echo_service(), 2);
+    std::fs::remove_file(&srv.addr).unwrap();
+    let other = std::os::unix::net::UnixListener::bind(&srv.addr).unwrap();
     srv.begin_shutdown();
     srv.wait_stopped();
-    assert!(is_socket(srv.path()), "the other socket file was removed");
-    let _client = UnixStream::connect(srv.path()).expect("the other server");
+    assert!(is_socket(&srv.addr), "the other socket file was removed");
+    let _client = UnixStream::connect(&srv.addr).expect("the other server");
     other.accept().expect("accepted by the other server");
 }
 
@@ -648,10 +321,9 @@ async fn peer(req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infa
 ///    one woken from DORMANT. Off by default.
 #[test]
 fn peer_addr_on_a_unix_listener() {
-    let _fds = shared();
     let mut b = ladder(Duration::from_millis(10));
     b.peer_addr(true);
-    let srv = serve_unix_with(&b, service_fn(peer));
+    let srv = serve_unix(&b, service_fn(peer), 2);
 
     let mut c = srv.connect();
     c.send(get("/").as_bytes());
@@ -663,13 +335,13 @@ fn peer_addr_on_a_unix_listener() {
     drop(c);
 
     // A client bound to a path of its own.
-    let client_path = srv.dir().join("client.sock");
+    let client_path = srv.addr.parent().unwrap().join("client.sock");
     let rt = client_runtime();
     let stream = rt
         .block_on(async {
             let socket = tokio::net::UnixSocket::new_stream()?;
             socket.bind(&client_path)?;
-            socket.connect(srv.path()).await
+            socket.connect(&srv.addr).await
         })
         .expect("a named client");
     let stream = stream.into_std().unwrap();
@@ -683,7 +355,7 @@ fn peer_addr_on_a_unix_listener() {
     assert_eq!(c.response(), want, "woken from DORMANT");
     assert_eq!(srv.stats().lot_wakes, 2);
 
-    let srv = serve_unix_with(&ladder(Duration::from_millis(10)), service_fn(peer));
+    let srv = serve_unix(&ladder(Duration::from_millis(10)), service_fn(peer), 2);
     let mut c = srv.connect();
     c.send(get("/").as_bytes());
     assert_eq!(c.response(), ok("none"), "off by default");
@@ -692,7 +364,6 @@ fn peer_addr_on_a_unix_listener() {
 /// 10. A real client: curl over the Unix socket, if it is installed.
 #[test]
 fn curl_over_the_unix_socket() {
-    let _fds = shared();
     let found = std::process::Command::new("which")
         .arg("curl")
         .output()
@@ -701,7 +372,7 @@ fn curl_over_the_unix_socket() {
         eprintln!("curl is not installed: skipping curl_over_the_unix_socket");
         return;
     }
-    let srv = serve_unix_with(&ladder(Duration::from_millis(10)), service_fn(hello));
+    let srv = serve_unix(&ladder(Duration::from_millis(10)), echo_service(), 2);
     let curl = |args: &[&str]| {
         let out = std::process::Command::new("curl")
             .args([
@@ -711,7 +382,7 @@ fn curl_over_the_unix_socket() {
                 "5",
                 "--unix-socket",
             ])
-            .arg(srv.path())
+            .arg(&srv.addr)
             .args(args)
             .output()
             .expect("run curl");
@@ -722,11 +393,11 @@ fn curl_over_the_unix_socket() {
         );
         String::from_utf8(out.stdout).unwrap()
     };
-    assert_eq!(curl(&["http://localhost/"]), "hello");
+    assert_eq!(curl(&["http://localhost/"]), "GET / read=");
     // Two requests on one kept-alive connection.
     assert_eq!(
         curl(&["http://localhost/a", "http://localhost/b"]),
-        "hellohello"
+        "GET /a read=GET /b read="
     );
     srv.wait_for("curl gone", |s| s.active + s.parked + s.dormant == 0);
     let s = srv.stats();

@@ -5,11 +5,31 @@
 //! The server runs on a runtime of the test's own (`Harness`), so upgraded
 //! streams, which outlive `serve`, can be observed after it returned.
 
-mod common;
-use common::*;
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod drops;
+    pub(crate) mod harness;
+    pub(crate) mod ladder;
+    pub(crate) mod runtime;
+    pub(crate) mod sleepers;
+    pub(crate) mod timeout;
+    pub(crate) mod upgrade_echo;
+    pub(crate) mod wait;
+}
+
+use common::client::{get, ok};
+use common::drops::{DropCount, Dropped};
+use common::harness::Harness;
+use common::ladder::ladder;
+use common::runtime::{ResponseBody, Servable, bind_tcp};
+use common::sleepers::{SWITCHED, UPGRADE};
+use common::timeout::CLIENT_TIMEOUT;
+use common::upgrade_echo::{check_sleeping_echo, connect_upgraded, sleepy_service};
+use common::wait::wait;
 
 use std::convert::Infallible;
 use std::io::Read;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, mpsc};
 use std::task::{Context, Poll};
@@ -55,6 +75,15 @@ impl http_body::Body for TestBody {
     fn size_hint(&self) -> http_body::SizeHint {
         http_body::SizeHint::with_exact(self.data.as_ref().map_or(0, |d| d.len() as u64))
     }
+}
+
+/// Serves `service` on 127.0.0.1, on a runtime of the test's own
+/// ([`Harness`]).
+fn start<B: ResponseBody>(
+    builder: &dormant::Builder,
+    service: impl Servable<B>,
+) -> Harness<SocketAddr> {
+    Harness::start(builder, service, (), |rt| rt.block_on(bind_tcp()))
 }
 
 fn switching(body: TestBody) -> Response<TestBody> {
@@ -173,7 +202,7 @@ fn next(rx: &mpsc::Receiver<String>) -> String {
 #[test]
 fn bytes_after_the_upgrade_request_come_out_first() {
     let (ev, rx) = events();
-    let srv = Harness::start(&fast_park(), upgrader(ev));
+    let srv = start(&ladder(None), upgrader(ev));
     let mut c = srv.connect();
     c.send(format!("{UPGRADE}hello").as_bytes());
     assert_eq!(c.response(), SWITCHED);
@@ -195,7 +224,7 @@ fn bytes_after_the_upgrade_request_come_out_first() {
 #[test]
 fn upgrade_after_parked_keep_alive_requests() {
     let (ev, rx) = events();
-    let srv = Harness::start(&fast_park(), upgrader(ev));
+    let srv = start(&ladder(None), upgrader(ev));
     let mut c = srv.connect();
     for i in 1..=3 {
         c.send(get(&format!("/plain{i}")).as_bytes());
@@ -215,7 +244,7 @@ fn upgrade_after_parked_keep_alive_requests() {
 #[test]
 fn connect_tunnels() {
     let (ev, _rx) = events();
-    let srv = Harness::start(&fast_park(), upgrader(ev));
+    let srv = start(&ladder(None), upgrader(ev));
     let mut c = srv.connect();
     c.send(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\ntunneled");
     assert_eq!(c.response_head(), "HTTP/1.1 200 OK\r\n\r\n");
@@ -227,7 +256,7 @@ fn connect_tunnels() {
 #[test]
 fn declined_upgrade_goes_on_as_http() {
     let (ev, rx) = events();
-    let srv = Harness::start(&fast_park(), upgrader(ev));
+    let srv = start(&ladder(None), upgrader(ev));
     let mut c = srv.connect();
     c.send(b"GET /decline HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n");
     assert_eq!(c.response(), ok("declined"));
@@ -246,7 +275,7 @@ fn declined_upgrade_goes_on_as_http() {
 #[test]
 fn not_an_upgrade_request_fails_at_once() {
     let (ev, rx) = events();
-    let srv = Harness::start(&fast_park(), upgrader(ev));
+    let srv = start(&ladder(None), upgrader(ev));
     let mut c = srv.connect();
     // `Upgrade` without `Connection: upgrade` is not an upgrade request.
     c.send(b"GET /x HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\n\r\n");
@@ -263,7 +292,7 @@ fn not_an_upgrade_request_fails_at_once() {
 #[test]
 fn dropped_upgrade_future_closes_the_connection() {
     let (ev, _rx) = events();
-    let srv = Harness::start(&fast_park(), upgrader(ev));
+    let srv = start(&ladder(None), upgrader(ev));
     let mut c = srv.connect();
     c.send(b"GET /drop HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n");
     assert_eq!(c.read_to_close(), SWITCHED);
@@ -274,7 +303,7 @@ fn dropped_upgrade_future_closes_the_connection() {
 #[test]
 fn http2_upgrade_fails_clearly() {
     let (ev, rx) = events();
-    let srv = Harness::start(&fast_park(), upgrader(ev));
+    let srv = start(&ladder(None), upgrader(ev));
     let client_rt = tokio::runtime::Runtime::new().unwrap();
     let status = client_rt.block_on(async {
         let stream = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
@@ -331,7 +360,7 @@ fn after_the_hand_off_nothing_of_the_server_remains() {
             async move { Ok::<_, Infallible>(switching(body)) }
         })
     };
-    let mut srv = Harness::start(&fast_park(), service);
+    let mut srv = start(&ladder(None), service);
     let mut c = srv.connect();
     c.send(UPGRADE.as_bytes());
     assert_eq!(c.response(), SWITCHED);
@@ -379,7 +408,7 @@ fn shutdown_signal_reaches_upgraded_streams() {
         });
         async { Ok::<_, Infallible>(switching(TestBody::new(""))) }
     });
-    let mut srv = Harness::start(&fast_park(), service);
+    let mut srv = start(&ladder(None), service);
     let mut c = srv.connect();
     c.send(UPGRADE.as_bytes());
     assert_eq!(c.response(), SWITCHED);
@@ -400,15 +429,15 @@ async fn echo_pooled_ref(stream: &mut Upgraded) {
 #[test]
 fn dormant_upgraded_stream_wakes_on_data_and_on_close() {
     // `dormant_after(None)`: upgraded streams sleep in the lot regardless.
-    let mut b = fast_park();
-    b.dormant_after(None);
+    let b = ladder(None);
     let (service, s) = sleepy_service();
-    let srv = Harness::start(&b, service);
+    let srv = start(&b, service);
     let (rx, drops) = (&s.events, &s.drops);
     let mut c = srv.connect();
     // The leftover wakes it at once.
     c.send(format!("{UPGRADE}first").as_bytes());
     assert_eq!(c.response(), SWITCHED);
+    assert_eq!(s.hand_off(), r#"handed off: unix=false read_buf=b"first""#);
     assert_eq!(c.read_exact_bytes(5), b"first");
     wait("asleep", || s.sleeping() == 1);
     srv.wait_for("connection gone", |s| s.active == 0 && s.parked == 0);
@@ -418,7 +447,7 @@ fn dormant_upgraded_stream_wakes_on_data_and_on_close() {
 
     // Peer close: woken, state dropped exactly once.
     c.stream.shutdown(std::net::Shutdown::Write).unwrap();
-    assert_eq!(next(rx), "eof");
+    assert_eq!(s.next(), "eof");
     wait("state dropped", || drops.get() == 1);
     assert_eq!(s.sleeping(), 0);
     let mut rest = Vec::new();
@@ -432,15 +461,15 @@ fn dormant_upgraded_stream_wakes_on_data_and_on_close() {
 #[test]
 fn dormant_upgraded_streams_are_handed_back_at_shutdown() {
     let (service, s) = sleepy_service();
-    let mut srv = Harness::start(&fast_park(), service);
-    let mut clients: Vec<Client> = connect_upgraded(&srv, 5);
+    let mut srv = start(&ladder(None), service);
+    let mut clients = connect_upgraded(&srv, 5);
     wait("all asleep", || s.sleeping() == 5);
     srv.shutdown();
     for c in &mut clients {
         assert_eq!(c.read_to_close(), "bye");
     }
     for _ in 0..5 {
-        assert_eq!(next(&s.events), "shutdown");
+        assert_eq!(s.next(), "shutdown");
     }
     wait("states dropped", || s.drops.get() == 5);
     assert_eq!(s.sleeping(), 0);

@@ -1,8 +1,16 @@
 //! The upgrade examples, served and spoken to: `examples/echo.rs` (streams
 //! sleeping in the lot) and `examples/websocket.rs` (tokio-tungstenite).
 
-mod common;
-use common::*;
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod runtime;
+    pub(crate) mod servers;
+    pub(crate) mod tcp;
+    pub(crate) mod timeout;
+}
+use common::timeout::CLIENT_TIMEOUT;
+
+use common::tcp::{fast_park, serve_with};
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "../examples/echo.rs"]

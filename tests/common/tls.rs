@@ -16,16 +16,16 @@ use dormant::tls::TlsConfig;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::rustls::crypto::CryptoProvider;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::pki_types::CertificateDer;
 use tokio_rustls::rustls::version::{TLS12, TLS13};
-use tokio_rustls::rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion};
+use tokio_rustls::rustls::{ClientConfig, RootCertStore, SupportedProtocolVersion};
 
-use super::{CLIENT_TIMEOUT, TempDir};
+use super::temp_dir::TempDir;
+use super::timeout::CLIENT_TIMEOUT;
 
 /// The crypto provider dormant's features chose, for the tests' own
 /// configurations.
-pub fn provider() -> Arc<CryptoProvider> {
+pub(crate) fn provider() -> Arc<CryptoProvider> {
     #[cfg(feature = "tls")]
     return Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
     #[cfg(not(feature = "tls"))]
@@ -34,21 +34,21 @@ pub fn provider() -> Arc<CryptoProvider> {
 
 /// A self-signed certificate and its key, as PEM files in a temporary
 /// directory (as `TlsConfig::from_pem_files` and the examples take them).
-pub struct Cert {
-    pub der: CertificateDer<'static>,
-    pub cert: PathBuf,
-    pub key: PathBuf,
+pub(crate) struct Cert {
+    pub(crate) der: CertificateDer<'static>,
+    pub(crate) cert: PathBuf,
+    pub(crate) key: PathBuf,
     _dir: TempDir,
 }
 
 impl Cert {
     /// A certificate for `localhost`.
-    pub fn new() -> Cert {
+    pub(crate) fn new() -> Cert {
         Cert::for_names(&["localhost"])
     }
 
     /// A certificate for `names` (DNS names or IP addresses).
-    pub fn for_names(names: &[&str]) -> Cert {
+    pub(crate) fn for_names(names: &[&str]) -> Cert {
         let names: Vec<String> = names.iter().map(|name| name.to_string()).collect();
         let made = rcgen::generate_simple_self_signed(names).expect("make a certificate");
         let dir = TempDir::new();
@@ -64,31 +64,15 @@ impl Cert {
     }
 
     /// The server's configuration, from the PEM files.
-    pub fn config(&self) -> TlsConfig {
+    pub(crate) fn config(&self) -> TlsConfig {
         TlsConfig::from_pem_files(&self.cert, &self.key).expect("load the PEM files")
-    }
-
-    /// A `rustls::ServerConfig` made by the test itself (no ALPN, no
-    /// client authentication).
-    pub fn server_config(&self) -> ServerConfig {
-        ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![self.der.clone()], self.key_der())
-            .unwrap()
-    }
-
-    /// The private key.
-    pub fn key_der(&self) -> PrivateKeyDer<'static> {
-        PrivateKeyDer::from_pem_file(&self.key).unwrap()
     }
 }
 
 /// A client configuration trusting `trust`, limited to `versions` (all
 /// that rustls supports if empty), offering `alpn`. Each call makes a new
 /// one, with a session cache of its own.
-pub fn client_config(
+pub(crate) fn client_config(
     trust: &[&Cert],
     versions: &[&'static SupportedProtocolVersion],
     alpn: &[&[u8]],
@@ -112,13 +96,13 @@ pub fn client_config(
 }
 
 /// A TLS 1.3 client trusting `cert`, without ALPN.
-pub fn tls13(cert: &Cert) -> Arc<ClientConfig> {
+pub(crate) fn tls13(cert: &Cert) -> Arc<ClientConfig> {
     client_config(&[cert], &[&TLS13], &[])
 }
 
 /// The runtime every TLS client of a test binary runs on: each call
 /// blocks on it, so the tests read like the raw-socket suites.
-pub fn client_rt() -> &'static tokio::runtime::Runtime {
+pub(crate) fn client_rt() -> &'static tokio::runtime::Runtime {
     static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -131,7 +115,7 @@ pub fn client_rt() -> &'static tokio::runtime::Runtime {
 
 /// Runs `f` on the client runtime; panics if it takes longer than
 /// [`CLIENT_TIMEOUT`], so a hang fails the test.
-pub fn block<F: Future>(what: &str, f: F) -> F::Output {
+pub(crate) fn block<F: Future>(what: &str, f: F) -> F::Output {
     client_rt().block_on(async {
         tokio::time::timeout(CLIENT_TIMEOUT, f)
             .await
@@ -141,10 +125,10 @@ pub fn block<F: Future>(what: &str, f: F) -> F::Output {
 
 /// TLS's `application_data` content type (every TLS 1.3 record after the
 /// handshake has it on the outside).
-pub const APPLICATION_DATA: u8 = 23;
+pub(crate) const APPLICATION_DATA: u8 = 23;
 
 /// The TLS records in `bytes`: each one's content type and length.
-pub fn records(mut bytes: &[u8]) -> Vec<(u8, usize)> {
+pub(crate) fn records(mut bytes: &[u8]) -> Vec<(u8, usize)> {
     let mut records = Vec::new();
     while !bytes.is_empty() {
         assert!(bytes.len() >= 5, "a record header cut short: {bytes:?}");
@@ -158,27 +142,30 @@ pub fn records(mut bytes: &[u8]) -> Vec<(u8, usize)> {
 
 /// A TCP stream whose writes the test can hold back, to send the
 /// ciphertext itself (cut where it likes), or cut in two with a pause.
-pub struct Tap {
-    pub tcp: TcpStream,
+pub(crate) struct Tap {
+    pub(crate) tcp: TcpStream,
     /// Writes go here instead of the socket while it is `Some`.
-    pub held: Option<Vec<u8>>,
+    pub(crate) held: Option<Vec<u8>>,
     /// Cut the write with this index after this many bytes, then pause.
-    pub cut: Option<(usize, usize, Duration)>,
+    pub(crate) cut: Option<(usize, usize, Duration)>,
     /// Writes made so far (the rest of a cut write is one more).
-    writes: usize,
+    pub(crate) writes: usize,
+    /// The bytes of the last write.
+    pub(crate) last_write: Vec<u8>,
     /// Writes cut so far.
-    pub cuts: usize,
+    pub(crate) cuts: usize,
     /// The pause after a cut write, before the next one.
     pausing: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Tap {
-    pub fn new(tcp: TcpStream) -> Tap {
+    pub(crate) fn new(tcp: TcpStream) -> Tap {
         Tap {
             tcp,
             held: None,
             cut: None,
             writes: 0,
+            last_write: Vec::new(),
             cuts: 0,
             pausing: None,
         }
@@ -219,6 +206,7 @@ impl AsyncWrite for Tap {
         };
         let n = ready!(Pin::new(&mut this.tcp).poll_write(cx, buf))?;
         this.writes += 1;
+        this.last_write = buf[..n].to_vec();
         if let Some((_, at, pause)) = cut {
             assert_eq!(n, at, "a short write on loopback");
             this.cuts += 1;

@@ -1,0 +1,136 @@
+//! The reference: plain hyper (no dormant), to compare against. The same
+//! handler and the same bytes in, over the same transport; what comes out
+//! must match.
+
+use std::any::Any;
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::service::service_fn;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::client::{Client, Endpoint};
+use super::runtime::{bind_tcp, server_runtime};
+
+/// A plain hyper HTTP/1 server on a runtime thread of its own; stops on
+/// drop. `A` is where it listens.
+pub(crate) struct PlainHyper<A = SocketAddr> {
+    pub(crate) addr: A,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// What must outlive the server (a Unix socket's directory).
+    _keep: Box<dyn Any + Send + Sync>,
+}
+
+impl<A: Endpoint> PlainHyper<A> {
+    pub(crate) fn connect(&self) -> Client<A::Stream> {
+        self.addr.connect()
+    }
+}
+
+impl<A> Drop for PlainHyper<A> {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            if !std::thread::panicking() {
+                thread.join().expect("plain hyper thread panicked");
+            }
+        }
+    }
+}
+
+/// A listener of the reference server: TCP or a Unix socket.
+pub(crate) trait Accept: Send + 'static {
+    type Stream: Send + 'static;
+
+    fn accept(&self) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+}
+
+impl Accept for tokio::net::TcpListener {
+    type Stream = tokio::net::TcpStream;
+
+    async fn accept(&self) -> io::Result<tokio::net::TcpStream> {
+        Ok(tokio::net::TcpListener::accept(self).await?.0)
+    }
+}
+
+impl Accept for tokio::net::UnixListener {
+    type Stream = tokio::net::UnixStream;
+
+    async fn accept(&self) -> io::Result<tokio::net::UnixStream> {
+        Ok(tokio::net::UnixListener::accept(self).await?.0)
+    }
+}
+
+/// Serves `handler` with `hyper::server::conn::http1` (default settings)
+/// over tokio on 127.0.0.1, on its own runtime thread.
+pub(crate) fn serve_plain_hyper<F, Fut>(handler: F) -> PlainHyper
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
+{
+    serve_hyper((), bind_tcp, |tcp| async move { Some(tcp) }, handler)
+}
+
+/// Serves `handler` as [`serve_plain_hyper`] does, on the listener `bind`
+/// makes (inside the server's runtime; it returns the address clients
+/// connect to too), over the streams `wrap` makes of each accepted
+/// connection (a TLS acceptor, say; `None` drops it). `keep` lives as long
+/// as the server.
+pub(crate) fn serve_hyper<L, A, Bind, BindFut, Wrap, WrapFut, IO, F, Fut>(
+    keep: impl Any + Send + Sync,
+    bind: Bind,
+    wrap: Wrap,
+    handler: F,
+) -> PlainHyper<A>
+where
+    L: Accept,
+    A: Send + 'static,
+    Bind: FnOnce() -> BindFut + Send + 'static,
+    BindFut: Future<Output = (L, A)>,
+    Wrap: Fn(L::Stream) -> WrapFut + Clone + Send + 'static,
+    WrapFut: Future<Output = Option<IO>> + Send + 'static,
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
+{
+    let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let rt = server_runtime(2);
+        rt.block_on(async move {
+            let (listener, addr) = bind().await;
+            addr_tx
+                .send(addr)
+                .unwrap_or_else(|_| panic!("the test went away"));
+            loop {
+                let stream = tokio::select! {
+                    _ = &mut rx => break,
+                    accepted = listener.accept() => accepted.unwrap(),
+                };
+                let (wrap, handler) = (wrap.clone(), handler.clone());
+                tokio::spawn(async move {
+                    let Some(io) = wrap(stream).await else {
+                        return;
+                    };
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(io), service_fn(handler))
+                        .await;
+                });
+            }
+        });
+    });
+    PlainHyper {
+        addr: addr_rx.recv().expect("plain hyper started"),
+        shutdown: Some(tx),
+        thread: Some(thread),
+        _keep: Box::new(keep),
+    }
+}

@@ -1,0 +1,147 @@
+//! Test servers: a real dormant server on a runtime thread of its own
+//! ([`Serve`]), on whatever listener the test binds there.
+
+use std::any::Any;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use super::client::{Client, Endpoint};
+use super::runtime::{ResponseBody, Servable, assert_no_server_panic, server_runtime};
+use super::timeout::CLIENT_TIMEOUT;
+
+/// A running server; shuts down (and joins its runtime) on drop. `A` is
+/// where it listens ([`Endpoint`]).
+pub(crate) struct Serve<A = SocketAddr> {
+    pub(crate) addr: A,
+    pub(crate) server: dormant::Server,
+    /// The server's runtime (for its task metrics).
+    #[allow(dead_code, reason = "read by `wait_tasks`")]
+    handle: tokio::runtime::Handle,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// What must outlive the server (the temporary directory of a Unix
+    /// socket); dropped after the server stopped, since fields drop after
+    /// `Drop::drop`.
+    _keep: Box<dyn Any + Send + Sync>,
+}
+
+impl<A> Serve<A> {
+    pub(crate) fn stats(&self) -> dormant::Stats {
+        self.server.stats()
+    }
+
+    /// Starts graceful shutdown without waiting for it.
+    pub(crate) fn begin_shutdown(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Waits (bounded) until `serve` has returned; panics if it does not.
+    pub(crate) fn wait_stopped(&mut self) {
+        let thread = self.thread.take().expect("server thread");
+        self.wait_until("serve to return after shutdown", || thread.is_finished());
+        thread.join().expect("server thread panicked");
+        assert_no_server_panic();
+    }
+
+    /// Waits (polling, bounded) until `cond(stats)` holds; panics with the
+    /// last stats otherwise.
+    pub(crate) fn wait_for(&self, what: &str, cond: impl Fn(&dormant::Stats) -> bool) {
+        self.wait_until(what, || cond(&self.stats()));
+    }
+
+    /// Waits (bounded) until the server's runtime has `n` tasks alive.
+    #[allow(
+        dead_code,
+        reason = "only the tests of task-less connections count tasks"
+    )]
+    pub(crate) fn wait_tasks(&self, n: usize) {
+        self.wait_until(&format!("{n} tasks alive"), || {
+            self.handle.metrics().num_alive_tasks() == n
+        });
+    }
+
+    /// Polls `done` until it holds (bounded); panics saying what it waited
+    /// for, with the server's stats, otherwise.
+    fn wait_until(&self, what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + CLIENT_TIMEOUT;
+        while !done() {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {:?}",
+                self.stats()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+impl<A: Endpoint> Serve<A> {
+    pub(crate) fn connect(&self) -> Client<A::Stream> {
+        self.addr.connect()
+    }
+}
+
+impl<A> Drop for Serve<A> {
+    fn drop(&mut self) {
+        self.begin_shutdown();
+        // Don't join while panicking: a stuck server must not hide the
+        // original failure.
+        if !std::thread::panicking() && self.thread.is_some() {
+            self.wait_stopped();
+        }
+    }
+}
+
+/// Starts `service` on a dormant server built by `builder`, on its own
+/// runtime of `workers` worker threads (with one, the server serves a
+/// woken connection's first poll in the lot's task instead of spawning
+/// it), on the listener `bind` makes there (it runs inside the runtime and
+/// returns the listener and the address clients connect to). `keep` lives
+/// as long as the server.
+pub(crate) fn serve_on<L, A, Bind, Fut, S, B>(
+    builder: &dormant::Builder,
+    service: S,
+    workers: usize,
+    keep: impl Any + Send + Sync,
+    bind: Bind,
+) -> Serve<A>
+where
+    L: dormant::Listener,
+    A: Send + 'static,
+    Bind: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = (L, A)>,
+    S: Servable<B>,
+    B: ResponseBody,
+{
+    let server = builder.build().expect("valid config");
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let srv = server.clone();
+    let thread = std::thread::spawn(move || {
+        let rt = server_runtime(workers);
+        rt.block_on(async move {
+            let (listener, addr) = bind().await;
+            addr_tx
+                .send((addr, tokio::runtime::Handle::current()))
+                .unwrap_or_else(|_| panic!("the test went away"));
+            srv.serve(listener, service)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
+                })
+                .await
+                .unwrap();
+        });
+    });
+    let (addr, handle) = addr_rx.recv().expect("server started");
+    Serve {
+        addr,
+        server,
+        handle,
+        shutdown: Some(tx),
+        thread: Some(thread),
+        _keep: Box::new(keep),
+    }
+}

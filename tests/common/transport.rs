@@ -1,0 +1,184 @@
+//! The transports every ladder behaviour runs over: TCP on 127.0.0.1, a
+//! Unix socket in a temporary directory, and TLS (with a crypto provider:
+//! features `tls` or `tls-ring`); and [`over_every_transport!`], which
+//! stamps out a test per transport from one generic body.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::client::Endpoint;
+use super::runtime::{ResponseBody, Servable, bind_tcp};
+use super::servers::{Serve, serve_on};
+use super::unix::serve_unix;
+
+/// A way for clients to reach a dormant server.
+pub(crate) trait Transport {
+    /// Where its servers listen, as clients reach them.
+    type Addr: Endpoint + Clone + Send + Sync + 'static;
+
+    #[allow(dead_code, reason = "only some behaviours count handshakes")]
+    /// TLS handshakes the server counts for each connection
+    /// (`Stats::tls_handshakes`).
+    const HANDSHAKES: u64;
+
+    #[allow(dead_code, reason = "only the tests of a client's close check it")]
+    /// Whether the lot tells a client's close from new bytes on a sleeping
+    /// connection by itself: a TCP peek finds the end, and the lot closes
+    /// the connection (`lot_closes`). A Unix socket cannot be peeked, and a
+    /// TLS session cannot tell a close without decrypting: the lot hands
+    /// the connection back to tokio (`lot_wakes`), whose first read finds
+    /// the end.
+    const PEEKS: bool;
+
+    /// Starts `service` on a dormant server built by `builder`, on a
+    /// runtime of its own with `workers` worker threads (with one, the
+    /// server serves a woken connection's first poll in the lot's task).
+    fn serve_with_workers<B: ResponseBody>(
+        builder: &dormant::Builder,
+        service: impl Servable<B>,
+        workers: usize,
+    ) -> Serve<Self::Addr>;
+
+    /// [`serve_with_workers`](Transport::serve_with_workers) with two
+    /// workers.
+    fn serve<B: ResponseBody>(
+        builder: &dormant::Builder,
+        service: impl Servable<B>,
+    ) -> Serve<Self::Addr> {
+        Self::serve_with_workers(builder, service, 2)
+    }
+}
+
+/// TCP on 127.0.0.1 (a free port).
+pub(crate) struct Tcp;
+
+impl Transport for Tcp {
+    type Addr = SocketAddr;
+    const HANDSHAKES: u64 = 0;
+    const PEEKS: bool = true;
+
+    fn serve_with_workers<B: ResponseBody>(
+        builder: &dormant::Builder,
+        service: impl Servable<B>,
+        workers: usize,
+    ) -> Serve<SocketAddr> {
+        serve_on(builder, service, workers, (), bind_tcp)
+    }
+}
+
+/// A `dormant::UnixListener` at a fresh path in a fresh temporary
+/// directory, removed with the server.
+pub(crate) struct Unix;
+
+impl Transport for Unix {
+    type Addr = PathBuf;
+    const HANDSHAKES: u64 = 0;
+    const PEEKS: bool = false;
+
+    fn serve_with_workers<B: ResponseBody>(
+        builder: &dormant::Builder,
+        service: impl Servable<B>,
+        workers: usize,
+    ) -> Serve<PathBuf> {
+        serve_unix(builder, service, workers)
+    }
+}
+
+#[cfg(any(feature = "tls", feature = "tls-ring"))]
+pub(crate) use tls::Tls;
+
+#[cfg(any(feature = "tls", feature = "tls-ring"))]
+pub(crate) mod tls {
+    use std::sync::Arc;
+
+    use tokio_rustls::rustls::ClientConfig;
+
+    use super::super::client::Client;
+    use super::super::tls::{Cert, Tap, tls13};
+    use super::super::tls_client::{TlsStream, tcp};
+    use super::*;
+
+    /// Where a TLS test server listens, and the client configuration its
+    /// clients connect with (trusting its certificate).
+    #[derive(Clone)]
+    pub(crate) struct TlsAddr {
+        pub(crate) addr: SocketAddr,
+        pub(crate) config: Arc<ClientConfig>,
+    }
+
+    impl Endpoint for TlsAddr {
+        type Stream = TlsStream;
+
+        fn connect(&self) -> Client<TlsStream> {
+            let tls = TlsStream::handshake(Tap::new(tcp(self.addr)), &self.config, "localhost")
+                .expect("TLS handshake");
+            Client::new(tls)
+        }
+
+        fn refuses(&self) -> bool {
+            self.addr.refuses()
+        }
+    }
+
+    /// TLS 1.3 with a certificate made for the server (its PEM files
+    /// loaded as `TlsConfig::from_pem_files` loads them) on 127.0.0.1, and
+    /// clients that trust it.
+    pub(crate) struct Tls;
+
+    impl Transport for Tls {
+        type Addr = TlsAddr;
+        const HANDSHAKES: u64 = 1;
+        const PEEKS: bool = false;
+
+        fn serve_with_workers<B: ResponseBody>(
+            builder: &dormant::Builder,
+            service: impl Servable<B>,
+            workers: usize,
+        ) -> Serve<TlsAddr> {
+            let cert = Cert::new();
+            let (server, client) = (cert.config(), tls13(&cert));
+            serve_on(builder, service, workers, cert, move || async move {
+                let (tcp, addr) = bind_tcp().await;
+                let listener = dormant::tls::TlsListener::new(tcp, server);
+                (
+                    listener,
+                    TlsAddr {
+                        addr,
+                        config: client,
+                    },
+                )
+            })
+        }
+    }
+}
+
+/// Stamps out, for each generic behaviour `fn name<T: Transport>()` of the
+/// test file, a test per transport: `tcp::name`, `unix::name`, and
+/// `tls::name` when a crypto provider is built in.
+macro_rules! over_every_transport {
+    ($($name:ident),* $(,)?) => {
+        mod tcp {
+            $(#[test]
+            fn $name() {
+                super::$name::<crate::common::transport::Tcp>();
+            })*
+        }
+
+        mod unix {
+            $(#[test]
+            fn $name() {
+                super::$name::<crate::common::transport::Unix>();
+            })*
+        }
+
+        #[cfg(any(feature = "tls", feature = "tls-ring"))]
+        mod tls {
+            $(#[test]
+            fn $name() {
+                super::$name::<crate::common::transport::Tls>();
+            })*
+        }
+    };
+}
+
+pub(crate) use over_every_transport;

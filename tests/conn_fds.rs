@@ -1,0 +1,231 @@
+//! Clients that close while their connection is idle on any rung (or
+//! active) leave nothing behind, over every transport: the gauges return
+//! to zero and the server releases every file descriptor. The server runs
+//! in-process, so the process's descriptors are counted; the tests of this
+//! binary run one at a time ([`exclusive`]).
+
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod fds;
+    pub(crate) mod ladder;
+    pub(crate) mod runtime;
+    pub(crate) mod servers;
+    pub(crate) mod services;
+    pub(crate) mod temp_dir;
+    pub(crate) mod timeout;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls_client;
+    pub(crate) mod transport;
+    pub(crate) mod unix;
+}
+
+use std::time::Duration;
+
+use common::client::{Client, Endpoint, Stream, get, ok};
+use common::fds::{exclusive, fd_count, wait_for_fds};
+use common::ladder::ladder;
+use common::servers::Serve;
+use common::services::echo_service;
+use common::transport::{Transport, over_every_transport};
+
+over_every_transport!(
+    client_close_while_dormant_releases_the_fd,
+    client_close_while_parked_releases_the_fd,
+    clients_closing_leave_no_connection_and_no_fd,
+);
+
+fn all_closed(s: &dormant::Stats) -> bool {
+    s.active + s.parked + s.dormant == 0
+}
+
+/// Warms up the runtimes (lazily opened descriptors) with a request on a
+/// connection that closes; returns the process's descriptors after.
+fn warm_up<A: Endpoint>(srv: &Serve<A>) -> usize {
+    let mut c = srv.connect();
+    c.send(b"GET /warm HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    c.read_to_close();
+    drop(c);
+    srv.wait_for("warm-up closed", all_closed);
+    fd_count()
+}
+
+/// After a warm-up, `n` clients, each served one `GET /{i}`, whose
+/// connections went DORMANT; returns the process's descriptors before them
+/// and the server's stats then, and the clients.
+fn dormant_clients<A: Endpoint>(
+    srv: &Serve<A>,
+    n: usize,
+) -> (usize, dormant::Stats, Vec<Client<A::Stream>>) {
+    let baseline = warm_up(srv);
+    let base = srv.stats();
+    let clients: Vec<_> = (0..n)
+        .map(|i| {
+            let mut c = srv.connect();
+            c.send(get(&format!("/{i}")).as_bytes());
+            assert_eq!(c.response(), ok(&format!("GET /{i} read=")));
+            c
+        })
+        .collect();
+    srv.wait_for("all dormant", |s| {
+        s.dormant == n && s.dormancies == base.dormancies + n as u64
+    });
+    // The test's sockets and the server's.
+    assert_eq!(fd_count(), baseline + 2 * n);
+    (baseline, base, clients)
+}
+
+/// Clients closing while their connections are DORMANT, half of them with
+/// a half-close (over TLS, `close_notify` and a FIN) and reading on, half
+/// dropping their sockets: the server releases every descriptor. Over TCP
+/// the lot's peek finds each close and the lot closes the connection; over
+/// a Unix socket or TLS the lot hands each back to tokio (a lot wake, not
+/// a wake), whose first read finds the end.
+fn client_close_while_dormant_releases_the_fd<T: Transport>() {
+    let _fds = exclusive();
+    let srv = T::serve(&ladder(Duration::from_millis(10)), echo_service());
+    let (baseline, base, mut clients) = dormant_clients(&srv, 6);
+
+    let dropped = clients.split_off(3);
+    let mut half_closed = clients;
+    for c in &mut half_closed {
+        c.stream.close_write().expect("half-close");
+    }
+    drop(dropped);
+    srv.wait_for("all closed", all_closed);
+    for c in &mut half_closed {
+        assert_eq!(c.read_to_close(), "", "closed, with nothing before");
+    }
+    // The server's 6 are closed; the test's 3 left.
+    wait_for_fds(baseline + 3, "after the clients closed");
+    drop(half_closed);
+    wait_for_fds(baseline, "after the clients dropped their sockets");
+    let s = srv.stats();
+    let (lot_wakes, lot_closes) = if T::PEEKS { (0, 6) } else { (6, 0) };
+    assert_eq!(
+        (
+            s.lot_wakes - base.lot_wakes,
+            s.lot_closes - base.lot_closes,
+            s.wakes - base.wakes,
+            s.pool.in_use
+        ),
+        (lot_wakes, lot_closes, 0, 0),
+        "{s:?}"
+    );
+}
+
+/// A client closing while its connection is PARKED without a task: the
+/// server releases the descriptor (exact accounting: with a limit of one,
+/// the next connection is served only once the first was released), and
+/// a close is not a wake.
+fn client_close_while_parked_releases_the_fd<T: Transport>() {
+    let _fds = exclusive();
+    let mut b = ladder(None);
+    b.max_connections(1);
+    let srv = T::serve(&b, echo_service());
+    let baseline = warm_up(&srv);
+    let base = srv.stats();
+    for round in 1..=3u64 {
+        let mut c = srv.connect();
+        c.send(get("/").as_bytes());
+        assert_eq!(c.response(), ok("GET / read="));
+        srv.wait_for("parked", |s| s.parked == 1 && s.parks == base.parks + round);
+        srv.wait_tasks(1);
+        // The test's socket and the server's.
+        assert_eq!(fd_count(), baseline + 2);
+        drop(c);
+        srv.wait_for("closed", all_closed);
+        wait_for_fds(baseline, "after the client closed");
+    }
+    let s = srv.stats();
+    assert_eq!(s.wakes, base.wakes, "a close is not a wake: {s:?}");
+}
+
+/// Clients that close on every rung and in the middle of a request: parked
+/// after a request, parked holding part of one, silent since they
+/// connected, and active with a handler waiting for the body.
+fn clients_closing_leave_no_connection_and_no_fd<T: Transport>() {
+    let _fds = exclusive();
+    let srv = T::serve(&ladder(None), echo_service());
+    let baseline = warm_up(&srv);
+
+    // Parked after a request.
+    let mut clients: Vec<Client<_>> = (0..20).map(|_| srv.connect()).collect();
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.send(get(&format!("/{i}")).as_bytes());
+        c.response();
+    }
+    srv.wait_for("20 parked", |s| s.parked == 20 && s.parks == 20);
+    // The test's own 20 sockets plus the server's 20.
+    assert_eq!(fd_count(), baseline + 40);
+    drop(clients);
+    srv.wait_for("all closed", all_closed);
+    wait_for_fds(baseline, "after closing parked connections");
+    assert_eq!(srv.stats().pool.in_use, 0);
+
+    // Parked holding part of a request.
+    let mut c = srv.connect();
+    c.send(b"GET /x HTTP/1.1\r\nHo");
+    srv.wait_for("parked with carried bytes", |s| {
+        s.parks == 21 && s.parked == 1
+    });
+    drop(c);
+    srv.wait_for("closed", all_closed);
+    wait_for_fds(baseline, "after closing a connection with carried bytes");
+
+    // Never sent a request.
+    let c = srv.connect();
+    srv.wait_for("accepted", |s| s.parked == 1);
+    drop(c);
+    srv.wait_for("closed", all_closed);
+    wait_for_fds(baseline, "after closing a silent connection");
+
+    // Active: the handler waits for a body that never comes.
+    let mut c = srv.connect();
+    c.send(b"POST /wait HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc");
+    srv.wait_for("active", |s| s.active == 1);
+    drop(c);
+    srv.wait_for("closed", all_closed);
+    wait_for_fds(baseline, "after closing an active connection");
+    assert_eq!(srv.stats().pool.in_use, 0);
+}
+
+/// TLS only: clients that send `close_notify` alone, their sockets left
+/// open, while their connections are DORMANT. A TLS session cannot tell a
+/// close without decrypting, so the lot hands each back to tokio (a lot
+/// wake), whose first read finds the end; the server closes its end and
+/// releases every descriptor.
+#[cfg(any(feature = "tls", feature = "tls-ring"))]
+#[test]
+fn close_notify_alone_while_dormant_releases_the_fd() {
+    use common::tls::block;
+    use common::transport::Tls;
+    use tokio::io::AsyncWriteExt;
+
+    let _fds = exclusive();
+    let srv = Tls::serve(&ladder(Duration::from_millis(10)), echo_service());
+    let (baseline, base, mut clients) = dormant_clients(&srv, 3);
+    for c in &mut clients {
+        c.stream.tls.get_mut().1.send_close_notify();
+        block("flush close_notify", c.stream.tls.flush()).expect("flush close_notify");
+    }
+    srv.wait_for("all closed", all_closed);
+    for c in &mut clients {
+        assert_eq!(c.read_to_close(), "", "closed, with nothing before");
+    }
+    wait_for_fds(baseline + 3, "after the clients closed");
+    drop(clients);
+    wait_for_fds(baseline, "after the clients dropped their sockets");
+    let s = srv.stats();
+    assert_eq!(
+        (
+            s.lot_wakes - base.lot_wakes,
+            s.lot_closes,
+            s.wakes - base.wakes,
+            s.pool.in_use
+        ),
+        (3, 0, 0, 0),
+        "{s:?}"
+    );
+}
