@@ -1,19 +1,31 @@
-//! HTTP/2 over cleartext with prior knowledge: served by hyper's h2 server,
-//! counted as active while open, never parked.
+//! HTTP/2: over every transport (TCP and a Unix socket with prior
+//! knowledge, TLS with ALPN `h2`) served by hyper's h2 server, counted as
+//! active while open, never parked; over TCP, the preface split across
+//! writes, and HTTP/2 turned off.
 
 mod common {
     pub(crate) mod client;
     pub(crate) mod hyper;
+    pub(crate) mod ladder;
     pub(crate) mod runtime;
     pub(crate) mod servers;
     pub(crate) mod services;
     pub(crate) mod tcp;
+    pub(crate) mod temp_dir;
     pub(crate) mod timeout;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls_client;
+    pub(crate) mod transport;
+    pub(crate) mod unix;
 }
 use common::hyper::serve_plain_hyper;
+use common::ladder::ladder;
 use common::services::{echo, echo_service};
 use common::tcp::{fast_park, serve_with};
 use common::timeout::CLIENT_TIMEOUT;
+use common::transport::{Transport, over_every_transport};
 
 use std::time::Duration;
 
@@ -22,6 +34,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::time::timeout;
+
+over_every_transport!(an_h2_connection_is_served_and_stays_active);
 
 async fn post(
     send: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
@@ -44,49 +58,72 @@ async fn post(
     (parts.status, parts.version, body)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-async fn h2c_prior_knowledge_is_served_and_never_parks() {
-    let srv = serve_with(&fast_park(), echo_service());
-    let stream = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+/// A runtime for the test's own async client: one worker, so the client
+/// connection's task runs while the test waits on the server.
+fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// An HTTP/2 connection (TCP and a Unix socket: prior knowledge; TLS:
+/// ALPN `h2`) is served by hyper's h2 server, stays ACTIVE far longer than
+/// `park_after` and `dormant_after`, serves concurrent streams, is never
+/// parked or woken, and closes cleanly when the client goes.
+fn an_h2_connection_is_served_and_stays_active<T: Transport>() {
+    let srv = T::serve(&ladder(Duration::from_millis(10)), echo_service());
+    client_runtime().block_on(async {
+        let io = timeout(CLIENT_TIMEOUT, T::connect_h2(&srv.addr))
+            .await
+            .expect("connect timed out");
+        let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
             .await
             .expect("h2 handshake");
-    let conn = tokio::spawn(conn);
+        let conn = tokio::spawn(conn);
 
-    let (status, version, body) = post(&mut send, "/h2/one", "first").await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(version, Version::HTTP_2);
-    assert_eq!(body, "POST /h2/one read=first");
-    srv.wait_for("h2 active", |s| s.active == 1 && s.parked == 0);
+        for (path, body) in [("/h2/one", "first"), ("/h2/two", "")] {
+            let (status, version, got) = post(&mut send, path, body).await;
+            assert_eq!((status, version), (StatusCode::OK, Version::HTTP_2));
+            assert_eq!(got, format!("POST {path} read={body}"));
+        }
+        srv.wait_for("h2 active", |s| s.active == 1 && s.parked == 0);
 
-    // Far longer than park_after: an h2 connection stays ACTIVE.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let s = srv.stats();
-    assert_eq!((s.active, s.parked, s.parks), (1, 0, 0), "{s:?}");
+        // Far longer than park_after and dormant_after: h2 stays ACTIVE.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let s = srv.stats();
+        assert_eq!(
+            (s.active, s.parked, s.dormant, s.parks),
+            (1, 0, 0, 0),
+            "{s:?}"
+        );
 
-    // Concurrent streams on the same connection.
-    let mut send2 = send.clone();
-    let (a, b) = tokio::join!(
-        post(&mut send, "/h2/two", "2"),
-        post(&mut send2, "/h2/three", "3")
-    );
-    assert_eq!(a.2, "POST /h2/two read=2");
-    assert_eq!(b.2, "POST /h2/three read=3");
-    assert_eq!(srv.stats().parks, 0);
+        // Concurrent streams on the same connection.
+        let mut send2 = send.clone();
+        let (a, b) = tokio::join!(
+            post(&mut send, "/h2/three", "3"),
+            post(&mut send2, "/h2/four", "4")
+        );
+        assert_eq!((a.0, a.1), (StatusCode::OK, Version::HTTP_2));
+        assert_eq!((b.0, b.1), (StatusCode::OK, Version::HTTP_2));
+        assert_eq!(a.2, "POST /h2/three read=3");
+        assert_eq!(b.2, "POST /h2/four read=4");
+        assert_eq!(srv.stats().parks, 0);
 
-    drop(send);
-    drop(send2);
-    timeout(CLIENT_TIMEOUT, conn)
-        .await
-        .expect("client connection did not end")
-        .unwrap()
-        .unwrap();
-    srv.wait_for("h2 closed", |s| s.active == 0 && s.parked == 0);
+        drop(send);
+        drop(send2);
+        timeout(CLIENT_TIMEOUT, conn)
+            .await
+            .expect("client connection did not end")
+            .unwrap()
+            .expect("h2 connection");
+    });
+    srv.wait_for("h2 closed", |s| s.active + s.parked + s.dormant == 0);
     let s = srv.stats();
     assert_eq!(
-        (s.accepted, s.requests, s.parks, s.wakes),
-        (1, 3, 0, 0),
+        (s.accepted, s.requests, s.parks, s.wakes, s.tls_handshakes),
+        (1, 4, 0, 0, T::HANDSHAKES),
         "{s:?}"
     );
 }

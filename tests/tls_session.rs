@@ -3,7 +3,7 @@
 //! (rcgen): what only TLS has. TLS records cut across TCP writes and parks
 //! (the start of a record travels with the parked and the dormant
 //! session), pipelined requests in one record and across records, the
-//! handshake's records cut, TLS 1.2 and 1.3, ALPN (h2 and HTTP/1.1),
+//! handshake's records cut, TLS 1.2 and 1.3, ALPN (HTTP/1.1, none),
 //! stalled handshakes, plaintext on the TLS port, a corrupted record, a
 //! certificate reload, KeyUpdate, graceful shutdown in the middle of a
 //! record or a handshake, session resumption, and what handlers learn of
@@ -418,42 +418,15 @@ async fn h2_post(
     (parts.status, parts.version, body)
 }
 
-/// 5. ALPN: `h2` gets HTTP/2 (hyper's client over the TLS stream; never
-///    parked), `http/1.1` or no ALPN gets HTTP/1.1 (parked like any); a
-///    server with HTTP/2 off picks `http/1.1` from a client offering both.
+/// 5. ALPN: `http/1.1` or no ALPN gets HTTP/1.1 (parked like any), no
+///    ALPN and HTTP/2's preface gets HTTP/2 with prior knowledge, HTTP/2's
+///    preface after agreeing on `http/1.1` is refused; a server with
+///    HTTP/2 off picks `http/1.1` from a client offering both. (ALPN `h2`,
+///    and the connection never parked, is in `http2_h2c.rs`, over every
+///    transport.)
 #[test]
-fn alpn_h2_and_http1() {
+fn alpn_http1_and_none() {
     let (cert, srv) = echo_over_tls(&ladder(Duration::from_millis(10)));
-
-    let c = connect(srv.addr, &client_config(&[&cert], &[], &[b"h2"]));
-    assert_eq!(c.conn().alpn_protocol(), Some(&b"h2"[..]));
-    block("h2", async {
-        let (mut send, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(c.stream.tls))
-                .await
-                .expect("h2 handshake");
-        let conn = tokio::spawn(conn);
-        for (path, body) in [("/h2/one", "first"), ("/h2/two", ""), ("/h2/three", "3")] {
-            let (status, version, got) = h2_post(&mut send, path, body).await;
-            assert_eq!((status, version), (StatusCode::OK, Version::HTTP_2));
-            assert_eq!(got, format!("POST {path} read={body}"));
-        }
-        // Far longer than park_after and dormant_after: h2 stays ACTIVE.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let s = srv.stats();
-        assert_eq!(
-            (s.active, s.parked, s.dormant, s.parks),
-            (1, 0, 0, 0),
-            "{s:?}"
-        );
-        let (_, _, got) = h2_post(&mut send, "/h2/four", "4").await;
-        assert_eq!(got, "POST /h2/four read=4");
-        drop(send);
-        conn.await.unwrap().expect("h2 connection");
-    });
-    srv.wait_for("h2 closed", all_closed);
-    let s = srv.stats();
-    assert_eq!((s.requests, s.parks), (4, 0), "{s:?}");
 
     for (alpn, agreed) in [
         (&[&b"http/1.1"[..]][..], Some(&b"http/1.1"[..])),

@@ -1,11 +1,11 @@
 //! What only a Unix domain socket (`dormant::UnixListener` in a temporary
 //! directory) has: upgraded streams asleep in the lot, which a client's
-//! close wakes as readable (a Unix socket cannot be peeked), h2c, the
+//! close wakes as readable (a Unix socket cannot be peeked), the
 //! listener's socket file and bind errors, the peer address, and a real
 //! client (curl). The ladder's behaviours over a Unix socket (keep-alive,
 //! pipelining, split requests, client close, descriptors, timeouts,
-//! shutdown, the differential against hyper) are in the files of each
-//! behaviour, which run over every transport.
+//! shutdown, the differential against hyper, HTTP/2) are in the files of
+//! each behaviour, which run over every transport.
 
 mod common {
     pub(crate) mod client;
@@ -38,17 +38,15 @@ use common::runtime::{ResponseBody, Servable};
 use common::services::echo_service;
 use common::sleepers::{SWITCHED, UPGRADE};
 use common::temp_dir::TempDir;
-use common::timeout::CLIENT_TIMEOUT;
 use common::unix::serve_unix;
 use common::upgrade_echo::{check_sleeping_echo, connect_upgraded, sleepy_service};
 use common::wait::wait;
 use dormant::PeerAddr;
 use dormant::upgrade;
-use http::{Request, Response, StatusCode, Version};
-use http_body_util::{BodyExt, Full};
+use http::{Request, Response};
+use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 
 /// Serves `service` on a runtime of the test's own ([`Harness`]), on a
 /// `dormant::UnixListener` at a fresh path in a fresh temporary directory.
@@ -116,67 +114,7 @@ fn sleeping_upgraded_stream_wakes_on_data_and_on_close() {
     assert_eq!(s.sleeping(), 0);
 }
 
-/// 6. HTTP/2 with prior knowledge over the Unix socket, with hyper's
-///    client: served by hyper's h2 server, never parked.
-#[test]
-fn h2c_prior_knowledge_over_a_unix_socket() {
-    let srv = serve_unix(&ladder(Duration::from_millis(10)), echo_service(), 2);
-    let rt = client_runtime();
-    rt.block_on(async {
-        let stream = tokio::net::UnixStream::connect(&srv.addr).await.unwrap();
-        let (mut send, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-                .await
-                .expect("h2 handshake");
-        let conn = tokio::spawn(conn);
-        let mut post = async |path: &str, body: &'static str| {
-            let req = Request::post(format!("http://localhost{path}"))
-                .body(Full::new(Bytes::from_static(body.as_bytes())))
-                .unwrap();
-            let res = tokio::time::timeout(CLIENT_TIMEOUT, send.send_request(req))
-                .await
-                .expect("response timed out")
-                .expect("h2 response");
-            let (parts, body) = res.into_parts();
-            let body = tokio::time::timeout(CLIENT_TIMEOUT, body.collect())
-                .await
-                .expect("body timed out")
-                .expect("h2 body")
-                .to_bytes();
-            (parts.status, parts.version, body)
-        };
-        for (path, body) in [("/h2/one", "first"), ("/h2/two", ""), ("/h2/three", "3")] {
-            let (status, version, got) = post(path, body).await;
-            assert_eq!((status, version), (StatusCode::OK, Version::HTTP_2));
-            assert_eq!(got, format!("POST {path} read={body}"));
-        }
-        // Far longer than park_after and dormant_after: h2 stays ACTIVE.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let s = srv.stats();
-        assert_eq!(
-            (s.active, s.parked, s.dormant, s.parks),
-            (1, 0, 0, 0),
-            "{s:?}"
-        );
-        let (_, _, got) = post("/h2/four", "4").await;
-        assert_eq!(got, "POST /h2/four read=4");
-        drop(send);
-        tokio::time::timeout(CLIENT_TIMEOUT, conn)
-            .await
-            .expect("client connection did not end")
-            .unwrap()
-            .unwrap();
-    });
-    srv.wait_for("h2 closed", |s| s.active + s.parked + s.dormant == 0);
-    let s = srv.stats();
-    assert_eq!(
-        (s.accepted, s.requests, s.parks, s.wakes),
-        (1, 4, 0, 0),
-        "{s:?}"
-    );
-}
-
-/// 7. Graceful shutdown hands upgraded Unix streams asleep in the lot back
+/// 6. Graceful shutdown hands upgraded Unix streams asleep in the lot back
 ///    to their callbacks (`Woken::Shutdown`), which still can write. The
 ///    server runs on a runtime of the test's own: handed-off streams do
 ///    not hold `serve` back, and their callbacks run after it returned.
@@ -206,7 +144,7 @@ fn graceful_shutdown_hands_back_sleeping_upgraded_streams() {
     assert_eq!(s.sleeping(), 0);
 }
 
-/// 8. `dormant::UnixListener::bind` errors name the path, and the listener
+/// 7. `dormant::UnixListener::bind` errors name the path, and the listener
 ///    removes its socket file when dropped, only if it is still its own.
 #[test]
 fn bind_errors_and_the_socket_file() {
@@ -315,7 +253,7 @@ async fn peer(req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infa
     Ok(Response::new(Full::new(Bytes::from(text))))
 }
 
-/// 9. With `peer_addr(true)`, requests on a Unix listener carry
+/// 8. With `peer_addr(true)`, requests on a Unix listener carry
 ///    `PeerAddr<tokio::net::unix::SocketAddr>`: unnamed for a client that
 ///    did not bind, its path for one that did; on a new connection and on
 ///    one woken from DORMANT. Off by default.
@@ -361,7 +299,7 @@ fn peer_addr_on_a_unix_listener() {
     assert_eq!(c.response(), ok("none"), "off by default");
 }
 
-/// 10. A real client: curl over the Unix socket, if it is installed.
+/// 9. A real client: curl over the Unix socket, if it is installed.
 #[test]
 fn curl_over_the_unix_socket() {
     let found = std::process::Command::new("which")

@@ -6,6 +6,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+
 use super::client::Endpoint;
 use super::runtime::{ResponseBody, Servable, bind_tcp};
 use super::servers::{Serve, serve_on};
@@ -39,6 +42,13 @@ pub(crate) trait Transport {
         workers: usize,
     ) -> Serve<Self::Addr>;
 
+    #[allow(dead_code, reason = "only the HTTP/2 tests connect asynchronously")]
+    /// An async connection to `addr` for hyper's HTTP/2 client, on the
+    /// caller's runtime: over TLS, after a handshake offering ALPN `h2`,
+    /// which the server must have chosen; over TCP and a Unix socket, for
+    /// HTTP/2 with prior knowledge.
+    async fn connect_h2(addr: &Self::Addr) -> TokioIo<Box<dyn AsyncStream>>;
+
     /// [`serve_with_workers`](Transport::serve_with_workers) with two
     /// workers.
     fn serve<B: ResponseBody>(
@@ -48,6 +58,11 @@ pub(crate) trait Transport {
         Self::serve_with_workers(builder, service, 2)
     }
 }
+
+/// A client's async stream, whatever the transport.
+pub(crate) trait AsyncStream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+
+impl<S: AsyncRead + AsyncWrite + Send + Unpin + 'static> AsyncStream for S {}
 
 /// TCP on 127.0.0.1 (a free port).
 pub(crate) struct Tcp;
@@ -63,6 +78,12 @@ impl Transport for Tcp {
         workers: usize,
     ) -> Serve<SocketAddr> {
         serve_on(builder, service, workers, (), bind_tcp)
+    }
+
+    async fn connect_h2(addr: &SocketAddr) -> TokioIo<Box<dyn AsyncStream>> {
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        tcp.set_nodelay(true).unwrap();
+        TokioIo::new(Box::new(tcp))
     }
 }
 
@@ -82,6 +103,13 @@ impl Transport for Unix {
     ) -> Serve<PathBuf> {
         serve_unix(builder, service, workers)
     }
+
+    async fn connect_h2(addr: &PathBuf) -> TokioIo<Box<dyn AsyncStream>> {
+        let unix = tokio::net::UnixStream::connect(addr)
+            .await
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", addr.display()));
+        TokioIo::new(Box::new(unix))
+    }
 }
 
 #[cfg(any(feature = "tls", feature = "tls-ring"))]
@@ -91,7 +119,9 @@ pub(crate) use tls::Tls;
 pub(crate) mod tls {
     use std::sync::Arc;
 
+    use tokio_rustls::TlsConnector;
     use tokio_rustls::rustls::ClientConfig;
+    use tokio_rustls::rustls::pki_types::ServerName;
 
     use super::super::client::Client;
     use super::super::tls::{Cert, Tap, tls13};
@@ -148,6 +178,26 @@ pub(crate) mod tls {
                     },
                 )
             })
+        }
+
+        async fn connect_h2(addr: &TlsAddr) -> TokioIo<Box<dyn AsyncStream>> {
+            let mut config = ClientConfig::clone(&addr.config);
+            config.alpn_protocols = vec![b"h2".to_vec()];
+            let tcp = tokio::net::TcpStream::connect(addr.addr)
+                .await
+                .expect("connect");
+            tcp.set_nodelay(true).unwrap();
+            let name = ServerName::try_from("localhost").unwrap();
+            let tls = TlsConnector::from(Arc::new(config))
+                .connect(name, tcp)
+                .await
+                .expect("TLS handshake");
+            assert_eq!(
+                tls.get_ref().1.alpn_protocol(),
+                Some(&b"h2"[..]),
+                "the server chose h2"
+            );
+            TokioIo::new(Box::new(tls))
         }
     }
 }
