@@ -539,7 +539,11 @@ fn stalled_handshakes_are_closed_by_the_header_read_timeout() {
     srv.wait_for("dormant", |s| s.dormant == 1);
 
     stalled.closed();
-    srv.wait_for("timed out", |s| s.header_read_timeouts == 3);
+    // A session counts its failed handshake when it is dropped, just
+    // after the driver counted the timeout that closed it.
+    srv.wait_for("timed out", |s| {
+        s.header_read_timeouts == 3 && s.tls_handshake_failures == 3
+    });
     c.get_ok("/after");
     let s = srv.stats();
     assert_eq!(
@@ -574,7 +578,9 @@ fn stalled_handshakes_are_closed_by_the_handshake_timeout() {
 
     let mut c = connect(srv.addr, &config);
     stalled.closed();
-    srv.wait_for("timed out", |s| s.tls_handshake_timeouts == 3);
+    srv.wait_for("timed out", |s| {
+        s.tls_handshake_timeouts == 3 && s.tls_handshake_failures == 3
+    });
     // Its handshake completed in time: the first request may come after
     // the handshake timeout.
     c.get_ok("/late-first-request");
