@@ -5,6 +5,7 @@
 
 mod common {
     pub(crate) mod client;
+    pub(crate) mod h2;
     pub(crate) mod hyper;
     pub(crate) mod ladder;
     pub(crate) mod runtime;
@@ -20,6 +21,7 @@ mod common {
     pub(crate) mod transport;
     pub(crate) mod unix;
 }
+use common::h2::post;
 use common::hyper::serve_plain_hyper;
 use common::ladder::ladder;
 use common::services::{echo, echo_service};
@@ -29,34 +31,11 @@ use common::transport::{Transport, over_every_transport};
 
 use std::time::Duration;
 
-use http::{Request, StatusCode, Version};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
+use http::{StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::time::timeout;
 
 over_every_transport!(an_h2_connection_is_served_and_stays_active);
-
-async fn post(
-    send: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
-    path: &str,
-    body: &'static str,
-) -> (StatusCode, Version, Bytes) {
-    let req = Request::post(format!("http://x{path}"))
-        .body(Full::new(Bytes::from_static(body.as_bytes())))
-        .unwrap();
-    let res = timeout(CLIENT_TIMEOUT, send.send_request(req))
-        .await
-        .expect("response timed out")
-        .expect("h2 response");
-    let (parts, body) = res.into_parts();
-    let body = timeout(CLIENT_TIMEOUT, body.collect())
-        .await
-        .expect("body timed out")
-        .expect("h2 body")
-        .to_bytes();
-    (parts.status, parts.version, body)
-}
 
 /// A runtime for the test's own async client: one worker, so the client
 /// connection's task runs while the test waits on the server.

@@ -20,6 +20,7 @@
 
 mod common {
     pub(crate) mod client;
+    pub(crate) mod h2;
     pub(crate) mod ladder;
     pub(crate) mod runtime;
     pub(crate) mod servers;
@@ -36,6 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::client::{Client, End, Endpoint, get, ok};
+use common::h2::post;
 use common::ladder::ladder;
 use common::runtime::{ResponseBody, Servable, bind_tcp};
 use common::servers::{Serve, serve_on};
@@ -45,7 +47,7 @@ use common::tls::{APPLICATION_DATA, Cert, Tap, block, client_config, provider, r
 use common::tls_client::{TlsStream, tcp};
 use dormant::tls::{TlsConfig, TlsInfo, TlsListener};
 use http::{Request, StatusCode, Version};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -402,22 +404,6 @@ fn tls12_and_tls13() {
     }
 }
 
-/// Sends `POST path` with `body` on an HTTP/2 client; returns the status,
-/// version and body of the answer.
-async fn h2_post(
-    send: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
-    path: &str,
-    body: &'static str,
-) -> (StatusCode, Version, Bytes) {
-    let req = Request::post(format!("https://localhost{path}"))
-        .body(Full::new(Bytes::from_static(body.as_bytes())))
-        .unwrap();
-    let res = send.send_request(req).await.expect("h2 response");
-    let (parts, body) = res.into_parts();
-    let body = body.collect().await.expect("h2 body").to_bytes();
-    (parts.status, parts.version, body)
-}
-
 /// 5. ALPN: `http/1.1` or no ALPN gets HTTP/1.1 (parked like any), no
 ///    ALPN and HTTP/2's preface gets HTTP/2 with prior knowledge, HTTP/2's
 ///    preface after agreeing on `http/1.1` is refused; a server with
@@ -451,7 +437,7 @@ fn alpn_http1_and_none() {
                 .await
                 .expect("h2 handshake");
         let conn = tokio::spawn(conn);
-        let (status, version, got) = h2_post(&mut send, "/prior", "knowledge").await;
+        let (status, version, got) = post(&mut send, "/prior", "knowledge").await;
         assert_eq!((status, version), (StatusCode::OK, Version::HTTP_2));
         assert_eq!(got, "POST /prior read=knowledge");
         drop(send);
@@ -973,7 +959,7 @@ fn tls_info_reports_what_the_handshake_negotiated() {
                 .expect("h2 handshake");
         let conn = tokio::spawn(conn);
         for path in ["/h2/one", "/h2/two"] {
-            let (status, version, got) = h2_post(&mut send, path, "").await;
+            let (status, version, got) = post(&mut send, path, "").await;
             assert_eq!((status, version), (StatusCode::OK, Version::HTTP_2));
             assert_eq!(got, expected);
         }
