@@ -556,6 +556,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         ready!(this.poll_send(cx))?;
+        // A protocol that keeps a read pending (HTTP/2) may write after its
+        // read found nothing: the buffers that write took go back now, not
+        // at the next read's wait.
+        this.shed();
         Pin::new(&mut this.io).poll_flush(cx)
     }
 
