@@ -97,6 +97,17 @@ pub(crate) fn settings(out: &mut Vec<u8>, settings: impl ExactSizeIterator<Item 
     }
 }
 
+/// Appends a SETTINGS frame that acknowledges the peer's.
+pub(crate) fn settings_ack(out: &mut Vec<u8>) {
+    Head {
+        len: 0,
+        kind: kind::SETTINGS,
+        flags: flag::ACK,
+        stream: 0,
+    }
+    .write(out);
+}
+
 /// Appends a WINDOW_UPDATE frame for the connection.
 pub(crate) fn window_update(out: &mut Vec<u8>, increment: u32) {
     Head {

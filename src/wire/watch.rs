@@ -2,6 +2,8 @@
 //! it is awake; what a sleeping one keeps ([`Asleep`]); and the frames
 //! the wake removes or rewrites.
 
+use std::collections::VecDeque;
+
 use super::frame::{
     self, Field, Fields, HEAD_LEN, Head, INITIAL_WINDOW, Piece, Scanner, flag, kind,
 };
@@ -58,6 +60,19 @@ enum Fence {
     Acked,
 }
 
+/// Whose SETTINGS frame, sent to the client, its ACK answers (ACKs come in
+/// the order the frames went).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sent {
+    /// h2's: the ACK goes to h2.
+    H2,
+    /// A fresh connection's, after a wake: h2 was handed an ACK already,
+    /// in the prelude, so this one is kept from it.
+    Fresh,
+    /// dormant's fence: kept from h2.
+    Fence,
+}
+
 /// Why an idle HTTP/2 connection may not sleep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Decline {
@@ -86,8 +101,10 @@ pub(crate) struct Watch {
     recv_window: i64,
     /// What the server may still send: the client's receive window.
     send_window: i64,
-    /// SETTINGS frames of h2 the client has not acknowledged.
-    settings_unacked: u32,
+    /// SETTINGS frames sent to the client and not acknowledged yet.
+    settings_sent: VecDeque<Sent>,
+    /// Whose the next SETTINGS frame written is, if not h2's.
+    next_settings: Sent,
     fence: Fence,
     /// PINGs of the server not answered yet.
     pings_out: u32,
@@ -120,7 +137,8 @@ impl Watch {
             open: Vec::new(),
             recv_window: INITIAL_WINDOW.into(),
             send_window: INITIAL_WINDOW.into(),
-            settings_unacked: 0,
+            settings_sent: VecDeque::new(),
+            next_settings: Sent::H2,
             fence: Fence::None,
             pings_out: 0,
             pings_in: 0,
@@ -209,15 +227,15 @@ impl Watch {
                 return true;
             }
             kind::RST_STREAM => self.ended(head.stream, Side::Both),
-            kind::SETTINGS if head.has(flag::ACK) => match self.fence {
-                // dormant's SETTINGS went out only when h2 had none
-                // unacknowledged, and ACKs come in order: this one is it.
-                Fence::Sent { current } => {
-                    self.fence = if current { Fence::Acked } else { Fence::None };
+            kind::SETTINGS if head.has(flag::ACK) => match self.settings_sent.pop_front() {
+                // An ACK nothing asked for: h2 reports the error.
+                None | Some(Sent::H2) => {}
+                Some(Sent::Fresh) => return true,
+                Some(Sent::Fence) => {
+                    if let Fence::Sent { current } = self.fence {
+                        self.fence = if current { Fence::Acked } else { Fence::None };
+                    }
                     return true;
-                }
-                Fence::None | Fence::Acked => {
-                    self.settings_unacked = self.settings_unacked.saturating_sub(1)
                 }
             },
             kind::PING if head.has(flag::ACK) => self.pings_out = self.pings_out.saturating_sub(1),
@@ -264,7 +282,10 @@ impl Watch {
                 }
             }
             kind::RST_STREAM => self.ended(head.stream, Side::Both),
-            kind::SETTINGS if !head.has(flag::ACK) => self.settings_unacked += 1,
+            kind::SETTINGS if !head.has(flag::ACK) => {
+                let sent = std::mem::replace(&mut self.next_settings, Sent::H2);
+                self.settings_sent.push_back(sent);
+            }
             kind::PING if head.has(flag::ACK) => self.pings_in = self.pings_in.saturating_sub(1),
             kind::PING => self.pings_out += 1,
             kind::GOAWAY | kind::PUSH_PROMISE => self.ending = true,
@@ -293,15 +314,15 @@ impl Watch {
     }
 
     /// Whether nothing is under way on the wire: no stream open, no frame
-    /// half-read or half-written, no PING or SETTINGS of h2 in flight,
-    /// and no GOAWAY either way.
+    /// half-read or half-written, no PING or SETTINGS in flight (but the
+    /// fence), and no GOAWAY either way.
     pub(crate) fn quiet(&self) -> bool {
         self.open.is_empty()
             && !self.header_block
             && !self.ending
             && self.inbound.at_boundary()
             && self.outbound.at_boundary()
-            && self.settings_unacked == 0
+            && self.settings_sent.iter().all(|&sent| sent == Sent::Fence)
             && self.pings_in == 0
             && self.pings_out == 0
     }
@@ -311,13 +332,15 @@ impl Watch {
         self.fence == Fence::Acked
     }
 
-    /// The fence's frame, for the caller to write (between h2's frames),
-    /// if the connection is quiet and no fence is out or current.
+    /// The fence's frame, for the caller to write (between h2's frames,
+    /// before any more of them), if the connection is quiet and no fence is
+    /// out or current.
     pub(crate) fn fence(&mut self) -> Option<Vec<u8>> {
         if self.fence != Fence::None || !self.quiet() {
             return None;
         }
         self.fence = Fence::Sent { current: true };
+        self.settings_sent.push_back(Sent::Fence);
         let mut out = Vec::with_capacity(HEAD_LEN + 6);
         frame::settings(&mut out, [(frame::HEADER_TABLE_SIZE, 0)].into_iter());
         Some(out)
@@ -374,12 +397,16 @@ pub(crate) struct Unsettled;
 
 impl Asleep {
     /// What a fresh connection reads before the client's next bytes: the
-    /// client's preface and settings, as if just sent, and a connection
-    /// WINDOW_UPDATE for the window the client had granted beyond the
-    /// initial one.
+    /// client's preface and settings, as if just sent; an ACK of the fresh
+    /// connection's own settings, which the client already lives by (h2
+    /// applies its settings, such as a stream's initial window, only once
+    /// acknowledged; the client's real ACK is kept from it); and a
+    /// connection WINDOW_UPDATE for the window the client had granted
+    /// beyond the initial one.
     pub(crate) fn prelude(&self) -> Vec<u8> {
         let mut out = frame::PREFACE.to_vec();
         frame::settings(&mut out, self.settings.sent());
+        frame::settings_ack(&mut out);
         if self.send_window > INITIAL_WINDOW {
             frame::window_update(&mut out, self.send_window - INITIAL_WINDOW);
         }
@@ -396,10 +423,12 @@ impl Asleep {
     }
 
     /// The watch of the fresh connection, which starts where this one
-    /// slept.
+    /// slept; the fresh connection's SETTINGS, the first it writes, was
+    /// acknowledged in the prelude.
     pub(crate) fn watch(&self) -> Watch {
         Watch {
             inbound: Scanner::default(),
+            next_settings: Sent::Fresh,
             settings: self.settings.clone(),
             last_stream: self.last_stream,
             recv_window: self.recv_window.into(),
