@@ -531,9 +531,6 @@ struct Http2 {
 /// HTTP/2's initial flow control window (RFC 9113, 6.9.2).
 const INITIAL_WINDOW_SIZE: u32 = 65_535;
 
-/// HPACK's initial dynamic table size (RFC 9113, 6.5.2).
-const DEFAULT_HEADER_TABLE_SIZE: u32 = 4_096;
-
 /// HTTP/2's largest flow control window (RFC 9113, 6.9.1).
 const MAX_WINDOW_SIZE: u32 = (1 << 31) - 1;
 
@@ -567,10 +564,6 @@ impl Http2 {
         // connection task panics ("You must supply a timer") when it
         // schedules its first PING.
         h2.timer(TokioTimer::new())
-            // HPACK's default, stated: after a sleep the fresh connection's
-            // SETTINGS gives the client back the table size the sleep took
-            // away (see `wire`).
-            .header_table_size(DEFAULT_HEADER_TABLE_SIZE)
             .max_concurrent_streams(self.max_concurrent_streams)
             .max_frame_size(self.max_frame_size)
             .max_header_list_size(self.max_header_list_size)

@@ -42,36 +42,32 @@ struct Open {
     server_ended: bool,
 }
 
-/// Where dormant's fence stands: a SETTINGS frame with
-/// `SETTINGS_HEADER_TABLE_SIZE = 0` that dormant sends before a
-/// connection sleeps. The client's ACK of it says two things: the client's
-/// HPACK encoder has emptied its table (RFC 7541, 4.2), so a fresh decoder
-/// agrees with it; and the client has seen every frame the server sent
-/// before it, so it sends nothing more on the streams that were closed
-/// then (frames arrive in order).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fence {
-    /// Not sent, or no longer current.
-    None,
-    /// Sent, not acknowledged yet. `current` is false once a stream opened
-    /// after it: its ACK will not fence that stream.
-    Sent { current: bool },
-    /// Acknowledged, and no stream opened since.
-    Acked,
-}
-
 /// Whose SETTINGS frame, sent to the client, its ACK answers (ACKs come in
 /// the order the frames went).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Sent {
     /// h2's: the ACK goes to h2.
     H2,
-    /// A fresh connection's, after a wake: h2 was handed an ACK already,
-    /// in the prelude, so this one is kept from it.
-    Fresh,
-    /// dormant's fence: kept from h2.
-    Fence,
+    /// dormant's fence, `SETTINGS_HEADER_TABLE_SIZE = 0`, sent when the
+    /// connection had reset this many streams on which the client could
+    /// still send: the ACK is kept from h2.
+    Fence { resets: u32 },
+    /// dormant's `SETTINGS_HEADER_TABLE_SIZE = 4096`, which gives a woken
+    /// connection that got busy its compression back: the ACK is kept from
+    /// h2.
+    Restore,
 }
+
+/// A woken connection gives the client its HPACK table back
+/// ([`Watch::restore`]) once the client has opened this many streams
+/// since the table was emptied: a connection that wakes for a request or
+/// two goes back to sleep without another round trip, a busy one gets its
+/// compression back.
+const RESTORE_AFTER: u32 = 4;
+
+/// The header table size a restore gives the client: HPACK's default,
+/// h2's decoder's.
+const TABLE_SIZE: u32 = 4096;
 
 /// Why an idle HTTP/2 connection may not sleep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,9 +99,14 @@ pub(crate) struct Watch {
     send_window: i64,
     /// SETTINGS frames sent to the client and not acknowledged yet.
     settings_sent: VecDeque<Sent>,
-    /// Whose the next SETTINGS frame written is, if not h2's.
-    next_settings: Sent,
-    fence: Fence,
+    /// The client acknowledged a fence and no restore since: its HPACK
+    /// encoder's table is empty and stays so.
+    table_empty: bool,
+    /// Streams opened since the table was emptied.
+    streams_since_empty: u32,
+    /// Streams the server reset while the client could still send on them,
+    /// not yet fenced: frames of theirs may come late.
+    resets: u32,
     /// PINGs of the server not answered yet.
     pings_out: u32,
     /// PINGs of the client h2 has not answered yet.
@@ -138,8 +139,9 @@ impl Watch {
             recv_window: INITIAL_WINDOW.into(),
             send_window: INITIAL_WINDOW.into(),
             settings_sent: VecDeque::new(),
-            next_settings: Sent::H2,
-            fence: Fence::None,
+            table_empty: false,
+            streams_since_empty: 0,
+            resets: 0,
             pings_out: 0,
             pings_in: 0,
             ending: false,
@@ -206,10 +208,7 @@ impl Watch {
                         client_ended: end_stream,
                         server_ended: false,
                     });
-                    self.fence = match self.fence {
-                        Fence::Sent { .. } => Fence::Sent { current: false },
-                        Fence::None | Fence::Acked => Fence::None,
-                    };
+                    self.streams_since_empty += 1;
                 } else if end_stream {
                     self.ended(head.stream, Side::Client);
                 }
@@ -226,15 +225,15 @@ impl Watch {
             {
                 return true;
             }
-            kind::RST_STREAM => self.ended(head.stream, Side::Both),
+            kind::RST_STREAM => self.ended(head.stream, Side::ClientReset),
             kind::SETTINGS if head.has(flag::ACK) => match self.settings_sent.pop_front() {
                 // An ACK nothing asked for: h2 reports the error.
                 None | Some(Sent::H2) => {}
-                Some(Sent::Fresh) => return true,
-                Some(Sent::Fence) => {
-                    if let Fence::Sent { current } = self.fence {
-                        self.fence = if current { Fence::Acked } else { Fence::None };
-                    }
+                Some(Sent::Restore) => return true,
+                Some(Sent::Fence { resets }) => {
+                    self.table_empty = true;
+                    self.streams_since_empty = 0;
+                    self.resets -= resets;
                     return true;
                 }
             },
@@ -281,11 +280,8 @@ impl Watch {
                     self.ended(head.stream, Side::Server);
                 }
             }
-            kind::RST_STREAM => self.ended(head.stream, Side::Both),
-            kind::SETTINGS if !head.has(flag::ACK) => {
-                let sent = std::mem::replace(&mut self.next_settings, Sent::H2);
-                self.settings_sent.push_back(sent);
-            }
+            kind::RST_STREAM => self.ended(head.stream, Side::ServerReset),
+            kind::SETTINGS if !head.has(flag::ACK) => self.settings_sent.push_back(Sent::H2),
             kind::PING if head.has(flag::ACK) => self.pings_in = self.pings_in.saturating_sub(1),
             kind::PING => self.pings_out += 1,
             kind::GOAWAY | kind::PUSH_PROMISE => self.ending = true,
@@ -301,7 +297,14 @@ impl Watch {
         match side {
             Side::Client => open.client_ended = true,
             Side::Server => open.server_ended = true,
-            Side::Both => (open.client_ended, open.server_ended) = (true, true),
+            Side::ServerReset if !open.client_ended => {
+                // The client may send on it until it reads the reset.
+                self.resets += 1;
+                (open.client_ended, open.server_ended) = (true, true);
+            }
+            Side::ClientReset | Side::ServerReset => {
+                (open.client_ended, open.server_ended) = (true, true)
+            }
         }
         if open.client_ended && open.server_ended {
             self.open.swap_remove(i);
@@ -314,35 +317,65 @@ impl Watch {
     }
 
     /// Whether nothing is under way on the wire: no stream open, no frame
-    /// half-read or half-written, no PING or SETTINGS in flight (but the
-    /// fence), and no GOAWAY either way.
+    /// half-read or half-written, no PING or SETTINGS of h2 in flight, and
+    /// no GOAWAY either way.
     pub(crate) fn quiet(&self) -> bool {
         self.open.is_empty()
             && !self.header_block
             && !self.ending
             && self.inbound.at_boundary()
             && self.outbound.at_boundary()
-            && self.settings_sent.iter().all(|&sent| sent == Sent::Fence)
+            && !self.settings_sent.contains(&Sent::H2)
             && self.pings_in == 0
             && self.pings_out == 0
     }
 
-    /// Whether the fence is acknowledged and still current (see [`Fence`]).
-    pub(crate) fn fenced(&self) -> bool {
-        self.fence == Fence::Acked
+    /// Whether the connection, quiet, needs a fence before it sleeps: the
+    /// client's HPACK table is in use, or a stream was reset while the
+    /// client could still send on it (see `wire`).
+    pub(crate) fn needs_fence(&self) -> bool {
+        !self.table_empty || self.resets > 0
+    }
+
+    /// Whether the connection is quiet with no SETTINGS of anyone's in
+    /// flight and needs no fence: it may sleep.
+    pub(crate) fn settled(&self) -> bool {
+        self.quiet() && self.settings_sent.is_empty() && !self.needs_fence()
     }
 
     /// The fence's frame, for the caller to write (between h2's frames,
-    /// before any more of them), if the connection is quiet and no fence is
-    /// out or current.
+    /// before any more of them), if the connection is quiet and has no
+    /// SETTINGS in flight.
     pub(crate) fn fence(&mut self) -> Option<Vec<u8>> {
-        if self.fence != Fence::None || !self.quiet() {
+        if !self.quiet() || !self.settings_sent.is_empty() {
             return None;
         }
-        self.fence = Fence::Sent { current: true };
-        self.settings_sent.push_back(Sent::Fence);
+        self.settings_sent.push_back(Sent::Fence {
+            resets: self.resets,
+        });
         let mut out = Vec::with_capacity(HEAD_LEN + 6);
         frame::settings(&mut out, [(frame::HEADER_TABLE_SIZE, 0)].into_iter());
+        Some(out)
+    }
+
+    /// The frame that gives the client its HPACK table back, for the caller
+    /// to write (between h2's frames), once a connection whose table was
+    /// emptied has become busy (see [`RESTORE_AFTER`]) and no fence is out.
+    pub(crate) fn restore(&mut self) -> Option<Vec<u8>> {
+        let fence_out = self
+            .settings_sent
+            .iter()
+            .any(|sent| matches!(sent, Sent::Fence { .. }));
+        if !self.table_empty || self.streams_since_empty < RESTORE_AFTER || fence_out {
+            return None;
+        }
+        self.table_empty = false;
+        self.settings_sent.push_back(Sent::Restore);
+        let mut out = Vec::with_capacity(HEAD_LEN + 6);
+        frame::settings(
+            &mut out,
+            [(frame::HEADER_TABLE_SIZE, TABLE_SIZE)].into_iter(),
+        );
         Some(out)
     }
 
@@ -352,11 +385,11 @@ impl Watch {
         self.outbound.at_boundary()
     }
 
-    /// The facts a fresh connection needs, if the connection is quiet and
-    /// fenced; `fresh_window` is what a fresh h2 connection lets the
-    /// client send.
+    /// The facts a fresh connection needs, if the connection is
+    /// [`settled`](Self::settled); `fresh_window` is what a fresh h2
+    /// connection lets the client send.
     pub(crate) fn asleep(&self, fresh_window: u32) -> Result<Asleep, Decline> {
-        debug_assert!(self.quiet() && self.fenced());
+        debug_assert!(self.settled());
         let send_window = u32::try_from(self.send_window).ok();
         let recv_window = u32::try_from(self.recv_window).ok();
         match (send_window, recv_window) {
@@ -373,11 +406,13 @@ impl Watch {
     }
 }
 
+/// Who ended a stream, or reset it.
 #[derive(Clone, Copy)]
 enum Side {
     Client,
     Server,
-    Both,
+    ClientReset,
+    ServerReset,
 }
 
 /// What a sleeping HTTP/2 connection keeps: what the client told it and
@@ -400,7 +435,7 @@ impl Asleep {
     /// client's preface and settings, as if just sent; an ACK of the fresh
     /// connection's own settings, which the client already lives by (h2
     /// applies its settings, such as a stream's initial window, only once
-    /// acknowledged; the client's real ACK is kept from it); and a
+    /// acknowledged), so that they never need to reach the client; and a
     /// connection WINDOW_UPDATE for the window the client had granted
     /// beyond the initial one.
     pub(crate) fn prelude(&self) -> Vec<u8> {
@@ -423,12 +458,11 @@ impl Asleep {
     }
 
     /// The watch of the fresh connection, which starts where this one
-    /// slept; the fresh connection's SETTINGS, the first it writes, was
-    /// acknowledged in the prelude.
+    /// slept: with the client's table empty.
     pub(crate) fn watch(&self) -> Watch {
         Watch {
             inbound: Scanner::default(),
-            next_settings: Sent::Fresh,
+            table_empty: true,
             settings: self.settings.clone(),
             last_stream: self.last_stream,
             recv_window: self.recv_window.into(),
@@ -439,7 +473,8 @@ impl Asleep {
     }
 
     /// Rewrites what a fresh connection wrote in answer to the prelude
-    /// before the client sees it: its ACK of the replayed settings goes,
+    /// before the client sees it: its SETTINGS (the client has them, and
+    /// the prelude acknowledged them) and its ACK of the replayed ones go,
     /// and its connection WINDOW_UPDATEs become one that brings the
     /// client's view of the window to the fresh connection's. `Err` if the
     /// fresh connection lets the client send less than it may already
@@ -457,7 +492,8 @@ impl Asleep {
                 Piece::Head(head) => {
                     fields.reset();
                     keep = match head.kind {
-                        kind::SETTINGS if head.has(flag::ACK) && !acked => {
+                        kind::SETTINGS if !head.has(flag::ACK) => false,
+                        kind::SETTINGS if !acked => {
                             acked = true;
                             false
                         }
@@ -562,14 +598,15 @@ mod tests {
         exchange(&mut watch, 1, 1000, 5000);
         exchange(&mut watch, 3, 0, 70_000);
         assert!(watch.quiet());
-        assert!(!watch.fenced());
+        assert!(!watch.settled(), "the client's HPACK table is in use");
         let fence = watch.fence().expect("a fence");
         assert_eq!(watch.fence(), None, "one fence at a time");
         assert!(watch.quiet(), "the fence does not make it busy");
+        assert!(!watch.settled());
         // The client's ACK of the fence is kept from h2.
         let ack = head(kind::SETTINGS, flag::ACK, 0, 0);
         assert_eq!(read(&mut watch, &ack), b"");
-        assert!(watch.fenced());
+        assert!(watch.settled());
         let asleep = watch.asleep(1 << 20).expect("asleep");
         assert_eq!(asleep.last_stream, 3);
         assert_eq!(asleep.send_window, (16 << 20) - 5000 - 70_000);
@@ -581,15 +618,47 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_opened_after_the_fence_makes_it_stale() {
-        let mut watch = Watch::new();
-        client_start(&mut watch);
-        watch.fence().expect("a fence");
-        exchange(&mut watch, 1, 0, 10);
-        read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0));
+    fn a_woken_connection_needs_a_fence_only_after_a_reset_or_a_restore() {
+        let asleep = Asleep {
+            settings: Settings::default(),
+            last_stream: 1,
+            recv_window: 1 << 20,
+            send_window: 1 << 20,
+        };
+        let mut watch = asleep.watch();
+        exchange(&mut watch, 3, 10, 10);
+        assert!(watch.settled(), "the client's table is still empty");
+        // The server answers stream 5 and resets it while the client still
+        // sends its body: the client may send more before it reads that.
+        let mut req = head(kind::HEADERS, flag::END_HEADERS, 5, 1);
+        req.push(0x82);
+        read(&mut watch, &req);
+        let mut res = head(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 5, 1);
+        res.push(0x88);
+        res.extend(head(kind::RST_STREAM, 0, 5, 4));
+        res.extend(0u32.to_be_bytes());
+        watch.outbound(&res);
         assert!(watch.quiet());
-        assert!(!watch.fenced(), "the ACK does not fence stream 1");
-        watch.fence().expect("a new fence");
+        assert!(!watch.settled(), "frames of stream 5 may come late");
+        watch.fence().expect("a fence");
+        exchange(&mut watch, 7, 0, 0);
+        read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0));
+        assert!(watch.settled(), "the ACK came after stream 5's last frame");
+        // A busy connection gets its table back, and then needs a fence.
+        for stream in [9, 11, 13] {
+            assert_eq!(watch.restore(), None, "not busy yet");
+            exchange(&mut watch, stream, 0, 0);
+        }
+        let restore = watch.restore().expect("busy: the table comes back");
+        assert_eq!(restore, [0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 1, 0, 0, 16, 0]);
+        assert_eq!(watch.restore(), None);
+        assert!(!watch.settled(), "the restore is unacknowledged");
+        assert_eq!(
+            read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0)),
+            b""
+        );
+        assert!(watch.quiet());
+        assert!(watch.needs_fence(), "the client's table is in use");
     }
 
     #[test]
@@ -601,6 +670,7 @@ mod tests {
         exchange(&mut watch, 1, 0, 100);
         watch.fence().unwrap();
         read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0));
+        assert!(watch.settled());
         assert_eq!(watch.asleep(1 << 20), Err(Decline::Window));
     }
 
@@ -650,7 +720,6 @@ mod tests {
         frame::settings_ack(&mut answer);
         frame::window_update(&mut answer, (1 << 20) - INITIAL_WINDOW);
         let mut settled = Vec::new();
-        frame::settings(&mut settled, [(1, 4096), (4, 1 << 20)].into_iter());
         frame::window_update(&mut settled, (1 << 20) - 900_000);
         assert_eq!(asleep.settle(&answer).unwrap(), settled);
         // A fresh connection that grants less than the client has.

@@ -33,8 +33,9 @@ pub(super) struct Wire {
     pub(super) read_blocked: bool,
     /// Bytes were written since the last flush.
     pub(super) unflushed: bool,
-    /// The driver asks for the fence (`Watch::fence`), written at the next
-    /// flush between h2's frames.
+    /// The driver asks for the fence (`Watch::fence`), written at a flush
+    /// between h2's frames once no other SETTINGS is in flight. (A restore,
+    /// `Watch::restore`, is written the same way when the watch says.)
     pub(super) fence_wanted: bool,
 }
 
@@ -246,10 +247,15 @@ where
         }
         {
             let mut wire = lock(this.wire);
-            if wire.fence_wanted && wire.watch.may_write() {
-                wire.fence_wanted = false;
-                if let Some(fence) = wire.watch.fence() {
-                    this.output.extend_from_slice(&fence);
+            if wire.watch.may_write() {
+                if wire.fence_wanted {
+                    if let Some(fence) = wire.watch.fence() {
+                        wire.fence_wanted = false;
+                        this.output.extend_from_slice(&fence);
+                    }
+                }
+                if let Some(restore) = wire.watch.restore() {
+                    this.output.extend_from_slice(&restore);
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! http2 server over [`H2Io`], and the sleep of an idle connection.
 //!
 //! ```text
-//! ACTIVE ── quiet for park_after ──► fence: SETTINGS_HEADER_TABLE_SIZE = 0
+//! ACTIVE ── quiet for park_after ──► fence, if needed: SETTINGS_HEADER_TABLE_SIZE = 0
 //!   ▲     (no stream open, nothing      │ the client's ACK (kept from h2),
 //!   │      in flight, all flushed)      │ still quiet
 //!   │                                   ▼
@@ -53,7 +53,8 @@ const FENCE_WAIT: Duration = Duration::from_secs(1);
 pub(super) enum Ended<T> {
     /// The connection is finished.
     Closed,
-    /// Quiet and fenced: asleep, with what a fresh connection needs.
+    /// Quiet (and fenced, if it needed it): asleep, with what a fresh
+    /// connection needs.
     Asleep(T, Box<Asleep>, Clocks),
 }
 
@@ -161,7 +162,8 @@ where
 }
 
 /// When an idle connection sleeps: quiet for `park_after` (a quiet spell
-/// ends with any frame of the client), then fenced (see `wire`).
+/// ends with any frame of the client), then, if it needs it, fenced (see
+/// `wire`).
 #[derive(Debug)]
 struct Bedtime {
     park_after: Duration,
@@ -178,7 +180,7 @@ struct Bedtime {
 enum Stage {
     /// Quiet, for `park_after`.
     Quiet,
-    /// The fence is out; its ACK is awaited.
+    /// The fence is wanted or out; its ACK is awaited.
     Fencing,
     /// Declined for this spell.
     Declined,
@@ -219,11 +221,11 @@ impl Bedtime {
             self.stage = Stage::Quiet;
             self.due = self.since + self.park_after;
             timer.as_mut().reset(self.due);
+            wire.fence_wanted = false;
         }
-        let fenced = wire.watch.fenced();
         match self.stage {
             Stage::Declined => return Poll::Pending,
-            Stage::Fencing if fenced => return self.sleep(&wire.watch, stats),
+            Stage::Fencing if wire.watch.settled() => return self.sleep(&wire.watch, stats),
             Stage::Quiet | Stage::Fencing => {
                 // A zero wait acts at once: the timer wheel would round it
                 // up to its next tick.
@@ -245,14 +247,16 @@ impl Bedtime {
                 self.stage = Stage::Declined;
                 Poll::Pending
             }
-            _ if fenced => self.sleep(&wire.watch, stats),
+            _ if wire.watch.settled() => self.sleep(&wire.watch, stats),
             _ => {
+                // The fence goes out at hyper's next flush (as soon as no
+                // other SETTINGS is in flight), and the connection sleeps
+                // on its ACK.
                 wire.fence_wanted = true;
                 self.stage = Stage::Fencing;
                 self.due = Instant::now() + self.park_after.max(FENCE_WAIT);
                 timer.as_mut().reset(self.due);
                 let _ = timer.poll(cx);
-                // hyper's next poll flushes, which writes the fence.
                 cx.waker().wake_by_ref();
                 Poll::Pending
             }
