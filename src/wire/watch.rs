@@ -645,7 +645,7 @@ mod tests {
         read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0));
         assert!(watch.settled(), "the ACK came after stream 5's last frame");
         // A busy connection gets its table back, and then needs a fence.
-        for stream in [9, 11, 13] {
+        for stream in [9, 11, 13, 15] {
             assert_eq!(watch.restore(), None, "not busy yet");
             exchange(&mut watch, stream, 0, 0);
         }
@@ -729,11 +729,7 @@ mod tests {
 
         let mut watch = asleep.watch();
         watch.outbound(&settled);
-        // The client's ACK of the fresh SETTINGS was given to h2 already.
-        assert_eq!(
-            read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0)),
-            b""
-        );
+        assert!(watch.settled(), "the client's table is still empty");
         // Frames on streams the fresh connection never saw are removed,
         // the others pass.
         let mut late = head(kind::WINDOW_UPDATE, 0, 5, 4);
