@@ -17,6 +17,18 @@ pub(crate) struct Config {
     pub(crate) tls_info: bool,
     pub(crate) shutdown_grace: Option<Duration>,
     pub(crate) tls_handshake_timeout: Option<Duration>,
+    /// How idle HTTP/2 connections may sleep.
+    pub(crate) h2_sleep: H2Sleep,
+}
+
+/// What decides whether an idle HTTP/2 connection may sleep (see `wire`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum H2Sleep {
+    /// It may, if the client may not send more than `fresh_window` bytes:
+    /// the connection window a fresh h2 connection grants.
+    Allowed { fresh_window: u32 },
+    /// Never: keep-alive PINGs are configured.
+    KeepAlive,
 }
 
 /// The most the parking lot may be late on a deadline.

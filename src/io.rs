@@ -1,4 +1,5 @@
-//! `ConnIo`: the transport hyper sees while a connection is ACTIVE.
+//! `ConnIo`: the transport hyper sees while an HTTP/1 connection is
+//! ACTIVE (HTTP/2 has its own, `conn::h2`).
 //!
 //! It does four things on top of the transport:
 //!
@@ -15,7 +16,7 @@
 //!    nothing (`WouldBlock`) and whether every write hyper issued has been
 //!    flushed. The driver uses both to decide that hyper sits between
 //!    messages with nothing buffered on the way out (see `conn`).
-//! 4. **The peer's close while a request is answered** (HTTP/1 only).
+//! 4. **The peer's close while a request is answered.**
 //!    hyper's default is to keep reading while a handler runs, only to
 //!    notice a client that goes away and drop its handler. That read needs
 //!    room in hyper's read buffer, and the request just parsed still holds
@@ -75,26 +76,39 @@ impl Replay {
         self.fresh.is_none() && self.carried.is_empty()
     }
 
-    /// Copies up to `dst.remaining()` bytes into `dst`; returns how many.
+    /// Hands up to `max` bytes, contiguous, to `put`; returns how many.
     #[inline]
-    fn copy_into(&mut self, dst: &mut ReadBufCursor<'_>) -> usize {
+    fn hand_over(&mut self, max: usize, put: impl FnOnce(&[u8])) -> usize {
         if !self.carried.is_empty() {
-            let n = dst.remaining().min(self.carried.len());
-            dst.put_slice(&self.carried[..n]);
+            let n = max.min(self.carried.len());
+            put(&self.carried[..n]);
             self.carried.advance(n);
             return n;
         }
         let Some((buf, range)) = &mut self.fresh else {
             return 0;
         };
-        let n = dst.remaining().min(range.len());
-        dst.put_slice(&buf[range.start..range.start + n]);
+        let n = max.min(range.len());
+        put(&buf[range.start..range.start + n]);
         range.start += n;
         if range.start == range.end {
             // Back to the pool as soon as hyper has it all.
             self.fresh = None;
         }
         n
+    }
+
+    /// Copies up to `dst.remaining()` bytes into `dst`; returns how many.
+    #[inline]
+    fn copy_into(&mut self, dst: &mut ReadBufCursor<'_>) -> usize {
+        let max = dst.remaining();
+        self.hand_over(max, |bytes| dst.put_slice(bytes))
+    }
+
+    /// Moves up to `dst.len()` bytes into `dst`; returns how many.
+    pub(crate) fn take_into(&mut self, dst: &mut [u8]) -> usize {
+        let max = dst.len();
+        self.hand_over(max, |bytes| dst[..bytes.len()].copy_from_slice(bytes))
     }
 
     /// The first `n` bytes, contiguous (copies only if they straddle the two
@@ -130,23 +144,12 @@ impl Replay {
     }
 }
 
-/// Whether `ConnIo` looks for the peer's close while a request is
-/// answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CloseWatch {
-    /// HTTP/1: hyper does not read while a request is answered.
-    Watch,
-    /// HTTP/2: h2 reads all the time and sees the close itself.
-    Off,
-}
-
 /// hyper's transport for an ACTIVE connection.
 #[derive(Debug)]
 pub(crate) struct ConnIo<T> {
     stream: TokioIo<T>,
     replay: Replay,
     tracker: Arc<Tracker>,
-    close_watch: CloseWatch,
     /// A peek found bytes hyper has not read yet: no need to look again
     /// until it has.
     unread: bool,
@@ -154,20 +157,13 @@ pub(crate) struct ConnIo<T> {
 
 impl<T: Seam> ConnIo<T> {
     /// `tracker` learns whether the last read found the socket empty and
-    /// whether a write is waiting for its flush. With
-    /// [`CloseWatch::Watch`], a request in flight ends when the peer
-    /// closes (see the module docs).
-    pub(crate) fn new(
-        stream: T,
-        replay: Replay,
-        tracker: Arc<Tracker>,
-        close_watch: CloseWatch,
-    ) -> Self {
+    /// whether a write is waiting for its flush. A request in flight ends
+    /// when the peer closes (see the module docs).
+    pub(crate) fn new(stream: T, replay: Replay, tracker: Arc<Tracker>) -> Self {
         ConnIo {
             stream: TokioIo::new(stream),
             replay,
             tracker,
-            close_watch,
             unread: false,
         }
     }
@@ -258,11 +254,7 @@ impl<T: Seam> Write for ConnIo<T> {
         let res = Pin::new(&mut this.stream).poll_flush(cx);
         if let Poll::Ready(Ok(())) = res {
             this.tracker.set_unflushed(false);
-            if this.close_watch == CloseWatch::Watch
-                && !this.unread
-                && this.replay.is_empty()
-                && this.tracker.awaits_response()
-            {
+            if !this.unread && this.replay.is_empty() && this.tracker.awaits_response() {
                 return Poll::Ready(this.poll_peer_open(cx));
             }
         }

@@ -102,6 +102,7 @@ pub mod tls;
 mod track;
 mod transport;
 pub mod upgrade;
+mod wire;
 
 pub use body::Body;
 pub use error::Error;
@@ -111,7 +112,7 @@ pub use pool::PoolStats;
 pub use server::{Builder, Serve, ServeFuture, Server, WithGracefulShutdown};
 pub use service::PeerAddr;
 pub use shutdown::Shutdown;
-pub use stats::Stats;
+pub use stats::{H2SleepDeclines, Stats};
 pub use transport::Transport;
 
 /// The README's example, compiled by `cargo test` as a doctest.

@@ -66,8 +66,33 @@ pub struct Stats {
     /// ([`upgrade::on`](crate::upgrade::on)). From then on they are the
     /// handler's, and no longer counted as active, parked or dormant.
     pub upgrades: u64,
+    /// Idle HTTP/2 connections that stayed awake, by reason (see
+    /// [`H2SleepDeclines`]).
+    pub h2_sleep_declines: H2SleepDeclines,
     /// The read buffer pool.
     pub pool: PoolStats,
+}
+
+/// Why idle HTTP/2 connections stayed awake when they could have slept
+/// (quiet for `park_after`). Each quiet spell counts once. A connection
+/// that declines is served as hyper serves it, only not smaller.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct H2SleepDeclines {
+    /// The connection's flow-control windows were not ones a fresh
+    /// connection can take over: the client's receive window was below
+    /// the initial 65,535 bytes (a client that keeps the initial window
+    /// and has not yet granted back what it received), or the client could
+    /// send more than a fresh connection's window (the adaptive window
+    /// grew it).
+    pub window: u64,
+    /// Keep-alive PINGs are configured
+    /// ([`http2_keep_alive_interval`](crate::Builder::http2_keep_alive_interval)):
+    /// they would be lost while the connection sleeps.
+    pub keep_alive: u64,
+    /// The client did not acknowledge the SETTINGS frame a connection sends
+    /// before it sleeps.
+    pub unacknowledged: u64,
 }
 
 #[derive(Debug, Default)]
@@ -91,6 +116,9 @@ pub(crate) struct Counters {
     pub(crate) accept_errors: AtomicU64,
     pub(crate) requests: AtomicU64,
     pub(crate) upgrades: AtomicU64,
+    pub(crate) h2_declines_window: AtomicU64,
+    pub(crate) h2_declines_keep_alive: AtomicU64,
+    pub(crate) h2_declines_unacknowledged: AtomicU64,
 }
 
 impl Counters {
@@ -115,6 +143,11 @@ impl Counters {
             accept_errors: self.accept_errors.load(Relaxed),
             requests: self.requests.load(Relaxed),
             upgrades: self.upgrades.load(Relaxed),
+            h2_sleep_declines: H2SleepDeclines {
+                window: self.h2_declines_window.load(Relaxed),
+                keep_alive: self.h2_declines_keep_alive.load(Relaxed),
+                unacknowledged: self.h2_declines_unacknowledged.load(Relaxed),
+            },
             pool,
         }
     }

@@ -423,8 +423,9 @@ trait Beds: Send + Sync {
     fn sleeping(&self) -> usize;
 }
 
-/// A lot whose sleepers are upgraded streams.
-pub(crate) type StreamLot<T> = lot::Lot<T, Box<dyn Handler>>;
+/// A lot whose sleepers are upgraded streams, and whose sleeping HTTP/2
+/// connections carry their facts.
+pub(crate) type StreamLot<T> = lot::Lot<T, Box<dyn Handler>, crate::wire::Asleep>;
 
 impl<T: Seam> Beds for StreamLot<T> {
     fn sleep(&self, stream: Stream, callback: Box<dyn Handler>) {

@@ -87,7 +87,7 @@ use tracing::debug;
 use super::Active;
 use super::parked::Clocks;
 use crate::error::Error;
-use crate::io::{CloseWatch, ConnIo, Replay};
+use crate::io::{ConnIo, Replay};
 use crate::service::{ConnService, HttpService, ResBody};
 use crate::shutdown::{Level, Shutdown, Watch};
 use crate::state::ServeState;
@@ -141,7 +141,7 @@ where
     let tracker = Arc::new(Tracker::default());
     #[cfg(feature = "tls-no-provider")]
     let tls = stream.connected().tls_info;
-    let io = ConnIo::new(stream, replay, tracker.clone(), CloseWatch::Watch);
+    let io = ConnIo::new(stream, replay, tracker.clone());
     let svc = ConnService {
         inner: service.clone(),
         peer,

@@ -6,9 +6,10 @@
 //!             ▲                     │ 0 bytes: the peer closed → done, no hyper state built
 //!             │                     ▼
 //!             │                   ACTIVE: hyper over ConnIo (replays the bytes first)
-//!             │                     │ HTTP/2 preface → hyper's http2 server (never parks)
+//!             │                     │ HTTP/2 (preface or ALPN): hyper's http2 server (`h2`)
 //!             └── idle for ─────────┘
-//!                 `park_after`: into_parts, copy the unparsed bytes, drop the rest
+//!                 `park_after`: into_parts, copy the unparsed bytes, drop the rest;
+//!                 HTTP/2: fenced, hyper dropped, the facts kept (`wire::Asleep`)
 //!                 (0 for the first phase after a wake from a sleep ≥ `park_after`)
 //! ```
 //!
@@ -29,8 +30,9 @@
 //! What a transport's own handshake settled (TLS: whether it is under way,
 //! the ALPN protocol, the TLS info for handlers) comes as one `Connected`
 //! value; the transport counts its handshakes itself.
-//! `h1` is the hyper seam for HTTP/1.1, where parking happens; `h2` serves
-//! HTTP/2, which does not park yet.
+//! `h1` is the hyper seam for HTTP/1.1; `h2` serves HTTP/2 and puts an
+//! idle connection to sleep, which then waits in the lot like a parked
+//! HTTP/1 connection, carrying its `wire::Asleep`.
 
 mod h1;
 mod h2;
@@ -54,18 +56,20 @@ use crate::service::{HttpService, ResBody};
 use crate::state::{Open, ServeState};
 use crate::stats::Gauge;
 use crate::transport::{Alpn, Seam};
+use crate::wire::Asleep;
 use parked::{Clocks, ParkedWait, Woken};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Where a connection the driver starts on comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Origin {
     /// Just accepted: its first request is on the header clock from now.
     Accepted,
     /// Handed back by the parking lot, with bytes waiting (or a close),
-    /// after a pause of its client.
-    Woken(Pause),
+    /// after a pause of its client; an HTTP/2 connection with what it
+    /// kept while asleep.
+    Woken(Pause, Option<Box<Asleep>>),
 }
 
 /// How long a woken connection's client paused, against `park_after`: a
@@ -84,6 +88,9 @@ enum Active<T> {
     /// Quiet long enough: back to PARKED with the transport and unparsed
     /// bytes.
     Parked(T, Bytes, Clocks),
+    /// An HTTP/2 connection quiet long enough: asleep, with the transport
+    /// and what a fresh connection needs.
+    Asleep(T, Box<Asleep>, Clocks),
     /// The connection is finished (closed by either side, an error, a
     /// timeout, shutdown, or an upgrade).
     Closed,
@@ -180,14 +187,17 @@ where
         let mut gauge = Gauge::parked(&state.shared.stats);
         let mut carried = Bytes::new();
         let accepted = Instant::now();
+        let mut first = matches!(origin, Origin::Accepted);
         let mut clocks = Clocks {
             quiet_since: accepted,
             // Like Go's, the header read timeout of a new connection counts
             // from accept.
-            head_since: (origin == Origin::Accepted).then_some(accepted),
+            head_since: first.then_some(accepted),
         };
-        let mut first = origin == Origin::Accepted;
-        let mut park_at_once = origin == Origin::Woken(Pause::Long);
+        let (mut park_at_once, mut asleep) = match origin {
+            Origin::Accepted => (false, None),
+            Origin::Woken(pause, asleep) => (pause == Pause::Long, asleep),
+        };
         loop {
             // PARKED: no hyper state, no buffer. Whatever is not needed
             // across the wait is computed inside it, so the task does not
@@ -200,18 +210,20 @@ where
                         stream.close();
                         return;
                     }
-                    Woken::Quiet => match park_taskless(stream, &Bytes::new(), &clocks, &state) {
-                        Ok(()) => {
-                            gauge.into_lot();
-                            state.into_lot();
-                            return;
+                    Woken::Quiet => {
+                        match park_taskless(stream, asleep, &Bytes::new(), &clocks, &state) {
+                            Ok(()) => {
+                                gauge.into_lot();
+                                state.into_lot();
+                                return;
+                            }
+                            Err((s, a)) => {
+                                (stream, asleep) = (s, a);
+                                carried = Bytes::new();
+                                continue;
+                            }
                         }
-                        Err(s) => {
-                            stream = s;
-                            carried = Bytes::new();
-                            continue;
-                        }
-                    },
+                    }
                     Woken::Closed => return,
                 };
                 let shared = &state.shared;
@@ -219,7 +231,11 @@ where
                     detect(&replay, &shared.config, stream.connected().alpn)
                 } else {
                     shared.stats.wakes.fetch_add(1, Relaxed);
-                    Protocol::Http1
+                    if asleep.is_some() {
+                        Protocol::Http2
+                    } else {
+                        Protocol::Http1
+                    }
                 };
                 if let Protocol::Undecided = protocol {
                     carried = replay.into_carried();
@@ -235,7 +251,10 @@ where
                         shared.config.park_after
                     },
                 };
-                activate(stream, replay, protocol, &peer, &service, &state, timing)
+                let asleep = asleep.take();
+                activate(
+                    stream, replay, protocol, asleep, &peer, &service, &state, timing,
+                )
             };
             match active.await {
                 Active::Parked(s, c, k) => {
@@ -247,7 +266,7 @@ where
                     park_at_once &= !c.is_empty();
                     state.shared.stats.parks.fetch_add(1, Relaxed);
                     gauge.set_parked();
-                    match park_taskless(s, &c, &k, &state) {
+                    match park_taskless(s, None, &c, &k, &state) {
                         Ok(()) => {
                             // The lot counts it as parked and held from
                             // here on.
@@ -255,9 +274,25 @@ where
                             state.into_lot();
                             return;
                         }
-                        Err(s) => stream = s,
+                        Err((s, _)) => stream = s,
                     }
                     carried = c;
+                    clocks = k;
+                }
+                Active::Asleep(s, a, k) => {
+                    trace!("asleep");
+                    park_at_once = false;
+                    state.shared.stats.parks.fetch_add(1, Relaxed);
+                    gauge.set_parked();
+                    match park_taskless(s, Some(a), &Bytes::new(), &k, &state) {
+                        Ok(()) => {
+                            gauge.into_lot();
+                            state.into_lot();
+                            return;
+                        }
+                        Err((s, a)) => (stream, asleep) = (s, a),
+                    }
+                    carried = Bytes::new();
                     clocks = k;
                 }
                 Active::Closed => return,
@@ -266,11 +301,14 @@ where
     }
 }
 
-/// Starts the ACTIVE phase of `protocol` on bytes that just arrived.
+/// Starts the ACTIVE phase of `protocol` on bytes that just arrived (an
+/// HTTP/2 connection woken from a sleep with what it kept).
+#[allow(clippy::too_many_arguments)]
 fn activate<'a, T, S, B>(
     stream: T,
     replay: Replay,
     protocol: Protocol,
+    asleep: Option<Box<Asleep>>,
     peer: &Option<T::Addr>,
     service: &'a Arc<S>,
     state: &'a ServeState<T>,
@@ -289,8 +327,22 @@ where
         let service = service.clone();
         return Box::pin(
             async move {
-                h2::serve(stream, replay, peer, service, state).await;
-                Active::Closed
+                match h2::serve(
+                    stream,
+                    replay,
+                    asleep,
+                    peer,
+                    service,
+                    state,
+                    timing.park_after,
+                )
+                .await
+                {
+                    h2::Ended::Closed => Active::Closed,
+                    h2::Ended::Asleep(stream, asleep, clocks) => {
+                        Active::Asleep(stream, asleep, clocks)
+                    }
+                }
             }
             .instrument(span),
         );
@@ -304,22 +356,26 @@ where
     }
 }
 
-/// Puts a parked connection in the lot without its task, if it carries
-/// nothing and has no request head on the clock; gives it back otherwise,
-/// or if the lot refuses it.
+/// Puts a parked connection in the lot without its task (with what a
+/// sleeping HTTP/2 connection keeps), if it carries no bytes and has no
+/// request head on the clock; gives it back otherwise, or if the lot
+/// refuses it.
 fn park_taskless<T: Seam>(
     stream: T,
+    asleep: Option<Box<Asleep>>,
     carried: &Bytes,
     clocks: &Clocks,
     state: &ServeState<T>,
-) -> Result<(), T> {
+) -> Result<(), (T, Option<Box<Asleep>>)> {
     let lot = &state.lot;
     if !carried.is_empty() || clocks.head_since.is_some() {
-        return Err(stream);
+        return Err((stream, asleep));
     }
     let config = &state.shared.config;
     let now = Instant::now();
     let dormant_at = config.dormant_after.map(|d| now + d);
     let idle_at = config.timeouts.idle_deadline(clocks.quiet_since);
-    lot.park(stream, now, dormant_at, idle_at.map(|(at, _)| at))
+    let idle_at = idle_at.map(|(at, _)| at);
+    lot.park(stream, asleep.map(|a| *a), now, dormant_at, idle_at)
+        .map_err(|(stream, asleep)| (stream, asleep.map(Box::new)))
 }

@@ -13,24 +13,24 @@ use tracing::trace;
 
 use super::deadlines::before;
 use super::ready::{Registration, Report};
-use super::{Callback, Closed, Lot, Parkable, Rung, Slept, Slot, Turn, Woken};
+use super::{Callback, Carry, Closed, Lot, Parkable, Rung, Slept, Slot, Turn, Woken};
 
 /// Events collected per `epoll_wait`.
 const EVENTS: usize = 256;
 
 /// What a batch of events asks for once the lot's lock is released.
-struct Batch<T: Parkable, W> {
+struct Batch<T: Parkable, W, C> {
     /// Tasks whose connection turned ready.
     wake: Vec<Waker>,
-    /// Task-less connections to hand to the owner.
-    woken: Vec<(T, Slept)>,
+    /// Task-less connections to hand to the owner, with what they carry.
+    woken: Vec<(T, Option<C>, Slept)>,
     /// Connections the peer closed (or that failed), to close.
     gone: Vec<(T::Dormant, Rung, Closed)>,
     /// Sleepers to take out of the poll and call back.
     sleepers: Vec<(W, Woken<T::Dormant>)>,
 }
 
-impl<T: Parkable, W> Default for Batch<T, W> {
+impl<T: Parkable, W, C> Default for Batch<T, W, C> {
     fn default() -> Self {
         Batch {
             wake: Vec::new(),
@@ -41,10 +41,10 @@ impl<T: Parkable, W> Default for Batch<T, W> {
     }
 }
 
-impl<T: Parkable, W: Callback<T>> Lot<T, W> {
+impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// Acts on a batch of events under the lot's lock; what needs no lock
     /// is left in `batch`.
-    fn on_events(&self, events: &Events, batch: &mut Batch<T, W>) {
+    fn on_events(&self, events: &Events, batch: &mut Batch<T, W, C>) {
         let shared = &self.0;
         // Read once per batch, when a parked connection wakes.
         let mut now = None;
@@ -80,6 +80,7 @@ impl<T: Parkable, W: Callback<T>> Lot<T, W> {
             let conn = match slot {
                 Slot::Parked { conn, .. }
                 | Slot::Dormant { conn, .. }
+                | Slot::Carrying { conn, .. }
                 | Slot::Sleeping { conn, .. } => conn,
                 Slot::Served(_) => continue,
             };
@@ -117,32 +118,43 @@ impl<T: Parkable, W: Callback<T>> Lot<T, W> {
                     };
                     batch.sleepers.push((*callback, woken));
                 }
-                (Slot::Parked { conn, .. }, Some(why)) => {
-                    batch.gone.push((conn, Rung::Parked, why))
-                }
-                (Slot::Dormant { conn, .. }, Some(why)) => {
-                    batch.gone.push((conn, Rung::Dormant, why))
-                }
-                (Slot::Parked { conn, cell, .. }, None) => {
-                    let parked_at = cell.set_woken(read);
-                    let now = *now.get_or_insert_with(|| shared.clock.millis(Instant::now()));
-                    let slept = Duration::from_millis(now.wrapping_sub(parked_at).into());
-                    inner.slots.put_back(key, Slot::Served(cell.clone()));
-                    let registration = Registration::new(key, cell, shared.clone());
-                    batch
-                        .woken
-                        .push((T::from_dormant(conn, registration), Slept::Parked(slept)));
-                }
-                (Slot::Dormant { conn, .. }, None) => {
-                    let cell = inner.new_cell();
-                    cell.set_woken(read);
-                    inner.slots.put_back(key, Slot::Served(cell.clone()));
-                    let registration = Registration::new(key, cell, shared.clone());
-                    batch
-                        .woken
-                        .push((T::from_dormant(conn, registration), Slept::Dormant));
-                }
                 (Slot::Served(_), _) => {}
+                (slot, gone) => {
+                    // PARKED or DORMANT, carrying or not.
+                    let (conn, cell, carried) = match slot {
+                        Slot::Parked { conn, cell } => (conn, Some(cell), None),
+                        Slot::Dormant { conn, .. } => (conn, None, None),
+                        Slot::Carrying { conn, with } => (conn, with.cell, Some(with.value)),
+                        Slot::Served(_) | Slot::Sleeping { .. } => continue,
+                    };
+                    if let Some(why) = gone {
+                        let from = if cell.is_some() {
+                            Rung::Parked
+                        } else {
+                            Rung::Dormant
+                        };
+                        batch.gone.push((conn, from, why));
+                        continue;
+                    }
+                    let (cell, slept) = match cell {
+                        Some(cell) => {
+                            let parked_at = cell.set_woken(read);
+                            let now =
+                                *now.get_or_insert_with(|| shared.clock.millis(Instant::now()));
+                            let slept = Duration::from_millis(now.wrapping_sub(parked_at).into());
+                            (cell, Slept::Parked(slept))
+                        }
+                        None => {
+                            let cell = inner.new_cell();
+                            cell.set_woken(read);
+                            (cell, Slept::Dormant)
+                        }
+                    };
+                    inner.slots.put_back(key, Slot::Served(cell.clone()));
+                    let registration = Registration::new(key, cell, shared.clone());
+                    let conn = T::from_dormant(conn, registration);
+                    batch.woken.push((conn, carried, slept));
+                }
             }
         }
         drop(inner);
@@ -158,9 +170,9 @@ impl<T: Parkable, W: Callback<T>> Lot<T, W> {
         }
         // Last: the owner may serve the last one here, in the lot's task.
         let n = batch.woken.len();
-        for (i, (conn, slept)) in batch.woken.drain(..).enumerate() {
+        for (i, (conn, carried, slept)) in batch.woken.drain(..).enumerate() {
             let turn = if i + 1 == n { Turn::Last } else { Turn::Before };
-            shared.owner.woken(conn, slept, turn);
+            shared.owner.woken(conn, carried, slept, turn);
         }
     }
 
@@ -174,11 +186,16 @@ impl<T: Parkable, W: Callback<T>> Lot<T, W> {
         let mut idle = Vec::new();
         while let Some((deadline, key)) = inner.dormant_deadlines.pop_due(now) {
             // A key reused since has a later deadline of its own.
-            if let Some(Slot::Dormant { deadline: d, .. }) = inner.slots.get(key) {
-                if *d == deadline {
-                    if let Some(Slot::Dormant { conn, .. }) = inner.remove(key) {
-                        idle.push((conn, Rung::Dormant));
-                    }
+            let current = match inner.slots.get(key) {
+                Some(Slot::Dormant { deadline: d, .. }) => *d == deadline,
+                Some(Slot::Carrying { with, .. }) => {
+                    with.cell.is_none() && with.deadline == deadline
+                }
+                _ => false,
+            };
+            if current {
+                if let Some(slot) = inner.remove(key) {
+                    idle.push((slot, Rung::Dormant));
                 }
             }
         }
@@ -186,27 +203,32 @@ impl<T: Parkable, W: Callback<T>> Lot<T, W> {
         while let Some((due, key)) = inner.parked_deadlines.pop_due(now) {
             // A key reused since has a later deadline of its own (or the
             // same one, which has passed as well).
-            let until = match inner.slots.get(key) {
-                Some(Slot::Parked { cell, .. }) => match cell.parked() {
-                    (Some(d), until) if d == due => until,
-                    _ => continue,
+            let cell = match inner.slots.get(key) {
+                Some(Slot::Parked { cell, .. }) => cell,
+                Some(Slot::Carrying { with, .. }) => match &with.cell {
+                    Some(cell) => cell,
+                    None => continue,
                 },
                 _ => continue,
             };
-            let Some(Slot::Parked { conn, .. }) = inner.remove(key) else {
-                continue;
+            let until = match cell.parked() {
+                (Some(d), until) if d == due => until,
+                _ => continue,
             };
             if until.is_some_and(|until| !before(now, until)) {
-                idle.push((conn, Rung::Parked));
+                if let Some(slot) = inner.remove(key) {
+                    idle.push((slot, Rung::Parked));
+                }
                 continue;
             }
             // The cell goes: a DORMANT connection keeps its fd and state.
-            let deadline = until.map(|until| inner.dormant_deadlines.push(until, key));
-            let conn = Slot::Dormant {
-                conn,
-                deadline: deadline.unwrap_or(0),
-            };
-            inner.slots.put_back(key, conn);
+            let deadline = until.map_or(0, |until| inner.dormant_deadlines.push(until, key));
+            if let Some(Slot::Carrying { with, .. }) = inner.slots.get_mut(key) {
+                with.cell = None;
+                with.deadline = deadline;
+            } else if let Some(Slot::Parked { conn, .. }) = inner.remove(key) {
+                inner.slots.put_back(key, Slot::Dormant { conn, deadline });
+            }
             entered += 1;
         }
         let next = match (
@@ -219,8 +241,14 @@ impl<T: Parkable, W: Callback<T>> Lot<T, W> {
         drop(inner);
         let n_dormant = idle.iter().filter(|(_, r)| *r == Rung::Dormant).count();
         let n_parked = idle.len() - n_dormant;
-        // Dropping them closes them.
-        drop(idle);
+        for (slot, _) in idle {
+            match slot {
+                // Its protocol says goodbye (an HTTP/2 GOAWAY).
+                Slot::Carrying { conn, with } => T::close_dormant(conn, &with.value.goodbye()),
+                // Dropping the others closes them.
+                slot => drop(slot),
+            }
+        }
         shared.owner.closed(Rung::Dormant, Closed::Idle, n_dormant);
         shared.owner.closed(Rung::Parked, Closed::Idle, n_parked);
         shared.owner.went_dormant(entered);

@@ -144,13 +144,14 @@ pub trait Parkable: Send + Sync + Sized + 'static {
     /// transport cannot tell without reading.
     fn peer_closed(dormant: &Self::Dormant) -> Option<io::Result<bool>>;
 
-    /// Closes a connection at shutdown, saying goodbye if the transport
-    /// has a way to (TLS: `close_notify`). Best effort, never waits.
-    fn close_dormant(dormant: Self::Dormant) {
-        drop(dormant);
-    }
+    /// Closes a connection at shutdown (or a carrying one at its idle
+    /// deadline), saying `goodbye` first (its protocol's last words, such
+    /// as an HTTP/2 GOAWAY; often empty), then the transport's own if it
+    /// has one (TLS: `close_notify`). Best effort, never waits.
+    fn close_dormant(dormant: Self::Dormant, goodbye: &[u8]);
 
-    /// [`close_dormant`](Self::close_dormant) for a served connection.
+    /// [`close_dormant`](Self::close_dormant) for a served connection,
+    /// without a goodbye of its protocol.
     fn close(self) {
         drop(self);
     }
@@ -163,7 +164,7 @@ pub(crate) trait Register: Sync {
     fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration>;
 }
 
-impl<T: Parkable, W: Callback<T>> Register for Lot<T, W> {
+impl<T: Parkable, W: Callback<T>, C: Carry> Register for Lot<T, W, C> {
     fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration> {
         Lot::register(self, fd)
     }
@@ -202,12 +203,13 @@ pub(crate) enum Closed {
 
 /// What the lot reports to whoever made it. Called without the lot's lock
 /// held, from the lot's task.
-pub(crate) trait Owner<T>: Send + Sync + 'static {
+pub(crate) trait Owner<T, C>: Send + Sync + 'static {
     /// A task-less connection turned readable (bytes, or the peer's close,
-    /// which its first read finds): it is served again. `turn` says whether
-    /// others of the same batch of events come after it (the owner may
-    /// serve the last in the lot's task; see `server::owner`).
-    fn woken(&self, conn: T, slept: Slept, turn: Turn);
+    /// which its first read finds): it is served again, with what it
+    /// carried. `turn` says whether others of the same batch of events
+    /// come after it (the owner may serve the last in the lot's task; see
+    /// `server::owner`).
+    fn woken(&self, conn: T, carried: Option<C>, slept: Slept, turn: Turn);
     /// The lot closed `n` connections that waited on `from`.
     fn closed(&self, from: Rung, why: Closed, n: usize);
     /// `n` connections moved from PARKED to DORMANT.
@@ -243,8 +245,17 @@ pub(crate) trait Callback<T: Parkable>: Send + 'static {
     fn call(self, woken: Woken<T::Dormant>);
 }
 
+/// What a task-less connection carries beside its transport across its
+/// wait, for its protocol (a sleeping HTTP/2 connection's facts): handed
+/// back when it wakes.
+pub(crate) trait Carry: Send + 'static {
+    /// What to say before the lot closes the connection (at its idle
+    /// deadline, at shutdown): see [`Parkable::close_dormant`].
+    fn goodbye(&self) -> Vec<u8>;
+}
+
 /// A registered connection, by what it is doing.
-enum Slot<D, W> {
+enum Slot<D, W, C> {
     /// A task serves it: events set its cell.
     Served(Arc<Cell>),
     /// Task-less; woken by bytes, moved to DORMANT or closed at the `due`
@@ -260,10 +271,32 @@ enum Slot<D, W> {
     /// callback is boxed again so that a plain socket's slot stays as
     /// small as its `Dormant` form: an fd and a deadline.
     Sleeping { conn: D, callback: Box<W> },
+    /// PARKED (with its cell) or DORMANT (without), carrying what its
+    /// protocol keeps; boxed with the rung's fields, so that a plain
+    /// connection's slot stays small.
+    Carrying { conn: D, with: Box<Carried<C>> },
 }
 
-struct Inner<D, W> {
-    slots: Slab<Slot<D, W>>,
+/// A carrying connection's rung and what it carries.
+struct Carried<C> {
+    /// Its cell while PARKED; `None` once DORMANT.
+    cell: Option<Arc<Cell>>,
+    /// The idle deadline while DORMANT (see `Slot::Dormant`).
+    deadline: Millis,
+    value: C,
+}
+
+impl<C> Carried<C> {
+    fn rung(&self) -> Rung {
+        match self.cell {
+            Some(_) => Rung::Parked,
+            None => Rung::Dormant,
+        }
+    }
+}
+
+struct Inner<D, W, C> {
+    slots: Slab<Slot<D, W, C>>,
     parked_deadlines: Deadlines,
     dormant_deadlines: Deadlines,
     sleeping: usize,
@@ -275,7 +308,7 @@ struct Inner<D, W> {
     spare_cells: Vec<Arc<Cell>>,
 }
 
-impl<D, W> Inner<D, W> {
+impl<D, W, C> Inner<D, W, C> {
     /// A readiness cell for a connection being registered or woken.
     ///
     /// Made [`CELL_RUN`] at a time. A cell lives as long as its connection
@@ -298,7 +331,7 @@ impl<D, W> Inner<D, W> {
     /// slab, the slab and its queues are freed: otherwise a burst would
     /// leave its high-water mark behind. Entries left in the queues would
     /// name vacant keys.
-    fn remove(&mut self, key: u32) -> Option<Slot<D, W>> {
+    fn remove(&mut self, key: u32) -> Option<Slot<D, W, C>> {
         let slot = self.slots.remove(key)?;
         if self.slots.shrink_if_empty(SLOTS_KEEP) {
             self.parked_deadlines.clear();
@@ -309,30 +342,30 @@ impl<D, W> Inner<D, W> {
 }
 
 /// The lot of one `serve` call. Cloning is cheap: clones share the lot.
-pub(crate) struct Lot<T: Parkable, W>(Arc<Shared<T, W>>);
+pub(crate) struct Lot<T: Parkable, W, C>(Arc<Shared<T, W, C>>);
 
-impl<T: Parkable, W> Clone for Lot<T, W> {
+impl<T: Parkable, W, C> Clone for Lot<T, W, C> {
     fn clone(&self) -> Self {
         Lot(self.0.clone())
     }
 }
 
-struct Shared<T: Parkable, W> {
+struct Shared<T: Parkable, W, C> {
     registry: mio::Registry,
     /// How late the lot may act on a deadline (see [`Lot::drive`]).
     slack: Duration,
-    inner: Mutex<Inner<T::Dormant, W>>,
+    inner: Mutex<Inner<T::Dormant, W, C>>,
     clock: Clock,
     /// A deadline queue went from empty to non-empty since the driver
     /// last looked: its timer may be too late. Set under the lock, with
     /// the driver's waker woken; read without it. (A `Notify` cost the
     /// driver its lock twice per batch of events.)
     new_front: AtomicBool,
-    owner: Box<dyn Owner<T>>,
+    owner: Box<dyn Owner<T, C>>,
 }
 
-impl<T: Parkable, W> Shared<T, W> {
-    fn lock(&self) -> MutexGuard<'_, Inner<T::Dormant, W>> {
+impl<T: Parkable, W, C> Shared<T, W, C> {
+    fn lock(&self) -> MutexGuard<'_, Inner<T::Dormant, W, C>> {
         // A panic while holding the lock leaves the slab consistent (every
         // step is a single insert, remove or replacement), so poisoning is
         // ignored.
@@ -340,7 +373,7 @@ impl<T: Parkable, W> Shared<T, W> {
     }
 }
 
-impl<T: Parkable, W: Send + 'static> Table for Shared<T, W> {
+impl<T: Parkable, W: Send + 'static, C: Send + 'static> Table for Shared<T, W, C> {
     fn release(&self, key: u32) {
         let mut inner = self.lock();
         if let Some(Slot::Served(_)) = inner.slots.get(key) {
@@ -361,11 +394,15 @@ impl<T: Parkable, W: Send + 'static> Table for Shared<T, W> {
     }
 }
 
-impl<T: Parkable, W: Callback<T>> Lot<T, W> {
+impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// A lot that reports to `owner` and may act on a deadline up to
     /// `slack` late, to act on many at once. `registry` is that of the
     /// poll its driver runs ([`Lot::drive`]).
-    pub(crate) fn new(owner: Box<dyn Owner<T>>, slack: Duration, registry: mio::Registry) -> Self {
+    pub(crate) fn new(
+        owner: Box<dyn Owner<T, C>>,
+        slack: Duration,
+        registry: mio::Registry,
+    ) -> Self {
         Lot(Arc::new(Shared {
             slack,
             registry,
@@ -413,8 +450,8 @@ impl<T: Parkable, W: Callback<T>> Lot<T, W> {
     }
 
     /// PARKED without a task, from `now`: the lot keeps `stream`'s parked
-    /// form and hands it to [`Owner::woken`] when bytes arrive, with how
-    /// long it slept. At `dormant_at` the lot moves it to DORMANT, at
+    /// form and what it `carries`, and hands them to [`Owner::woken`] when
+    /// bytes arrive, with how long it slept. At `dormant_at` the lot moves it to DORMANT, at
     /// `idle_at` (if earlier) closes it. Gives
     /// the stream back if a read may find bytes already, if its transport
     /// holds some, or if the lot is closed. The caller keeps counting the
@@ -423,18 +460,22 @@ impl<T: Parkable, W: Callback<T>> Lot<T, W> {
     pub(crate) fn park(
         &self,
         stream: T,
+        carries: Option<C>,
         now: Instant,
         dormant_at: Option<Instant>,
         idle_at: Option<Instant>,
-    ) -> Result<(), T> {
+    ) -> Result<(), (T, Option<C>)> {
         let shared = &*self.0;
         let mut inner = shared.lock();
         // Checked under the lock the driver acts on events with: an event
         // either shows here, or finds the slot parked.
         if inner.closed || stream.read_ready() {
-            return Err(stream);
+            return Err((stream, carries));
         }
-        let (conn, registration) = stream.into_dormant()?;
+        let (conn, registration) = match stream.into_dormant() {
+            Ok(parts) => parts,
+            Err(stream) => return Err((stream, carries)),
+        };
         let (key, cell) = registration.into_slot();
         let idle = idle_at.map(|at| shared.clock.millis(at));
         let due = earliest(dormant_at.map(|at| shared.clock.millis(at)), idle);
@@ -442,7 +483,17 @@ impl<T: Parkable, W: Callback<T>> Lot<T, W> {
         match inner.slots.get_mut(key) {
             Some(slot @ Slot::Served(_)) => {
                 cell.park(shared.clock.millis(now), due, idle);
-                *slot = Slot::Parked { conn, cell };
+                *slot = match carries {
+                    None => Slot::Parked { conn, cell },
+                    Some(value) => Slot::Carrying {
+                        conn,
+                        with: Box::new(Carried {
+                            cell: Some(cell),
+                            deadline: 0,
+                            value,
+                        }),
+                    },
+                };
             }
             // A registration's slot is served until it parks or closes.
             _ => unreachable!("a served connection's slot is not served"),
@@ -471,8 +522,15 @@ impl<T: Parkable, W: Callback<T>> Lot<T, W> {
                 continue;
             }
             match inner.slots.remove(key) {
-                Some(Slot::Parked { conn, .. }) => parked.push(conn),
-                Some(Slot::Dormant { conn, .. }) => dormant.push(conn),
+                Some(Slot::Parked { conn, .. }) => parked.push((conn, Vec::new())),
+                Some(Slot::Dormant { conn, .. }) => dormant.push((conn, Vec::new())),
+                Some(Slot::Carrying { conn, with }) => {
+                    let goodbye = with.value.goodbye();
+                    match with.rung() {
+                        Rung::Parked => parked.push((conn, goodbye)),
+                        Rung::Dormant => dormant.push((conn, goodbye)),
+                    }
+                }
                 Some(Slot::Sleeping { conn, callback }) => sleepers.push((conn, *callback)),
                 Some(Slot::Served(_)) | None => {}
             }
@@ -482,7 +540,9 @@ impl<T: Parkable, W: Callback<T>> Lot<T, W> {
         inner.dormant_deadlines.clear();
         drop(inner);
         let (n_parked, n_dormant) = (parked.len(), dormant.len());
-        parked.into_iter().chain(dormant).for_each(T::close_dormant);
+        for (conn, goodbye) in parked.into_iter().chain(dormant) {
+            T::close_dormant(conn, &goodbye);
+        }
         shared
             .owner
             .closed(Rung::Parked, Closed::Shutdown, n_parked);
@@ -548,7 +608,7 @@ mod tests {
     fn a_plain_socket_takes_16_bytes_of_slab() {
         // Every registered connection has a slot, whatever its rung: a
         // DORMANT one keeps nothing else.
-        type Entry = Option<Slot<std::net::TcpStream, Box<dyn FnOnce() + Send>>>;
+        type Entry = Option<Slot<std::net::TcpStream, Box<dyn FnOnce() + Send>, [u64; 8]>>;
         assert_eq!(std::mem::size_of::<Entry>(), 16);
     }
 }

@@ -8,7 +8,7 @@ use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::Server;
-use crate::config::Config;
+use crate::config::{Config, H2Sleep};
 use crate::error::Error;
 use crate::pool::Pool;
 use crate::state::Shared;
@@ -486,6 +486,7 @@ impl Builder {
         }
         let h2 = self.h2.hyper()?;
         let config = Config {
+            h2_sleep: self.h2.sleep(),
             park_after: self.park_after,
             dormant_after: self.dormant_after,
             timeouts: self.timeouts,
@@ -522,6 +523,12 @@ struct Http2 {
     keep_alive_timeout: Duration,
 }
 
+/// HTTP/2's initial flow control window (RFC 9113, 6.9.2).
+const INITIAL_WINDOW_SIZE: u32 = 65_535;
+
+/// HPACK's initial dynamic table size (RFC 9113, 6.5.2).
+const DEFAULT_HEADER_TABLE_SIZE: u32 = 4_096;
+
 /// HTTP/2's largest flow control window (RFC 9113, 6.9.1).
 const MAX_WINDOW_SIZE: u32 = (1 << 31) - 1;
 
@@ -555,6 +562,10 @@ impl Http2 {
         // connection task panics ("You must supply a timer") when it
         // schedules its first PING.
         h2.timer(TokioTimer::new())
+            // HPACK's default, stated: after a sleep the fresh connection's
+            // SETTINGS gives the client back the table size the sleep took
+            // away (see `wire`).
+            .header_table_size(DEFAULT_HEADER_TABLE_SIZE)
             .max_concurrent_streams(self.max_concurrent_streams)
             .max_frame_size(self.max_frame_size)
             .max_header_list_size(self.max_header_list_size)
@@ -570,6 +581,28 @@ impl Http2 {
                 .initial_connection_window_size(self.initial_connection_window_size);
         }
         Ok(h2)
+    }
+
+    /// Whether idle connections may sleep, and the connection window a
+    /// fresh h2 connection grants the client: its configured window, once
+    /// it has sent the WINDOW_UPDATE that opens it. h2 sends it only when
+    /// the window grows by at least half the initial 65,535 bytes
+    /// (`proto/streams/flow_control.rs`); a smaller window stays at the
+    /// initial one. A wake checks what the fresh connection actually grants
+    /// (`wire::Asleep::settle`).
+    fn sleep(&self) -> H2Sleep {
+        if self.keep_alive_interval.is_some() {
+            return H2Sleep::KeepAlive;
+        }
+        let window = if self.adaptive_window {
+            INITIAL_WINDOW_SIZE
+        } else {
+            self.initial_connection_window_size
+        };
+        let opened = window.saturating_sub(INITIAL_WINDOW_SIZE) >= INITIAL_WINDOW_SIZE / 2;
+        H2Sleep::Allowed {
+            fresh_window: if opened { window } else { INITIAL_WINDOW_SIZE },
+        }
     }
 
     /// Rejects what hyper or h2 would panic on when a connection starts

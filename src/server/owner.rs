@@ -17,6 +17,7 @@ use crate::lot::{self, Closed, Rung, Slept, Turn};
 use crate::service::{HttpService, ResBody};
 use crate::state::{Open, ServeState};
 use crate::transport::Seam;
+use crate::wire::Asleep;
 
 /// Serves a connection the parking lot handed back with bytes waiting (or
 /// the peer's close). It still counts as held.
@@ -37,6 +38,7 @@ use crate::transport::Seam;
 fn serve_woken<T, S, B>(
     state: &Arc<ServeState<T>>,
     stream: T,
+    asleep: Option<Asleep>,
     service: &Arc<S>,
     pause: Pause,
     first_poll: FirstPoll,
@@ -58,7 +60,8 @@ fn serve_woken<T, S, B>(
             return;
         }
     };
-    let serve = conn::serve(stream, peer, service.clone(), open, Origin::Woken(pause));
+    let origin = Origin::Woken(pause, asleep.map(Box::new));
+    let serve = conn::serve(stream, peer, service.clone(), open, origin);
     if first_poll == FirstPoll::InTask {
         tokio::spawn(serve);
         return;
@@ -127,13 +130,13 @@ impl<T: Seam, S, B> LotOwner<T, S, B> {
     }
 }
 
-impl<T, S, B> lot::Owner<T> for LotOwner<T, S, B>
+impl<T, S, B> lot::Owner<T, Asleep> for LotOwner<T, S, B>
 where
     T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
-    fn woken(&self, conn: T, slept: Slept, turn: Turn) {
+    fn woken(&self, conn: T, asleep: Option<Asleep>, slept: Slept, turn: Turn) {
         let Some(state) = self.state.upgrade() else {
             return;
         };
@@ -156,7 +159,7 @@ where
             (Workers::One, _) | (Workers::Many, Turn::Last) => FirstPoll::InPlace,
             (Workers::Many, Turn::Before) => FirstPoll::InTask,
         };
-        serve_woken(&state, conn, &self.service, pause, first_poll);
+        serve_woken(&state, conn, asleep, &self.service, pause, first_poll);
     }
 
     fn closed(&self, from: Rung, why: Closed, n: usize) {

@@ -202,4 +202,11 @@ impl<S: Sock> Parkable for Socket<S> {
     fn peer_closed(dormant: &S) -> Option<io::Result<bool>> {
         dormant.peer_closed()
     }
+
+    fn close_dormant(dormant: S, goodbye: &[u8]) {
+        if !goodbye.is_empty() {
+            // Non-blocking: a socket whose buffer is full closes without it.
+            let _ = dormant.write(goodbye);
+        }
+    }
 }

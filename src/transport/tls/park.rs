@@ -80,23 +80,32 @@ where
         None
     }
 
-    fn close_dormant(mut dormant: DormantTls<IO::Dormant>) {
-        // `close_notify`, if the handshake is done and the socket takes
-        // the few bytes at once; a close without it otherwise. (rustls is
-        // given the bytes it was given last, as it must be.)
+    fn close_dormant(mut dormant: DormantTls<IO::Dormant>, goodbye: &[u8]) {
+        // The goodbye in a record and `close_notify`, if the handshake is
+        // done and the socket takes the few bytes at once; a close without
+        // them otherwise. (rustls is given the bytes it was given last, as
+        // it must be.)
         let tls = &mut *dormant.tls;
         let status = tls.conn.process_tls_records(&mut tls.partial);
         if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
-            let mut alert = [0; 64];
-            if let Ok(n) = traffic.queue_close_notify(&mut alert) {
-                let _ = io::Write::write(&mut dormant.fd, &alert[..n]);
+            let mut records = [0; 256];
+            let mut n = 0;
+            if !goodbye.is_empty() {
+                match traffic.encrypt(goodbye, &mut records) {
+                    Ok(written) => n = written,
+                    Err(_) => return,
+                }
             }
+            if let Ok(alert) = traffic.queue_close_notify(&mut records[n..]) {
+                n += alert;
+            }
+            let _ = io::Write::write(&mut dormant.fd, &records[..n]);
         }
     }
 
     fn close(self) {
         if let Ok((dormant, _)) = self.into_dormant() {
-            Self::close_dormant(dormant);
+            Self::close_dormant(dormant, &[]);
         }
     }
 }

@@ -1,0 +1,267 @@
+//! `H2Io`: the transport hyper's HTTP/2 server sees. Every byte passes
+//! the watcher (`wire::Watch`) both ways; at a wake, the fresh connection
+//! reads the prelude first and its answer is settled before the client's
+//! bytes reach it (see `wire`).
+//!
+//! Reads go through a pool buffer, taken after readiness and given back
+//! once h2 has copied its bytes (I4): the watcher must see, and may
+//! remove, frames before h2 does, and hyper's read cursor cannot be read
+//! back without `unsafe`. So a read costs one copy more than hyper's own.
+
+use std::io;
+use std::ops::Range;
+use std::pin::Pin;
+use std::sync::{Mutex, MutexGuard};
+use std::task::{Context, Poll, ready};
+
+use hyper::rt::{Read, ReadBufCursor, Write};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::io::Replay;
+use crate::pool::{Pool, PoolBuf};
+use crate::wire::{Asleep, Unsettled, Watch};
+
+/// The room at the front of a read buffer for a frame header split across
+/// reads (see `Watch::inbound`).
+const HEAD_ROOM: usize = 9;
+
+/// What the driver and the transport hyper sees share.
+#[derive(Debug)]
+pub(super) struct Wire {
+    pub(super) watch: Watch,
+    /// h2's last read found nothing: it waits for the client.
+    pub(super) read_blocked: bool,
+    /// Bytes were written since the last flush.
+    pub(super) unflushed: bool,
+    /// The driver asks for the fence (`Watch::fence`), written at the next
+    /// flush between h2's frames.
+    pub(super) fence_wanted: bool,
+}
+
+impl Wire {
+    pub(super) fn new(watch: Watch) -> Mutex<Wire> {
+        Mutex::new(Wire {
+            watch,
+            read_blocked: false,
+            unflushed: false,
+            fence_wanted: false,
+        })
+    }
+}
+
+/// Locks the wire. Within one task the lock is never contended; a panic
+/// while holding it leaves counters, at worst, stale.
+pub(super) fn lock(wire: &Mutex<Wire>) -> MutexGuard<'_, Wire> {
+    wire.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A fresh connection being brought to where a sleeping one was.
+struct Waking<'a> {
+    asleep: &'a Asleep,
+    prelude: Vec<u8>,
+    read: usize,
+    /// What h2 wrote in answer to the prelude, held back until settled.
+    written: Vec<u8>,
+    /// h2 came back for more after the prelude, and was told to wait once
+    /// so that it answers first.
+    answering: bool,
+}
+
+/// hyper's transport for an HTTP/2 connection.
+pub(super) struct H2Io<'a, T> {
+    stream: &'a mut T,
+    wire: &'a Mutex<Wire>,
+    pool: &'a Pool,
+    /// Bytes read before hyper was built; they pass the watcher as the
+    /// socket's do.
+    replay: Replay,
+    /// Bytes that passed the watcher, not yet copied by h2.
+    input: Option<(PoolBuf, Range<usize>)>,
+    /// Frames of dormant's, written before h2's next bytes.
+    output: Vec<u8>,
+    waking: Option<Waking<'a>>,
+}
+
+impl<'a, T> H2Io<'a, T>
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    /// The transport of a connection that starts with `replay`, after a
+    /// sleep if `asleep` says how it slept.
+    pub(super) fn new(
+        stream: &'a mut T,
+        replay: Replay,
+        wire: &'a Mutex<Wire>,
+        pool: &'a Pool,
+        asleep: Option<&'a Asleep>,
+    ) -> Self {
+        H2Io {
+            stream,
+            wire,
+            pool,
+            replay,
+            input: None,
+            output: Vec::new(),
+            waking: asleep.map(|asleep| Waking {
+                asleep,
+                prelude: asleep.prelude(),
+                read: 0,
+                written: Vec::new(),
+                answering: false,
+            }),
+        }
+    }
+
+    /// Reads of a waking connection: the prelude, then one `Pending` for h2
+    /// to answer it, then the answer settled; `None` once awake.
+    fn poll_waking(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBufCursor<'_>,
+    ) -> Option<Poll<io::Result<()>>> {
+        let waking = self.waking.as_mut()?;
+        if waking.read < waking.prelude.len() {
+            let n = buf.remaining().min(waking.prelude.len() - waking.read);
+            buf.put_slice(&waking.prelude[waking.read..waking.read + n]);
+            waking.read += n;
+            return Some(Poll::Ready(Ok(())));
+        }
+        if !waking.answering {
+            // h2 answers (its SETTINGS, the ACK of the replayed ones, its
+            // connection WINDOW_UPDATE) when a read finds nothing, before
+            // it reads again: the client's bytes, which may carry more
+            // DATA than its initial window, wait until then.
+            waking.answering = true;
+            cx.waker().wake_by_ref();
+            return Some(Poll::Pending);
+        }
+        let settled = waking.asleep.settle(&waking.written);
+        self.waking = None;
+        match settled {
+            Ok(answer) => {
+                lock(self.wire).watch.outbound(&answer);
+                self.output = answer;
+                None
+            }
+            Err(Unsettled) => Some(Poll::Ready(Err(io::Error::other(
+                "a woken HTTP/2 connection grants the client less than it had",
+            )))),
+        }
+    }
+
+    /// Writes dormant's frames.
+    fn poll_output(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.output.is_empty() {
+            let n = ready!(Pin::new(&mut *self.stream).poll_write(cx, &self.output))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            lock(self.wire).unflushed = true;
+            self.output.drain(..n);
+        }
+        // Gives the memory back: these are a few frames now and then.
+        self.output = Vec::new();
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T> Read for H2Io<'_, T>
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if let Some(poll) = this.poll_waking(cx, &mut buf) {
+            return poll;
+        }
+        loop {
+            if let Some((bytes, range)) = &mut this.input {
+                let n = buf.remaining().min(range.len());
+                buf.put_slice(&bytes[range.start..range.start + n]);
+                range.start += n;
+                if range.start == range.end {
+                    // Back to the pool before h2 waits again (I4).
+                    this.input = None;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            let mut bytes = this.pool.take();
+            let n = if this.replay.is_empty() {
+                let mut read = ReadBuf::new(&mut bytes[HEAD_ROOM..]);
+                match Pin::new(&mut *this.stream).poll_read(cx, &mut read) {
+                    Poll::Ready(Ok(())) => read.filled().len(),
+                    Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                    Poll::Pending => {
+                        lock(this.wire).read_blocked = true;
+                        return Poll::Pending;
+                    }
+                }
+            } else {
+                this.replay.take_into(&mut bytes[HEAD_ROOM..])
+            };
+            let mut wire = lock(this.wire);
+            wire.read_blocked = false;
+            if n == 0 {
+                // The end of the stream: h2 sees it as such.
+                return Poll::Ready(Ok(()));
+            }
+            let len = wire.watch.inbound(&mut bytes, HEAD_ROOM, HEAD_ROOM + n);
+            if len > 0 {
+                this.input = Some((bytes, 0..len));
+            }
+        }
+    }
+}
+
+impl<T> Write for H2Io<'_, T>
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if let Some(waking) = &mut this.waking {
+            waking.written.extend_from_slice(buf);
+            return Poll::Ready(Ok(buf.len()));
+        }
+        ready!(this.poll_output(cx))?;
+        let n = ready!(Pin::new(&mut *this.stream).poll_write(cx, buf))?;
+        let mut wire = lock(this.wire);
+        wire.watch.outbound(&buf[..n]);
+        wire.unflushed = true;
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.waking.is_some() {
+            return Poll::Ready(Ok(()));
+        }
+        {
+            let mut wire = lock(this.wire);
+            if wire.fence_wanted && wire.watch.may_write() {
+                wire.fence_wanted = false;
+                if let Some(fence) = wire.watch.fence() {
+                    this.output.extend_from_slice(&fence);
+                }
+            }
+        }
+        ready!(this.poll_output(cx))?;
+        ready!(Pin::new(&mut *this.stream).poll_flush(cx))?;
+        lock(this.wire).unflushed = false;
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_output(cx))?;
+        Pin::new(&mut *this.stream).poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,309 @@
+//! ACTIVE on HTTP/2 (h2c with prior knowledge, or ALPN `h2`): hyper's
+//! http2 server over [`H2Io`], and the sleep of an idle connection.
+//!
+//! ```text
+//! ACTIVE ── quiet for park_after ──► fence: SETTINGS_HEADER_TABLE_SIZE = 0
+//!   ▲     (no stream open, nothing      │ the client's ACK (kept from h2),
+//!   │      in flight, all flushed)      │ still quiet
+//!   │                                   ▼
+//!   │                              asleep: hyper dropped; the transport and
+//!   │                              `wire::Asleep` go to the lot, PARKED then
+//!   │                              DORMANT like an HTTP/1 connection
+//!   └── bytes: a fresh hyper connection reads the prelude, answers it
+//!       (settled before the client sees it), then the client's bytes
+//! ```
+//!
+//! Why this is safe is `wire`'s part. A connection that cannot sleep when
+//! it could (see [`Decline`]) stays awake, served as hyper serves it, and
+//! the reason is counted once per quiet spell. With an idle timeout, a
+//! connection with no request open for that long is shut down gracefully
+//! (GOAWAY); a sleeping one gets a GOAWAY from the lot.
+
+mod io;
+
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+use tracing::debug;
+
+use super::parked::Clocks;
+use crate::config::H2Sleep;
+use crate::io::Replay;
+use crate::lot::Carry;
+use crate::service::{ConnService, HttpService, ResBody};
+use crate::shutdown::Level;
+use crate::state::ServeState;
+use crate::stats::Counters;
+use crate::timeout::{Timeouts, Watchdog};
+use crate::track::Tracker;
+use crate::transport::Seam;
+use crate::wire::{Asleep, Decline, Watch};
+use io::{H2Io, Wire, lock};
+
+/// The longest a connection waits for the ACK of its fence when its
+/// `park_after` is shorter (or zero, right after a long sleep).
+const FENCE_WAIT: Duration = Duration::from_secs(1);
+
+/// How an HTTP/2 ACTIVE phase ended.
+pub(super) enum Ended<T> {
+    /// The connection is finished.
+    Closed,
+    /// Quiet and fenced: asleep, with what a fresh connection needs.
+    Asleep(T, Box<Asleep>, Clocks),
+}
+
+impl Carry for Asleep {
+    fn goodbye(&self) -> Vec<u8> {
+        self.goaway()
+    }
+}
+
+/// Serves an HTTP/2 connection until it ends or sleeps; `asleep` is what
+/// it kept if it wakes from a sleep.
+pub(super) async fn serve<T, S, B>(
+    mut stream: T,
+    replay: Replay,
+    asleep: Option<Box<Asleep>>,
+    peer: Option<T::Addr>,
+    service: Arc<S>,
+    state: &ServeState<T>,
+    park_after: Option<Duration>,
+) -> Ended<T>
+where
+    T: Seam,
+    S: HttpService<B>,
+    B: ResBody,
+{
+    let shared = &state.shared;
+    let tracker = Arc::new(Tracker::default());
+    #[cfg(feature = "tls-no-provider")]
+    let tls = stream.connected().tls_info;
+    let wire = Wire::new(asleep.as_deref().map_or_else(Watch::new, Asleep::watch));
+    let svc = ConnService {
+        inner: service,
+        peer,
+        #[cfg(feature = "tls-no-provider")]
+        tls,
+        tracker: tracker.clone(),
+    };
+    let outcome = {
+        let io = H2Io::new(&mut stream, replay, &wire, &shared.pool, asleep.as_deref());
+        let conn = pin!(shared.http2.serve_connection(io, svc));
+        let bedtime = park_after.map(|after| Bedtime::new(after, shared.config.h2_sleep));
+        drive(conn, state, &tracker, &wire, bedtime).await
+    };
+    shared.stats.requests.fetch_add(tracker.requests(), Relaxed);
+    match outcome {
+        Some((asleep, quiet_since)) => {
+            let clocks = Clocks {
+                quiet_since,
+                head_since: None,
+            };
+            Ended::Asleep(stream, Box::new(asleep), clocks)
+        }
+        None => Ended::Closed,
+    }
+}
+
+/// Polls hyper's connection until it ends (`None`) or may sleep (what it
+/// keeps, and since when it is quiet), under shutdown and the idle timeout.
+async fn drive<T: Seam, C>(
+    mut conn: Pin<&mut C>,
+    state: &ServeState<T>,
+    tracker: &Tracker,
+    wire: &Mutex<Wire>,
+    mut bedtime: Option<Bedtime>,
+) -> Option<(Asleep, Instant)>
+where
+    C: Future<Output = hyper::Result<()>> + GracefulShutdown,
+{
+    let stats = &state.shared.stats;
+    let idle_only = Timeouts {
+        idle: state.shared.config.timeouts.idle,
+        ..Timeouts::default()
+    };
+    let mut watchdog = Watchdog::new(idle_only, None, None);
+    let mut timer = pin!(tokio::time::sleep(Duration::ZERO));
+    let mut park_timer = pin!(tokio::time::sleep(Duration::ZERO));
+    let mut watch = pin!(state.signal.watch());
+    let mut closing = false;
+    poll_fn(|cx| {
+        match watch.as_mut().poll_level(cx) {
+            Level::Running => {}
+            Level::Draining if closing => {}
+            Level::Draining => {
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            Level::Forced => return Poll::Ready(None),
+        }
+        match conn.as_mut().poll(cx) {
+            Poll::Ready(Ok(())) => return Poll::Ready(None),
+            Poll::Ready(Err(error)) => {
+                debug!(%error, "h2 connection error");
+                return Poll::Ready(None);
+            }
+            Poll::Pending => {}
+        }
+        if closing {
+            return Poll::Pending;
+        }
+        let seen = tracker.observe_streams();
+        if let Poll::Ready(why) = watchdog.poll(cx, timer.as_mut(), seen) {
+            debug!(?why, "h2 idle timeout");
+            why.count(stats);
+            closing = true;
+            conn.as_mut().graceful_shutdown();
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        if let Some(bedtime) = &mut bedtime {
+            if let Poll::Ready(asleep) =
+                bedtime.poll(cx, park_timer.as_mut(), wire, seen.quiet, stats)
+            {
+                return Poll::Ready(Some((asleep, bedtime.since)));
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// hyper's `Connection::graceful_shutdown`, for `drive`.
+trait GracefulShutdown {
+    fn graceful_shutdown(self: Pin<&mut Self>);
+}
+
+impl<I, S, E, B> GracefulShutdown for hyper::server::conn::http2::Connection<I, S, E>
+where
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    fn graceful_shutdown(self: Pin<&mut Self>) {
+        hyper::server::conn::http2::Connection::graceful_shutdown(self)
+    }
+}
+
+/// When an idle connection sleeps: quiet for `park_after` (a quiet spell
+/// ends with any frame of the client), then fenced (see `wire`).
+#[derive(Debug)]
+struct Bedtime {
+    park_after: Duration,
+    sleep: H2Sleep,
+    /// The client's frame count when the current quiet spell began.
+    spell: Option<u64>,
+    since: Instant,
+    stage: Stage,
+    /// When the current stage's wait ends.
+    due: Instant,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// Quiet, for `park_after`.
+    Quiet,
+    /// The fence is out; its ACK is awaited.
+    Fencing,
+    /// Declined for this spell.
+    Declined,
+}
+
+impl Bedtime {
+    fn new(park_after: Duration, sleep: H2Sleep) -> Self {
+        let now = Instant::now();
+        Bedtime {
+            park_after,
+            sleep,
+            spell: None,
+            since: now,
+            stage: Stage::Quiet,
+            due: now,
+        }
+    }
+
+    /// `Ready` with what the connection keeps once it may sleep.
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut timer: Pin<&mut Sleep>,
+        wire: &Mutex<Wire>,
+        service_quiet: bool,
+        stats: &Counters,
+    ) -> Poll<Asleep> {
+        let mut wire = lock(wire);
+        let quiet = service_quiet && wire.read_blocked && !wire.unflushed && wire.watch.quiet();
+        if !quiet {
+            self.spell = None;
+            return Poll::Pending;
+        }
+        let frames = wire.watch.frames_in();
+        if self.spell != Some(frames) {
+            self.spell = Some(frames);
+            self.since = Instant::now();
+            self.stage = Stage::Quiet;
+            self.due = self.since + self.park_after;
+            timer.as_mut().reset(self.due);
+        }
+        let fenced = wire.watch.fenced();
+        match self.stage {
+            Stage::Declined => return Poll::Pending,
+            Stage::Fencing if fenced => return self.sleep(&wire.watch, stats),
+            Stage::Quiet | Stage::Fencing => {
+                // A zero wait acts at once: the timer wheel would round it
+                // up to its next tick.
+                if self.due > Instant::now() && timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+            }
+        }
+        // The stage's wait is over.
+        match (self.stage, self.sleep) {
+            (Stage::Fencing, _) => {
+                debug!("h2 sleep declined: the client did not acknowledge the fence");
+                stats.h2_declines_unacknowledged.fetch_add(1, Relaxed);
+                self.stage = Stage::Declined;
+                Poll::Pending
+            }
+            (_, H2Sleep::KeepAlive) => {
+                stats.h2_declines_keep_alive.fetch_add(1, Relaxed);
+                self.stage = Stage::Declined;
+                Poll::Pending
+            }
+            _ if fenced => self.sleep(&wire.watch, stats),
+            _ => {
+                wire.fence_wanted = true;
+                self.stage = Stage::Fencing;
+                self.due = Instant::now() + self.park_after.max(FENCE_WAIT);
+                timer.as_mut().reset(self.due);
+                let _ = timer.poll(cx);
+                // hyper's next poll flushes, which writes the fence.
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        }
+    }
+
+    fn sleep(&mut self, watch: &Watch, stats: &Counters) -> Poll<Asleep> {
+        let H2Sleep::Allowed { fresh_window } = self.sleep else {
+            return Poll::Pending;
+        };
+        match watch.asleep(fresh_window) {
+            Ok(asleep) => Poll::Ready(asleep),
+            Err(Decline::Window) => {
+                debug!("h2 sleep declined: flow-control windows");
+                stats.h2_declines_window.fetch_add(1, Relaxed);
+                self.stage = Stage::Declined;
+                Poll::Pending
+            }
+        }
+    }
+}

@@ -1,0 +1,492 @@
+//! The watcher: what an HTTP/2 connection's frames say, both ways, while
+//! it is awake; what a sleeping one keeps ([`Asleep`]); and the frames
+//! the wake removes or rewrites.
+
+use std::collections::VecDeque;
+
+use super::frame::{
+    self, Field, Fields, HEAD_LEN, Head, INITIAL_WINDOW, Piece, Scanner, flag, kind,
+};
+
+/// The client's settings: the last value it sent of each one dormant
+/// replays (identifiers 1 to [`frame::MAX_SETTING`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Settings {
+    values: [u32; frame::MAX_SETTING as usize],
+    /// Bit `id - 1` is set when the client sent setting `id`.
+    sent: u16,
+}
+
+impl Settings {
+    fn set(&mut self, id: u16, value: u32) {
+        if (1..=frame::MAX_SETTING).contains(&id) {
+            self.values[usize::from(id - 1)] = value;
+            self.sent |= 1 << (id - 1);
+        }
+    }
+
+    fn sent(&self) -> impl ExactSizeIterator<Item = (u16, u32)> + '_ {
+        let ids: Vec<u16> = (1..=frame::MAX_SETTING)
+            .filter(|id| self.sent & (1 << (id - 1)) != 0)
+            .collect();
+        ids.into_iter()
+            .map(|id| (id, self.values[usize::from(id - 1)]))
+    }
+}
+
+/// A stream open on the wire, and which sides have ended it.
+#[derive(Debug)]
+struct Open {
+    id: u32,
+    client_ended: bool,
+    server_ended: bool,
+}
+
+/// Where dormant's fence stands: a SETTINGS frame with
+/// `SETTINGS_HEADER_TABLE_SIZE = 0` that dormant sends before a
+/// connection sleeps. The client's ACK of it says two things: the client's
+/// HPACK encoder has emptied its table (RFC 7541, 4.2), so a fresh decoder
+/// agrees with it; and the client has seen every frame the server sent
+/// before it, so it sends nothing more on the streams that were closed
+/// then (frames arrive in order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fence {
+    /// Not sent, or no longer current.
+    None,
+    /// Sent, not acknowledged yet. `current` is false once a stream opened
+    /// after it: its ACK will not fence that stream.
+    Sent { current: bool },
+    /// Acknowledged, and no stream opened since.
+    Acked,
+}
+
+/// Whose SETTINGS frame, sent to the client, its ACK answers (ACKs come in
+/// the order the frames went).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sent {
+    /// h2's: the ACK goes to h2.
+    H2,
+    /// A fresh connection's, after a wake: h2 was handed an ACK already,
+    /// in the prelude, so this one is kept from it.
+    Fresh,
+    /// dormant's fence: kept from h2.
+    Fence,
+}
+
+/// Why an idle HTTP/2 connection may not sleep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Decline {
+    /// The connection's flow-control windows are not what a fresh
+    /// connection can take over: the client's receive window is below the
+    /// initial 65,535 bytes (a fresh server would believe it may send
+    /// more), or the client may send more than a fresh server accepts.
+    Window,
+}
+
+/// What a connection's frames have said, both ways.
+#[derive(Debug)]
+pub(crate) struct Watch {
+    inbound: Scanner,
+    in_fields: Fields,
+    /// The inbound frame being scanned is kept from h2.
+    dropping: bool,
+    outbound: Scanner,
+    out_fields: Fields,
+    settings: Settings,
+    /// The highest stream the client opened.
+    last_stream: u32,
+    open: Vec<Open>,
+    /// What the client may still send on the connection: its view of the
+    /// server's receive window.
+    recv_window: i64,
+    /// What the server may still send: the client's receive window.
+    send_window: i64,
+    /// SETTINGS frames sent to the client and not acknowledged yet.
+    settings_sent: VecDeque<Sent>,
+    /// Whose the next SETTINGS frame written is, if not h2's.
+    next_settings: Sent,
+    fence: Fence,
+    /// PINGs of the server not answered yet.
+    pings_out: u32,
+    /// PINGs of the client h2 has not answered yet.
+    pings_in: u32,
+    /// A GOAWAY went either way, or a frame dormant does not expect (a
+    /// server PUSH_PROMISE): this connection never sleeps.
+    ending: bool,
+    /// A header block is open (CONTINUATION frames follow).
+    header_block: bool,
+    /// After a wake: client WINDOW_UPDATE and RST_STREAM frames on streams
+    /// up to this one are for streams the fresh connection never knew,
+    /// which it would take for a protocol error; they are dropped.
+    forgotten: u32,
+    /// Frames read: whether the client did anything.
+    frames_in: u64,
+}
+
+impl Watch {
+    /// The watch of a new connection, whose bytes start with the preface.
+    pub(crate) fn new() -> Watch {
+        Watch {
+            inbound: Scanner::after_preface(),
+            in_fields: Fields::default(),
+            dropping: false,
+            outbound: Scanner::default(),
+            out_fields: Fields::default(),
+            settings: Settings::default(),
+            last_stream: 0,
+            open: Vec::new(),
+            recv_window: INITIAL_WINDOW.into(),
+            send_window: INITIAL_WINDOW.into(),
+            settings_sent: VecDeque::new(),
+            next_settings: Sent::H2,
+            fence: Fence::None,
+            pings_out: 0,
+            pings_in: 0,
+            ending: false,
+            header_block: false,
+            forgotten: 0,
+            frames_in: 0,
+        }
+    }
+
+    /// Scans bytes read from the client, in place, and removes the frames
+    /// h2 must not see: `buf[from..to]` are new, `buf[..from]` is room for
+    /// a frame header split across reads (at least [`HEAD_LEN`] bytes).
+    /// Returns how many bytes h2 gets, `buf[..len]`; a split header is
+    /// kept here until its end comes.
+    pub(crate) fn inbound(&mut self, buf: &mut [u8], from: usize, to: usize) -> usize {
+        debug_assert!(from >= HEAD_LEN);
+        let mut w = 0;
+        let mut at = from;
+        while let Some(piece) = self.inbound.next(&buf[..to], &mut at) {
+            match piece {
+                Piece::Preface(r) => {
+                    buf.copy_within(r.clone(), w);
+                    w += r.len();
+                }
+                Piece::Head(head) => {
+                    self.frames_in += 1;
+                    self.in_fields.reset();
+                    self.dropping = self.client_frame(head);
+                    if !self.dropping {
+                        buf[w..w + HEAD_LEN].copy_from_slice(&head.bytes());
+                        w += HEAD_LEN;
+                    }
+                }
+                Piece::Payload(head, r) => {
+                    if self.dropping {
+                        continue;
+                    }
+                    let (settings, send_window) = (&mut self.settings, &mut self.send_window);
+                    self.in_fields
+                        .feed(head, &buf[r.clone()], |field| match field {
+                            Field::Setting(id, value) => settings.set(id, value),
+                            Field::Increment(n) if head.stream == 0 => *send_window += i64::from(n),
+                            Field::Increment(_) => {}
+                        });
+                    buf.copy_within(r.clone(), w);
+                    w += r.len();
+                }
+                Piece::End(_) => self.dropping = false,
+            }
+        }
+        w
+    }
+
+    /// Notes a client frame's header; `true` if h2 must not see the frame.
+    fn client_frame(&mut self, head: Head) -> bool {
+        let end_stream = head.has(flag::END_STREAM);
+        match head.kind {
+            kind::HEADERS => {
+                self.header_block = !head.has(flag::END_HEADERS);
+                if head.stream > self.last_stream {
+                    self.last_stream = head.stream;
+                    self.open.push(Open {
+                        id: head.stream,
+                        client_ended: end_stream,
+                        server_ended: false,
+                    });
+                    self.fence = match self.fence {
+                        Fence::Sent { .. } => Fence::Sent { current: false },
+                        Fence::None | Fence::Acked => Fence::None,
+                    };
+                } else if end_stream {
+                    self.ended(head.stream, Side::Client);
+                }
+            }
+            kind::CONTINUATION => self.header_block = !head.has(flag::END_HEADERS),
+            kind::DATA => {
+                self.recv_window -= i64::from(head.len);
+                if end_stream {
+                    self.ended(head.stream, Side::Client);
+                }
+            }
+            kind::RST_STREAM | kind::WINDOW_UPDATE
+                if head.stream != 0 && head.stream <= self.forgotten =>
+            {
+                return true;
+            }
+            kind::RST_STREAM => self.ended(head.stream, Side::Both),
+            kind::SETTINGS if head.has(flag::ACK) => match self.settings_sent.pop_front() {
+                // An ACK nothing asked for: h2 reports the error.
+                None | Some(Sent::H2) => {}
+                Some(Sent::Fresh) => return true,
+                Some(Sent::Fence) => {
+                    if let Fence::Sent { current } = self.fence {
+                        self.fence = if current { Fence::Acked } else { Fence::None };
+                    }
+                    return true;
+                }
+            },
+            kind::PING if head.has(flag::ACK) => self.pings_out = self.pings_out.saturating_sub(1),
+            kind::PING => self.pings_in += 1,
+            kind::GOAWAY => self.ending = true,
+            _ => {}
+        }
+        false
+    }
+
+    /// Scans bytes the server wrote (those the transport took).
+    pub(crate) fn outbound(&mut self, bytes: &[u8]) {
+        let mut at = 0;
+        while let Some(piece) = self.outbound.next(bytes, &mut at) {
+            match piece {
+                Piece::Head(head) => {
+                    self.out_fields.reset();
+                    self.server_frame(head);
+                }
+                Piece::Payload(head, r) => {
+                    let recv_window = &mut self.recv_window;
+                    self.out_fields.feed(head, &bytes[r], |field| {
+                        if let Field::Increment(n) = field {
+                            if head.stream == 0 {
+                                *recv_window += i64::from(n);
+                            }
+                        }
+                    });
+                }
+                Piece::Preface(_) | Piece::End(_) => {}
+            }
+        }
+    }
+
+    /// Notes a server frame's header.
+    fn server_frame(&mut self, head: Head) {
+        let end_stream = head.has(flag::END_STREAM);
+        match head.kind {
+            kind::HEADERS if end_stream => self.ended(head.stream, Side::Server),
+            kind::DATA => {
+                self.send_window -= i64::from(head.len);
+                if end_stream {
+                    self.ended(head.stream, Side::Server);
+                }
+            }
+            kind::RST_STREAM => self.ended(head.stream, Side::Both),
+            kind::SETTINGS if !head.has(flag::ACK) => {
+                let sent = std::mem::replace(&mut self.next_settings, Sent::H2);
+                self.settings_sent.push_back(sent);
+            }
+            kind::PING if head.has(flag::ACK) => self.pings_in = self.pings_in.saturating_sub(1),
+            kind::PING => self.pings_out += 1,
+            kind::GOAWAY | kind::PUSH_PROMISE => self.ending = true,
+            _ => {}
+        }
+    }
+
+    fn ended(&mut self, id: u32, side: Side) {
+        let Some(i) = self.open.iter().position(|o| o.id == id) else {
+            return;
+        };
+        let open = &mut self.open[i];
+        match side {
+            Side::Client => open.client_ended = true,
+            Side::Server => open.server_ended = true,
+            Side::Both => (open.client_ended, open.server_ended) = (true, true),
+        }
+        if open.client_ended && open.server_ended {
+            self.open.swap_remove(i);
+        }
+    }
+
+    /// How many frames the client has sent.
+    pub(crate) fn frames_in(&self) -> u64 {
+        self.frames_in
+    }
+
+    /// Whether nothing is under way on the wire: no stream open, no frame
+    /// half-read or half-written, no PING or SETTINGS in flight (but the
+    /// fence), and no GOAWAY either way.
+    pub(crate) fn quiet(&self) -> bool {
+        self.open.is_empty()
+            && !self.header_block
+            && !self.ending
+            && self.inbound.at_boundary()
+            && self.outbound.at_boundary()
+            && self.settings_sent.iter().all(|&sent| sent == Sent::Fence)
+            && self.pings_in == 0
+            && self.pings_out == 0
+    }
+
+    /// Whether the fence is acknowledged and still current (see [`Fence`]).
+    pub(crate) fn fenced(&self) -> bool {
+        self.fence == Fence::Acked
+    }
+
+    /// The fence's frame, for the caller to write (between h2's frames,
+    /// before any more of them), if the connection is quiet and no fence is
+    /// out or current.
+    pub(crate) fn fence(&mut self) -> Option<Vec<u8>> {
+        if self.fence != Fence::None || !self.quiet() {
+            return None;
+        }
+        self.fence = Fence::Sent { current: true };
+        self.settings_sent.push_back(Sent::Fence);
+        let mut out = Vec::with_capacity(HEAD_LEN + 6);
+        frame::settings(&mut out, [(frame::HEADER_TABLE_SIZE, 0)].into_iter());
+        Some(out)
+    }
+
+    /// Whether the outbound bytes end at a frame boundary, where dormant
+    /// may write a frame of its own.
+    pub(crate) fn may_write(&self) -> bool {
+        self.outbound.at_boundary()
+    }
+
+    /// The facts a fresh connection needs, if the connection is quiet and
+    /// fenced; `fresh_window` is what a fresh h2 connection lets the
+    /// client send.
+    pub(crate) fn asleep(&self, fresh_window: u32) -> Result<Asleep, Decline> {
+        debug_assert!(self.quiet() && self.fenced());
+        let send_window = u32::try_from(self.send_window).ok();
+        let recv_window = u32::try_from(self.recv_window).ok();
+        match (send_window, recv_window) {
+            (Some(send), Some(recv)) if send >= INITIAL_WINDOW && recv <= fresh_window => {
+                Ok(Asleep {
+                    settings: self.settings.clone(),
+                    last_stream: self.last_stream,
+                    recv_window: recv,
+                    send_window: send,
+                })
+            }
+            _ => Err(Decline::Window),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Side {
+    Client,
+    Server,
+    Both,
+}
+
+/// What a sleeping HTTP/2 connection keeps: what the client told it and
+/// what a fresh hyper connection must be told to take over (see
+/// `conn::h2`).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Asleep {
+    settings: Settings,
+    last_stream: u32,
+    recv_window: u32,
+    send_window: u32,
+}
+
+/// A wake that cannot bring a fresh connection to where the old one was.
+#[derive(Debug)]
+pub(crate) struct Unsettled;
+
+impl Asleep {
+    /// What a fresh connection reads before the client's next bytes: the
+    /// client's preface and settings, as if just sent; an ACK of the fresh
+    /// connection's own settings, which the client already lives by (h2
+    /// applies its settings, such as a stream's initial window, only once
+    /// acknowledged; the client's real ACK is kept from it); and a
+    /// connection WINDOW_UPDATE for the window the client had granted
+    /// beyond the initial one.
+    pub(crate) fn prelude(&self) -> Vec<u8> {
+        let mut out = frame::PREFACE.to_vec();
+        frame::settings(&mut out, self.settings.sent());
+        frame::settings_ack(&mut out);
+        if self.send_window > INITIAL_WINDOW {
+            frame::window_update(&mut out, self.send_window - INITIAL_WINDOW);
+        }
+        out
+    }
+
+    /// A GOAWAY for the client (`NO_ERROR`, every stream it opened
+    /// processed): what the server says before it closes a sleeping
+    /// connection.
+    pub(crate) fn goaway(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEAD_LEN + 8);
+        frame::goaway(&mut out, self.last_stream);
+        out
+    }
+
+    /// The watch of the fresh connection, which starts where this one
+    /// slept; the fresh connection's SETTINGS, the first it writes, was
+    /// acknowledged in the prelude.
+    pub(crate) fn watch(&self) -> Watch {
+        Watch {
+            inbound: Scanner::default(),
+            next_settings: Sent::Fresh,
+            settings: self.settings.clone(),
+            last_stream: self.last_stream,
+            recv_window: self.recv_window.into(),
+            send_window: self.send_window.into(),
+            forgotten: self.last_stream,
+            ..Watch::new()
+        }
+    }
+
+    /// Rewrites what a fresh connection wrote in answer to the prelude
+    /// before the client sees it: its ACK of the replayed settings goes,
+    /// and its connection WINDOW_UPDATEs become one that brings the
+    /// client's view of the window to the fresh connection's. `Err` if the
+    /// fresh connection lets the client send less than it may already
+    /// (the sleep should have been declined).
+    pub(crate) fn settle(&self, written: &[u8]) -> Result<Vec<u8>, Unsettled> {
+        let mut out = Vec::with_capacity(written.len());
+        let mut scanner = Scanner::default();
+        let mut fields = Fields::default();
+        let mut fresh_window = u64::from(INITIAL_WINDOW);
+        let mut acked = false;
+        let mut keep = true;
+        let mut at = 0;
+        while let Some(piece) = scanner.next(written, &mut at) {
+            match piece {
+                Piece::Head(head) => {
+                    fields.reset();
+                    keep = match head.kind {
+                        kind::SETTINGS if head.has(flag::ACK) && !acked => {
+                            acked = true;
+                            false
+                        }
+                        kind::WINDOW_UPDATE if head.stream == 0 => false,
+                        _ => true,
+                    };
+                    if keep {
+                        out.extend_from_slice(&head.bytes());
+                    }
+                }
+                Piece::Payload(head, r) => {
+                    fields.feed(head, &written[r.clone()], |field| {
+                        if let (Field::Increment(n), 0) = (field, head.stream) {
+                            fresh_window += u64::from(n);
+                        }
+                    });
+                    if keep {
+                        out.extend_from_slice(&written[r]);
+                    }
+                }
+                Piece::Preface(_) | Piece::End(_) => {}
+            }
+        }
+        let grant = fresh_window
+            .checked_sub(self.recv_window.into())
+            .ok_or(Unsettled)?;
+        if grant > 0 {
+            frame::window_update(&mut out, u32::try_from(grant).map_err(|_| Unsettled)?);
+        }
+        Ok(out)
+    }
+}
