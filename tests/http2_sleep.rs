@@ -82,9 +82,11 @@ over_every_transport!(
 /// PARKED again after a DORMANT wake.
 const PAUSES: [Rung; 3] = [Rung::Parked, Rung::Dormant, Rung::Parked];
 
-/// Runs `round` 0 on the connection awake, then round 1, 2, ... after each
-/// pause of [`PAUSES`]: a pause waits, the client idle, until the connection
-/// has slept to its rung, and the round after it must have woken it.
+/// Runs `round` 0 on the new connection (which may already have slept
+/// between the client's preface and its first request), then round 1, 2,
+/// ... after each pause of [`PAUSES`]: a pause waits, the client idle,
+/// until the connection has slept to its rung, and the round after it must
+/// have woken it.
 async fn rounds<A>(srv: &Serve<A>, mut round: impl AsyncFnMut(usize)) {
     let mut before = srv.stats();
     round(0).await;
@@ -491,8 +493,9 @@ fn browser_like_client_across_sleeps<T: Transport>() {
 /// once half is used. Its connection stays correct whether it sleeps or
 /// not: after a 1 KiB response its window is below 65,535 B, so the server
 /// declines to sleep (`window`); bodies larger than its windows both ways
-/// are exact; and after each later pause either it slept and the next
-/// round woke it, or it declined for its window.
+/// are exact (responses read at the window's edge, so a woken server that
+/// believed the client's window larger than it is sends past it); and
+/// after each later pause either it slept, or it declined for its window.
 fn h2_default_client_stays_correct_asleep_or_awake<T: Transport>() {
     let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
     client_runtime().block_on(async {
@@ -515,7 +518,8 @@ fn h2_default_client_stays_correct_asleep_or_awake<T: Transport>() {
                 let (_, got) = h2_response(res).await;
                 assert!(got == body, "{len} bytes sent, {} back", got.len());
             }
-            h2_get_bytes(client.send.clone(), 100 << 10).await;
+            h2_get_bytes_at_the_window_edge(&client.send, 100 << 10).await;
+            h2_get_bytes_at_the_window_edge(&client.send, 200 << 10).await;
             h2_get_bytes(client.send.clone(), 1 << 20).await;
             // The pause: a sleep, or a decline for the window.
             srv.wait_for("a sleep or a `window` decline", |s| {
