@@ -92,15 +92,14 @@
 //!   connection; the warm-up fills half): a fixed ~40 KB that shows at
 //!   small N (about 190 B and 1.9 allocations a connection at N = 200),
 //!   not at N = 10,000;
-//! - `h2c-hyper-util`, `h2c-no-park`: the same servers as `hyper-util` and
-//!   `no-park` (each serves either protocol), with a client that speaks
-//!   HTTP/2 with prior knowledge (h2c) over TCP: each connection sends the
-//!   client preface and SETTINGS, makes one `GET` on stream 1, reads the
-//!   whole response and idles, open. dormant does not park an h2
-//!   connection yet, so `h2c-no-park` (`park_after(None)`, which keeps
-//!   it awake once h2 parks) is its one h2 row for now; the rungs will be
-//!   `h2c-parked` and `h2c-dormant`, whose servers are `parked`'s and
-//!   `dormant`'s. The client is hyper's http2 client
+//! - `h2c-hyper-util`, `h2c-no-park`, `h2c-parked`, `h2c-dormant`: the
+//!   same servers as `hyper-util`, `no-park`, `parked` and `dormant` (each
+//!   serves either protocol), with a client that speaks HTTP/2 with prior
+//!   knowledge (h2c) over TCP: each connection sends the client preface and
+//!   SETTINGS, makes one `GET` on stream 1, reads the whole response and
+//!   idles, open. `h2c-no-park` (`park_after(None)`) keeps dormant's h2
+//!   connections awake; `h2c-parked` and `h2c-dormant` let them sleep
+//!   (task-less PARKED, then DORMANT). The client is hyper's http2 client
 //!   (`hyper::client::conn::http2`) with its default settings, on a
 //!   1-worker tokio runtime in the client process, one task per
 //!   connection, which keeps answering what the server sends an idle
@@ -110,9 +109,10 @@
 //!   it closes everything that none of its connections has ended: a
 //!   connection the server closed fails the measurement. Their ratios
 //!   are against `h2c-hyper-util`;
-//! - `tls-h2-hyper-util`, `tls-h2-no-park` (with a TLS feature): the same
-//!   over TLS: `tls-hyper-util`'s server, and `no-park`'s over dormant's
-//!   `TlsListener`, both offering ALPN `h2` and `http/1.1`; the client
+//! - `tls-h2-hyper-util`, `tls-h2-no-park`, `tls-h2-parked`,
+//!   `tls-h2-dormant` (with a TLS feature): the same over TLS:
+//!   `tls-hyper-util`'s server, and `no-park`'s, `parked`'s and
+//!   `dormant`'s over dormant's `TlsListener`, both offering ALPN `h2` and `http/1.1`; the client
 //!   offers ALPN `h2` alone (TLS 1.3, the same trust, no resumption, on
 //!   tokio-rustls), checks that the server chose it, then makes the same
 //!   `GET` (`https://localhost/`). Their ratios are against
@@ -168,8 +168,7 @@ static BENCH: Bench<Exchange> = Bench {
     prefix: "IDLE",
     title: "idle memory per connection",
     // A kind is a transport and protocol prefix (`unix-`, `tls-`, `h2c-`,
-    // `tls-h2-`: `SERVED_AS`) and a server kind (`start_server`). An h2
-    // rung is one more entry here (`h2c-parked` …) once h2 parks.
+    // `tls-h2-`: `SERVED_AS`) and a server kind (`start_server`).
     kinds: &[
         "hyper-util",
         "parked",
@@ -179,6 +178,8 @@ static BENCH: Bench<Exchange> = Bench {
         "unix-dormant",
         "h2c-hyper-util",
         "h2c-no-park",
+        "h2c-parked",
+        "h2c-dormant",
         #[cfg(feature = "tls-no-provider")]
         "tls-hyper-util",
         #[cfg(feature = "tls-no-provider")]
@@ -189,6 +190,10 @@ static BENCH: Bench<Exchange> = Bench {
         "tls-h2-hyper-util",
         #[cfg(feature = "tls-no-provider")]
         "tls-h2-no-park",
+        #[cfg(feature = "tls-no-provider")]
+        "tls-h2-parked",
+        #[cfg(feature = "tls-no-provider")]
+        "tls-h2-dormant",
     ],
     kind_width: 17,
     // The `tls-…` kinds against `tls-hyper-util`, the `h2c-…` kinds against
@@ -200,12 +205,18 @@ static BENCH: Bench<Exchange> = Bench {
         ("unix-parked", "PARKED over Unix"),
         ("unix-dormant", "DORMANT over Unix"),
         ("h2c-no-park", "awake h2c"),
+        ("h2c-parked", "h2c PARKED"),
+        ("h2c-dormant", "h2c DORMANT"),
         #[cfg(feature = "tls-no-provider")]
         ("tls-parked", "PARKED over TLS"),
         #[cfg(feature = "tls-no-provider")]
         ("tls-dormant", "DORMANT over TLS"),
         #[cfg(feature = "tls-no-provider")]
         ("tls-h2-no-park", "awake h2 over TLS"),
+        #[cfg(feature = "tls-no-provider")]
+        ("tls-h2-parked", "h2 PARKED over TLS"),
+        #[cfg(feature = "tls-no-provider")]
+        ("tls-h2-dormant", "h2 DORMANT over TLS"),
     ],
     connect: Exchange,
 };

@@ -11,6 +11,13 @@
 //! which rung was used. Rows alternate in two rounds to spread the machine's
 //! noise.
 //!
+//! The `h2 …` rows do the same over HTTP/2 (h2c with prior knowledge), with
+//! hyper's http2 client on a runtime of its own: an h2 connection *sleeps*
+//! where an HTTP/1 one parks, after the client has acknowledged the
+//! server's `SETTINGS_HEADER_TABLE_SIZE = 0` (a round trip the client's
+//! connection task answers during the think time), and each of its
+//! requests then wakes a fresh hyper connection.
+//!
 //! ```text
 //! cargo bench --bench wake_latency            # REQUESTS=2000 per row, THINK_MS=2
 //! ```
@@ -74,7 +81,7 @@ fn row(name: &str, builder: &dormant::Builder, requests: u64, think: Duration) {
     let pct = |p: f64| samples[((samples.len() as f64 - 1.0) * p) as usize];
     let s = server.stats();
     println!(
-        "{name:<8} p50 {:>7.1} µs   p99 {:>7.1} µs   (parks {}, dormancies {}, lot wakes {})",
+        "{name:<11} p50 {:>7.1} µs   p99 {:>7.1} µs   (parks {}, dormancies {}, lot wakes {})",
         pct(0.50).as_secs_f64() * 1e6,
         pct(0.99).as_secs_f64() * 1e6,
         s.parks,
@@ -82,6 +89,66 @@ fn row(name: &str, builder: &dormant::Builder, requests: u64, think: Duration) {
         s.lot_wakes,
     );
     drop(conn);
+    rt.shutdown_timeout(Duration::from_secs(1));
+}
+
+/// [`row`] over HTTP/2: one h2c connection, `requests` sequential GETs.
+fn h2_row(name: &str, builder: &dormant::Builder, requests: u64, think: Duration) {
+    use http_body_util::{BodyExt, Empty};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let server = builder.build().expect("valid config");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(server.serve(listener, service_fn(hello)).into_future());
+
+    let client = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut samples = Vec::with_capacity(requests as usize);
+    client.block_on(async {
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        let (mut send, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                .await
+                .expect("h2 handshake");
+        tokio::spawn(conn);
+        for _ in 0..requests {
+            // Async, so that the client's connection task answers what the
+            // server sends meanwhile (its SETTINGS, the fence).
+            tokio::time::sleep(think).await;
+            let start = Instant::now();
+            let req = Request::get("http://localhost/")
+                .body(Empty::<Bytes>::new())
+                .unwrap();
+            let res = send.send_request(req).await.expect("h2 response");
+            let body = res.into_body().collect().await.expect("h2 body");
+            assert_eq!(body.to_bytes(), "Hello, World!");
+            samples.push(start.elapsed());
+        }
+    });
+    samples.sort();
+    let pct = |p: f64| samples[((samples.len() as f64 - 1.0) * p) as usize];
+    let s = server.stats();
+    println!(
+        "{name:<11} p50 {:>7.1} µs   p99 {:>7.1} µs   (sleeps {}, dormancies {}, lot wakes {}, declines {:?})",
+        pct(0.50).as_secs_f64() * 1e6,
+        pct(0.99).as_secs_f64() * 1e6,
+        s.parks,
+        s.dormancies,
+        s.lot_wakes,
+        s.h2_sleep_declines,
+    );
+    drop(client);
     rt.shutdown_timeout(Duration::from_secs(1));
 }
 
@@ -105,5 +172,8 @@ fn main() {
         row("ACTIVE", &active, requests / 2, think);
         row("PARKED", &parked, requests / 2, think);
         row("DORMANT", &asleep, requests / 2, think);
+        h2_row("h2 ACTIVE", &active, requests / 2, think);
+        h2_row("h2 PARKED", &parked, requests / 2, think);
+        h2_row("h2 DORMANT", &asleep, requests / 2, think);
     }
 }

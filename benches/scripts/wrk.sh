@@ -11,6 +11,8 @@
 #                                                       # hello_hyper_tls (benches/bin/)
 #   CLOSE=1 TLS=1 PAIRED=1 benches/scripts/wrk.sh       # a new connection (and TLS
 #                                                       # handshake) per request
+#   H2=1 PAIRED=1 benches/scripts/wrk.sh                # HTTP/2: h2load instead of wrk
+#   H2=1 TLS=1 PAIRED=1 benches/scripts/wrk.sh          # HTTP/2 over TLS (ALPN h2)
 #
 # Run it from anywhere: it works in the checkout that holds it.
 #
@@ -60,7 +62,14 @@
 # bottleneck); and the server's CPU time over the wall time. It warns when
 # a server accepted fewer connections than wrk counted requests.
 #
-# Needs wrk (Debian: apt-get install wrk), taskset (util-linux) and two
+# H2=1: HTTP/2, loaded by h2load (nghttp2) instead of wrk: -t1 -c64 with
+# 10 streams at a time on each connection (-m10), h2c with prior knowledge,
+# or with TLS=1 h2 chosen by ALPN. The busy connections never sleep (they
+# are never quiet for park_after), so this measures what the frame
+# watcher and dormant's reads through a pool buffer cost per request.
+# CLOSE does not apply.
+#
+# Needs wrk (Debian: apt-get install wrk), h2load for H2 (nghttp2-client), taskset (util-linux) and two
 # free ports (WRK_ADDR, default 127.0.0.1:3917, and WRK_ADDR2, default
 # 127.0.0.1:3918, for hyper-util when paired); perf for CLOSE=1's
 # connection counts. PARK_AFTER_MS and PEER_ADDR are passed to dormant's
@@ -157,6 +166,12 @@ load() {
     else
         set --
     fi
+    if [ -n "${H2:-}" ]; then
+        report=$(taskset -c "$CLIENT_CPU" h2load -t1 -c64 -m10 -D"$duration" "$url")
+        echo "$report" | awk '/^requests:/ && $(NF - 5) != 0 { print "h2load: " $0 > "/dev/stderr" }'
+        echo "$report"
+        return
+    fi
     report=$(taskset -c "$CLIENT_CPU" sh -c '
         wrk "$@" && awk "{ print \"wrk cpu\", \$16 + \$17 }" /proc/$$/stat
     ' sh -t1 -c64 -d"$duration" "$@" "$url")
@@ -164,11 +179,12 @@ load() {
     echo "$report"
 }
 
-# per_request REPORT TICKS: prints the requests wrk completed and the
-# server's CPU microseconds per request.
+# per_request REPORT TICKS: prints the requests wrk (or h2load) completed
+# and the server's CPU microseconds per request.
 per_request() {
     echo "$1" | awk -v ticks="$2" -v hz="$(getconf CLK_TCK)" '
         / requests in / { n = $1 }
+        /^requests:/ { for (i = 1; i < NF; i++) if ($(i + 1) == "succeeded,") n = $i }
         END { printf "%s %.3f\n", n, ticks / hz * 1e6 / n }'
 }
 
@@ -298,7 +314,11 @@ connections=keep-alive
 if [ -n "${CLOSE:-}" ]; then
     connections="Connection: close (a new connection per request)"
 fi
-echo "wrk -t1 -c64 -d$DURATION $SCHEME, $connections, $mode, servers: 1 worker thread on CPU $SERVER_CPU, wrk on CPU $CLIENT_CPU"
+client="wrk -t1 -c64 -d$DURATION"
+if [ -n "${H2:-}" ]; then
+    client="h2load -t1 -c64 -m10 -D$DURATION (HTTP/2)"
+fi
+echo "$client $SCHEME, $connections, $mode, servers: 1 worker thread on CPU $SERVER_CPU, the client on CPU $CLIENT_CPU"
 if [ -n "${TLS:-}" ]; then
     echo "dormant: hello_dormant_tls, hyper-util: hello_hyper_tls (tokio-rustls), one self-signed certificate"
 fi

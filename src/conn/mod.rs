@@ -52,6 +52,7 @@ use tracing::{Instrument, debug, debug_span, trace};
 
 use crate::config::Config;
 use crate::io::Replay;
+use crate::lot::Carry;
 use crate::service::{HttpService, ResBody};
 use crate::state::{Open, ServeState};
 use crate::stats::Gauge;
@@ -207,7 +208,14 @@ where
                 let replay = match wait.await {
                     Woken::Readable(replay) => replay,
                     Woken::Shutdown => {
-                        stream.close();
+                        match asleep.as_deref().map(Carry::goodbye) {
+                            // A sleeping HTTP/2 connection says GOAWAY.
+                            Some(goaway) => match stream.into_dormant() {
+                                Ok((dormant, _)) => T::close_dormant(dormant, &goaway),
+                                Err(stream) => stream.close(),
+                            },
+                            None => stream.close(),
+                        }
                         return;
                     }
                     Woken::Quiet => {

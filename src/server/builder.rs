@@ -89,9 +89,11 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// Sets how long an HTTP/1 connection must sit idle between requests
-    /// before its hyper state and buffers are dropped (the connection
-    /// *parks*).
+    /// Sets how long a connection must sit idle between requests before its
+    /// hyper state and buffers are dropped (an HTTP/1 connection *parks*;
+    /// an HTTP/2 connection with no stream open *sleeps*, see
+    /// [`Stats::h2_sleep_declines`](crate::Stats::h2_sleep_declines) for
+    /// when it cannot).
     /// `None` never parks: connections then cost what they cost on hyper.
     ///
     /// Parking after every response would rebuild hyper for each request of
@@ -121,7 +123,8 @@ impl Builder {
     /// memory" and "Load"). `None` keeps parked connections' cells.
     ///
     /// A connection whose client pipelined part of a request stays PARKED
-    /// (it holds those bytes), as do HTTP/2 connections (they never park).
+    /// (it holds those bytes). A sleeping HTTP/2 connection goes DORMANT
+    /// too, keeping what it needs to wake beside its fd.
     ///
     /// The lot acts on its deadlines (this one, and the idle timeout of
     /// the connections it holds) in batches, up to a sixteenth of the
@@ -313,8 +316,10 @@ impl Builder {
     /// as gRPC servers do. At most 24 days. `None` sends no keep-alive
     /// `PING`.
     ///
-    /// HTTP/2 connections do not park yet: an idle one stays ACTIVE, served
-    /// by hyper, which sends these `PING`s.
+    /// With keep-alive `PING`s, HTTP/2 connections do not sleep: an idle
+    /// one stays ACTIVE, served by hyper, which sends these `PING`s
+    /// (counted in
+    /// [`H2SleepDeclines::keep_alive`](crate::H2SleepDeclines::keep_alive)).
     ///
     /// Default is `None` (hyper's default).
     pub fn http2_keep_alive_interval(

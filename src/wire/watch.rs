@@ -490,3 +490,197 @@ impl Asleep {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(kind: u8, flags: u8, stream: u32, len: u32) -> Vec<u8> {
+        Head {
+            len,
+            kind,
+            flags,
+            stream,
+        }
+        .bytes()
+        .to_vec()
+    }
+
+    /// Passes client bytes through `watch` as a read would; what h2 gets.
+    fn read(watch: &mut Watch, bytes: &[u8]) -> Vec<u8> {
+        let mut buf = vec![0; HEAD_LEN + bytes.len()];
+        buf[HEAD_LEN..].copy_from_slice(bytes);
+        let end = buf.len();
+        let len = watch.inbound(&mut buf, HEAD_LEN, end);
+        buf.truncate(len);
+        buf
+    }
+
+    fn client_start(watch: &mut Watch) {
+        let mut bytes = frame::PREFACE.to_vec();
+        frame::settings(
+            &mut bytes,
+            [(frame::HEADER_TABLE_SIZE, 8192), (4, 1 << 20)].into_iter(),
+        );
+        frame::window_update(&mut bytes, (16 << 20) - INITIAL_WINDOW);
+        assert_eq!(
+            read(watch, &bytes),
+            bytes,
+            "nothing of the start is removed"
+        );
+    }
+
+    /// A request on `stream` with a body of `body` bytes, answered with
+    /// `answer` bytes.
+    fn exchange(watch: &mut Watch, stream: u32, body: u32, answer: u32) {
+        let mut req = head(kind::HEADERS, flag::END_HEADERS, stream, 1);
+        req.push(0x82);
+        req.extend(head(kind::DATA, flag::END_STREAM, stream, body));
+        req.extend(vec![0; body as usize]);
+        read(watch, &req);
+        assert!(!watch.quiet(), "a stream is open");
+        let mut res = head(kind::HEADERS, flag::END_HEADERS, stream, 1);
+        res.push(0x88);
+        res.extend(head(kind::DATA, flag::END_STREAM, stream, answer));
+        res.extend(vec![0; answer as usize]);
+        // Written in two pieces, split inside a frame header.
+        watch.outbound(&res[..12]);
+        assert!(!watch.quiet(), "a frame is half-written");
+        watch.outbound(&res[12..]);
+    }
+
+    #[test]
+    fn a_connection_sleeps_after_its_fence_with_its_windows() {
+        let mut watch = Watch::new();
+        client_start(&mut watch);
+        let mut server_start = Vec::new();
+        frame::settings(&mut server_start, [(4, 1 << 20)].into_iter());
+        frame::window_update(&mut server_start, (1 << 20) - INITIAL_WINDOW);
+        watch.outbound(&server_start);
+        assert!(!watch.quiet(), "the server's SETTINGS is unacknowledged");
+        read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0));
+        exchange(&mut watch, 1, 1000, 5000);
+        exchange(&mut watch, 3, 0, 70_000);
+        assert!(watch.quiet());
+        assert!(!watch.fenced());
+        let fence = watch.fence().expect("a fence");
+        assert_eq!(watch.fence(), None, "one fence at a time");
+        assert!(watch.quiet(), "the fence does not make it busy");
+        // The client's ACK of the fence is kept from h2.
+        let ack = head(kind::SETTINGS, flag::ACK, 0, 0);
+        assert_eq!(read(&mut watch, &ack), b"");
+        assert!(watch.fenced());
+        let asleep = watch.asleep(1 << 20).expect("asleep");
+        assert_eq!(asleep.last_stream, 3);
+        assert_eq!(asleep.send_window, (16 << 20) - 5000 - 70_000);
+        assert_eq!(asleep.recv_window, (1 << 20) - 1000);
+        assert_eq!(fence, [0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]);
+        // A fresh connection whose window is smaller than what the client
+        // may send cannot take over.
+        assert_eq!(watch.asleep(65_535), Err(Decline::Window));
+    }
+
+    #[test]
+    fn a_stream_opened_after_the_fence_makes_it_stale() {
+        let mut watch = Watch::new();
+        client_start(&mut watch);
+        watch.fence().expect("a fence");
+        exchange(&mut watch, 1, 0, 10);
+        read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0));
+        assert!(watch.quiet());
+        assert!(!watch.fenced(), "the ACK does not fence stream 1");
+        watch.fence().expect("a new fence");
+    }
+
+    #[test]
+    fn a_client_that_kept_the_initial_window_and_received_data_declines() {
+        let mut watch = Watch::new();
+        let mut bytes = frame::PREFACE.to_vec();
+        frame::settings(&mut bytes, std::iter::empty());
+        read(&mut watch, &bytes);
+        exchange(&mut watch, 1, 0, 100);
+        watch.fence().unwrap();
+        read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0));
+        assert_eq!(watch.asleep(1 << 20), Err(Decline::Window));
+    }
+
+    #[test]
+    fn pings_and_goaway_keep_it_awake() {
+        let mut watch = Watch::new();
+        client_start(&mut watch);
+        let mut ping = head(kind::PING, 0, 0, 8);
+        ping.extend([0; 8]);
+        read(&mut watch, &ping);
+        assert!(!watch.quiet(), "the client's PING is unanswered");
+        let mut pong = head(kind::PING, flag::ACK, 0, 8);
+        pong.extend([0; 8]);
+        watch.outbound(&pong);
+        assert!(watch.quiet());
+        let mut goaway = Vec::new();
+        frame::goaway(&mut goaway, 0);
+        read(&mut watch, &goaway);
+        assert!(!watch.quiet(), "the client is going away");
+    }
+
+    /// A woken connection: what its fresh h2 reads first, how its answer
+    /// is settled, and which client frames it never sees.
+    #[test]
+    fn a_woken_connection_is_brought_to_where_it_slept() {
+        let asleep = Asleep {
+            settings: {
+                let mut s = Settings::default();
+                s.set(frame::HEADER_TABLE_SIZE, 8192);
+                s.set(4, 1 << 20);
+                s
+            },
+            last_stream: 7,
+            recv_window: 900_000,
+            send_window: 2_000_000,
+        };
+        let mut expected = frame::PREFACE.to_vec();
+        frame::settings(&mut expected, [(1, 8192), (4, 1 << 20)].into_iter());
+        frame::settings_ack(&mut expected);
+        frame::window_update(&mut expected, 2_000_000 - INITIAL_WINDOW);
+        assert_eq!(asleep.prelude(), expected);
+
+        // The fresh connection's answer: its SETTINGS, its ACK of the
+        // replayed ones, its WINDOW_UPDATE up to 1 MiB.
+        let mut answer = Vec::new();
+        frame::settings(&mut answer, [(1, 4096), (4, 1 << 20)].into_iter());
+        frame::settings_ack(&mut answer);
+        frame::window_update(&mut answer, (1 << 20) - INITIAL_WINDOW);
+        let mut settled = Vec::new();
+        frame::settings(&mut settled, [(1, 4096), (4, 1 << 20)].into_iter());
+        frame::window_update(&mut settled, (1 << 20) - 900_000);
+        assert_eq!(asleep.settle(&answer).unwrap(), settled);
+        // A fresh connection that grants less than the client has.
+        let mut small = Vec::new();
+        frame::settings_ack(&mut small);
+        assert!(asleep.settle(&small).is_err());
+
+        let mut watch = asleep.watch();
+        watch.outbound(&settled);
+        // The client's ACK of the fresh SETTINGS was given to h2 already.
+        assert_eq!(
+            read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0)),
+            b""
+        );
+        // Frames on streams the fresh connection never saw are removed,
+        // the others pass.
+        let mut late = head(kind::WINDOW_UPDATE, 0, 5, 4);
+        late.extend(1000u32.to_be_bytes());
+        let mut reset = head(kind::RST_STREAM, 0, 7, 4);
+        reset.extend(8u32.to_be_bytes());
+        let mut next = head(kind::HEADERS, flag::END_HEADERS | flag::END_STREAM, 9, 1);
+        next.push(0x82);
+        let bytes = [late, reset, next.clone()].concat();
+        for split in 1..bytes.len() {
+            let mut w = asleep.watch();
+            let mut got = read(&mut w, &bytes[..split]);
+            got.extend(read(&mut w, &bytes[split..]));
+            assert_eq!(got, next, "split at {split}");
+        }
+        assert_eq!(read(&mut watch, &bytes), next);
+        assert!(!watch.quiet(), "stream 9 is open");
+    }
+}

@@ -91,11 +91,61 @@ where
         tls,
         tracker: tracker.clone(),
     };
+    let stats = &shared.stats;
+    let idle_only = Timeouts {
+        idle: shared.config.timeouts.idle,
+        ..Timeouts::default()
+    };
+    let mut watchdog = Watchdog::new(idle_only, None, None);
+    let mut bedtime = park_after.map(|after| Bedtime::new(after, shared.config.h2_sleep));
+    let mut timer = pin!(tokio::time::sleep(Duration::ZERO));
+    let mut park_timer = pin!(tokio::time::sleep(Duration::ZERO));
+    let mut watch = pin!(state.signal.watch());
+    let mut closing = false;
+    // Ends with what the connection keeps if it may sleep, and since when
+    // it is quiet; with `None` if it ended.
     let outcome = {
         let io = H2Io::new(&mut stream, replay, &wire, &shared.pool, asleep.as_deref());
-        let conn = pin!(shared.http2.serve_connection(io, svc));
-        let bedtime = park_after.map(|after| Bedtime::new(after, shared.config.h2_sleep));
-        drive(conn, state, &tracker, &wire, bedtime).await
+        let mut conn = pin!(shared.http2.serve_connection(io, svc));
+        poll_fn(|cx| {
+            match watch.as_mut().poll_level(cx) {
+                Level::Running => {}
+                Level::Draining if closing => {}
+                Level::Draining => {
+                    closing = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+                Level::Forced => return Poll::Ready(None),
+            }
+            match conn.as_mut().poll(cx) {
+                Poll::Ready(Ok(())) => return Poll::Ready(None),
+                Poll::Ready(Err(error)) => {
+                    debug!(%error, "h2 connection error");
+                    return Poll::Ready(None);
+                }
+                Poll::Pending => {}
+            }
+            if closing {
+                return Poll::Pending;
+            }
+            let seen = tracker.observe_streams();
+            if let Poll::Ready(why) = watchdog.poll(cx, timer.as_mut(), seen) {
+                debug!(?why, "h2 idle timeout");
+                why.count(stats);
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            if let Some(bedtime) = &mut bedtime {
+                let timer = park_timer.as_mut();
+                if let Poll::Ready(asleep) = bedtime.poll(cx, timer, &wire, seen.quiet, stats) {
+                    return Poll::Ready(Some((asleep, bedtime.since)));
+                }
+            }
+            Poll::Pending
+        })
+        .await
     };
     shared.stats.requests.fetch_add(tracker.requests(), Relaxed);
     match outcome {
@@ -107,89 +157,6 @@ where
             Ended::Asleep(stream, Box::new(asleep), clocks)
         }
         None => Ended::Closed,
-    }
-}
-
-/// Polls hyper's connection until it ends (`None`) or may sleep (what it
-/// keeps, and since when it is quiet), under shutdown and the idle timeout.
-async fn drive<T: Seam, C>(
-    mut conn: Pin<&mut C>,
-    state: &ServeState<T>,
-    tracker: &Tracker,
-    wire: &Mutex<Wire>,
-    mut bedtime: Option<Bedtime>,
-) -> Option<(Asleep, Instant)>
-where
-    C: Future<Output = hyper::Result<()>> + GracefulShutdown,
-{
-    let stats = &state.shared.stats;
-    let idle_only = Timeouts {
-        idle: state.shared.config.timeouts.idle,
-        ..Timeouts::default()
-    };
-    let mut watchdog = Watchdog::new(idle_only, None, None);
-    let mut timer = pin!(tokio::time::sleep(Duration::ZERO));
-    let mut park_timer = pin!(tokio::time::sleep(Duration::ZERO));
-    let mut watch = pin!(state.signal.watch());
-    let mut closing = false;
-    poll_fn(|cx| {
-        match watch.as_mut().poll_level(cx) {
-            Level::Running => {}
-            Level::Draining if closing => {}
-            Level::Draining => {
-                closing = true;
-                conn.as_mut().graceful_shutdown();
-            }
-            Level::Forced => return Poll::Ready(None),
-        }
-        match conn.as_mut().poll(cx) {
-            Poll::Ready(Ok(())) => return Poll::Ready(None),
-            Poll::Ready(Err(error)) => {
-                debug!(%error, "h2 connection error");
-                return Poll::Ready(None);
-            }
-            Poll::Pending => {}
-        }
-        if closing {
-            return Poll::Pending;
-        }
-        let seen = tracker.observe_streams();
-        if let Poll::Ready(why) = watchdog.poll(cx, timer.as_mut(), seen) {
-            debug!(?why, "h2 idle timeout");
-            why.count(stats);
-            closing = true;
-            conn.as_mut().graceful_shutdown();
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
-        }
-        if let Some(bedtime) = &mut bedtime {
-            if let Poll::Ready(asleep) =
-                bedtime.poll(cx, park_timer.as_mut(), wire, seen.quiet, stats)
-            {
-                return Poll::Ready(Some((asleep, bedtime.since)));
-            }
-        }
-        Poll::Pending
-    })
-    .await
-}
-
-/// hyper's `Connection::graceful_shutdown`, for `drive`.
-trait GracefulShutdown {
-    fn graceful_shutdown(self: Pin<&mut Self>);
-}
-
-impl<I, S, E, B> GracefulShutdown for hyper::server::conn::http2::Connection<I, S, E>
-where
-    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = B>,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    I: hyper::rt::Read + hyper::rt::Write + Unpin,
-    B: hyper::body::Body + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
-{
-    fn graceful_shutdown(self: Pin<&mut Self>) {
-        hyper::server::conn::http2::Connection::graceful_shutdown(self)
     }
 }
 
