@@ -35,3 +35,50 @@ where
 pub(crate) fn echo_service() -> impl Servable<Full<Bytes>> + Clone {
     service_fn(echo::<dormant::Body>)
 }
+
+/// Answers `200` with the request's body byte for byte, or, for
+/// `/bytes/N`, with `N` bytes of [`pattern`]; either way with the request's
+/// `x-` headers copied into the response, so that a test checks header
+/// blocks both ways. A request body that fails to arrive is a `400` with
+/// the error (not a panic: a client's reset is not the server's failure).
+#[allow(dead_code, reason = "only the HTTP/2 tests mirror requests")]
+pub(crate) async fn mirror(
+    req: Request<dormant::Body>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let (parts, body) = req.into_parts();
+    let body = match parts.uri.path().strip_prefix("/bytes/") {
+        Some(len) => pattern(len.parse().expect("/bytes/ takes a length"), 0),
+        None => match body.collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(e) => {
+                let mut res = Response::new(Full::new(Bytes::from(e.to_string())));
+                *res.status_mut() = http::StatusCode::BAD_REQUEST;
+                return Ok(res);
+            }
+        },
+    };
+    let mut res = Response::new(Full::new(body));
+    for (name, value) in &parts.headers {
+        if name.as_str().starts_with("x-") {
+            res.headers_mut().append(name, value.clone());
+        }
+    }
+    Ok(res)
+}
+
+/// [`mirror`] as a service of dormant's.
+#[allow(dead_code, reason = "only the HTTP/2 tests mirror requests")]
+pub(crate) fn mirror_service() -> impl Servable<Full<Bytes>> + Clone {
+    service_fn(mirror)
+}
+
+/// `len` bytes in which a lost, repeated or reordered run shows: each byte
+/// is a hash of its offset, of `len` and of `seed` (so that bodies of the
+/// same length differ too).
+#[allow(dead_code, reason = "only the HTTP/2 tests mirror requests")]
+pub(crate) fn pattern(len: usize, seed: u64) -> Bytes {
+    let salt = ((len as u64) << 32) ^ seed.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    (0..len)
+        .map(|i| ((i as u64 ^ salt).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8)
+        .collect()
+}

@@ -1,0 +1,181 @@
+//! A raw HTTP/2 client, frames written and read by hand, for what hyper's
+//! and h2's clients cannot do or do not show: send a GOAWAY and keep the
+//! connection open, close without a GOAWAY, and see the server's GOAWAY
+//! before its close. Every wait is bounded, so a hang fails.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, WriteHalf};
+use tokio::sync::{Mutex, mpsc};
+use tokio::task::JoinHandle;
+use tokio::time::timeout;
+
+use super::timeout::CLIENT_TIMEOUT;
+use super::transport::AsyncStream;
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+// Frame types and flags (RFC 9113, 6).
+const HEADERS: u8 = 0x1;
+const SETTINGS: u8 = 0x4;
+const PING: u8 = 0x6;
+pub(crate) const GOAWAY: u8 = 0x7;
+const ACK: u8 = 0x1;
+const END_STREAM: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+
+/// GOAWAY's and RST_STREAM's error code for a graceful end.
+pub(crate) const NO_ERROR: u32 = 0x0;
+
+/// One frame as read off the wire.
+#[derive(Debug)]
+pub(crate) struct Frame {
+    pub(crate) kind: u8,
+    pub(crate) flags: u8,
+    pub(crate) stream: u32,
+    pub(crate) payload: Vec<u8>,
+}
+
+impl Frame {
+    /// A GOAWAY's error code.
+    pub(crate) fn error_code(&self) -> u32 {
+        assert_eq!(self.kind, GOAWAY, "{self:?}");
+        u32::from_be_bytes(self.payload[4..8].try_into().unwrap())
+    }
+}
+
+/// The bytes of one frame.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).unwrap().to_be_bytes();
+    let mut out = Vec::with_capacity(9 + payload.len());
+    out.extend_from_slice(&len[1..]);
+    out.extend_from_slice(&[kind, flags]);
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// An HTTP/2 client connection whose frames the test writes; a task reads
+/// the server's frames, acknowledges its SETTINGS and answers its PINGs (as
+/// any client does, and as a connection needs to sleep), and hands every
+/// frame to the test.
+pub(crate) struct RawClient {
+    writer: Arc<Mutex<WriteHalf<Box<dyn AsyncStream>>>>,
+    frames: mpsc::UnboundedReceiver<Frame>,
+    reader: JoinHandle<()>,
+}
+
+impl RawClient {
+    /// Starts HTTP/2 on `io` (a connection from
+    /// [`Transport::connect_h2`](super::transport::Transport::connect_h2)):
+    /// the preface and an empty SETTINGS frame.
+    pub(crate) async fn start(io: Box<dyn AsyncStream>) -> RawClient {
+        let (mut read, write) = tokio::io::split(io);
+        let writer = Arc::new(Mutex::new(write));
+        let (tx, frames) = mpsc::unbounded_channel();
+        let acks = writer.clone();
+        let reader = tokio::spawn(async move {
+            // The end of the stream, or an error (a TLS close without
+            // close_notify), ends the channel.
+            while let Ok(f) = read_frame(&mut read).await {
+                let reply = match f.kind {
+                    SETTINGS if f.flags & ACK == 0 => Some(frame(SETTINGS, ACK, 0, &[])),
+                    PING if f.flags & ACK == 0 => Some(frame(PING, ACK, 0, &f.payload)),
+                    _ => None,
+                };
+                if let Some(reply) = reply {
+                    let mut w = acks.lock().await;
+                    if w.write_all(&reply).await.is_err() || w.flush().await.is_err() {
+                        break;
+                    }
+                }
+                if tx.send(f).is_err() {
+                    break;
+                }
+            }
+        });
+        let client = RawClient {
+            writer,
+            frames,
+            reader,
+        };
+        let mut opening = PREFACE.to_vec();
+        opening.extend(frame(SETTINGS, 0, 0, &[]));
+        client.send(&opening).await;
+        client
+    }
+
+    /// Writes `bytes` and flushes them.
+    pub(crate) async fn send(&self, bytes: &[u8]) {
+        let mut w = self.writer.lock().await;
+        w.write_all(bytes).await.expect("write");
+        w.flush().await.expect("flush");
+    }
+
+    /// Sends `GET /` on `stream` (an odd id above the last one) and waits
+    /// for the end of its response.
+    pub(crate) async fn get(&mut self, stream: u32) {
+        // HPACK: `:method: GET`, `:scheme: http`, `:path: /` from the
+        // static table, and `:authority: localhost` as a literal that
+        // enters no table.
+        let mut block = vec![0x82, 0x86, 0x84, 0x01, 9];
+        block.extend_from_slice(b"localhost");
+        self.send(&frame(HEADERS, END_STREAM | END_HEADERS, stream, &block))
+            .await;
+        loop {
+            let f = self.next().await.expect("the connection closed");
+            if f.stream == stream && f.flags & END_STREAM != 0 {
+                return;
+            }
+        }
+    }
+
+    /// Sends a GOAWAY (no stream processed, no error), keeping the
+    /// connection open.
+    pub(crate) async fn go_away(&self) {
+        let mut payload = 0u32.to_be_bytes().to_vec();
+        payload.extend_from_slice(&NO_ERROR.to_be_bytes());
+        self.send(&frame(GOAWAY, 0, 0, &payload)).await;
+    }
+
+    /// The server's next frame, or `None` once the connection has ended;
+    /// fails the test if none comes.
+    pub(crate) async fn next(&mut self) -> Option<Frame> {
+        timeout(CLIENT_TIMEOUT, self.frames.recv())
+            .await
+            .expect("no frame and no close from the server")
+    }
+
+    /// The server's frames up to the end of the connection; fails the test
+    /// if the server does not close it.
+    pub(crate) async fn until_closed(&mut self) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        while let Some(f) = self.next().await {
+            frames.push(f);
+        }
+        frames
+    }
+}
+
+impl Drop for RawClient {
+    /// Closes the connection, without a GOAWAY, once the reader task is
+    /// gone (it holds the other half of the stream).
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// Reads one frame; an error at the end of the stream.
+async fn read_frame<S: tokio::io::AsyncRead + Unpin>(io: &mut S) -> std::io::Result<Frame> {
+    let mut head = [0u8; 9];
+    io.read_exact(&mut head).await?;
+    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+    let mut payload = vec![0u8; len];
+    io.read_exact(&mut payload).await?;
+    Ok(Frame {
+        kind: head[3],
+        flags: head[4],
+        stream: u32::from_be_bytes(head[5..9].try_into().unwrap()) & 0x7fff_ffff,
+        payload,
+    })
+}

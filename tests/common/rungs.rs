@@ -1,0 +1,61 @@
+//! Waiting, the client idle, for a connection to sleep to a rung of the
+//! idle ladder, and checking that the next request woke it: for the
+//! HTTP/2 tests, whose async clients run on a runtime of their own.
+
+use std::time::Duration;
+
+use dormant::Stats;
+
+use super::servers::Serve;
+
+/// `dormant_after` of the servers of the HTTP/2 sleep tests (they park
+/// after 3 ms, `ladder`): long enough for a test to see a connection
+/// PARKED before it goes DORMANT.
+pub(crate) const DORMANT_AFTER: Duration = Duration::from_millis(200);
+
+/// A rung of the idle ladder that a pause reaches.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Rung {
+    Parked,
+    Dormant,
+}
+
+/// A runtime for a test's async clients: one worker, so that the client
+/// connections' tasks run while the test thread waits on the server.
+pub(crate) fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Waits, the client idle, until its connection (the server's only one)
+/// has gone to sleep since `before` (taken before the client's last
+/// request) and reached `rung`.
+pub(crate) fn sleep_until<A>(srv: &Serve<A>, rung: Rung, before: Stats) {
+    match rung {
+        Rung::Parked => srv.wait_for("the h2 connection PARKED", |s| {
+            s.parks > before.parks && s.parked == 1 && s.active == 0
+        }),
+        Rung::Dormant => srv.wait_for("the h2 connection DORMANT", |s| {
+            s.dormancies > before.dormancies && s.dormant == 1 && s.active == 0
+        }),
+    }
+}
+
+/// Waits until the wake from `rung` by the requests that `before`
+/// preceded is counted (a DORMANT connection's is also a wake of the
+/// lot's).
+pub(crate) fn woke<A>(srv: &Serve<A>, rung: Rung, before: Stats) {
+    srv.wait_for(&format!("the wake from {rung:?} counted"), |s| {
+        s.wakes > before.wakes && (matches!(rung, Rung::Parked) || s.lot_wakes > before.lot_wakes)
+    });
+}
+
+/// Waits until the server has no connection left.
+pub(crate) fn all_closed<A>(srv: &Serve<A>) {
+    srv.wait_for("every connection closed", |s| {
+        s.active + s.parked + s.dormant == 0
+    });
+}

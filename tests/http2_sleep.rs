@@ -1,0 +1,878 @@
+//! Idle HTTP/2 connections sleep (PARKED, then DORMANT) and wake with
+//! nothing a client can notice, over every transport (TCP and a Unix socket
+//! with prior knowledge, TLS with ALPN `h2`): hyper's and h2's clients with
+//! many streams, request and response bodies from 0 B to 1 MiB, client
+//! windows from h2's defaults to a browser's, header tables of 0, 4,096 and
+//! 65,536 bytes whose entries are reused across a sleep, a client PING, a
+//! SETTINGS change, a GOAWAY and a close while asleep, graceful shutdown and
+//! the idle timeout of sleeping connections, and server keep-alive PINGs,
+//! which keep connections awake. Pauses between rounds cross PARKED and
+//! DORMANT; every response is checked byte for byte.
+
+// The transports' raw HTTP/1 clients (`Serve::connect`) are not used here:
+// the HTTP/2 clients connect with `Transport::connect_h2`.
+mod common {
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod client;
+    pub(crate) mod h2_raw;
+    pub(crate) mod ladder;
+    pub(crate) mod rungs;
+    pub(crate) mod runtime;
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod servers;
+    pub(crate) mod services;
+    pub(crate) mod temp_dir;
+    pub(crate) mod timeout;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod tls;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod tls_client;
+    pub(crate) mod transport;
+    pub(crate) mod unix;
+}
+
+use std::future::{Future, poll_fn};
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use common::h2_raw::{GOAWAY, NO_ERROR, RawClient};
+use common::ladder::ladder;
+use common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
+use common::servers::Serve;
+use common::services::{mirror_service, pattern};
+use common::timeout::CLIENT_TIMEOUT;
+use common::transport::{AsyncStream, Transport, over_every_transport};
+use http::{Request, StatusCode, Version, response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioExecutor;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::timeout;
+
+over_every_transport!(
+    many_concurrent_streams_across_sleeps,
+    request_bodies_from_empty_to_a_mebibyte_across_sleeps,
+    browser_like_client_across_sleeps,
+    h2_default_client_stays_correct_asleep_or_awake,
+    a_woken_connection_never_sends_more_than_the_clients_window,
+    dynamic_table_entries_are_reused_across_sleeps_with_the_default_table,
+    dynamic_table_entries_are_reused_across_sleeps_with_no_client_table,
+    dynamic_table_entries_are_reused_across_sleeps_with_a_64_kib_client_table,
+    a_client_ping_while_asleep_is_answered,
+    a_client_settings_change_while_asleep_applies_after_the_wake,
+    a_client_goaway_while_asleep_closes_the_connection,
+    a_client_close_while_asleep_closes_the_connection,
+    graceful_shutdown_closes_parked_h2_connections,
+    graceful_shutdown_closes_dormant_h2_connections,
+    idle_timeout_closes_parked_h2_connections,
+    idle_timeout_closes_dormant_h2_connections,
+    server_keep_alive_pings_keep_h2_connections_awake,
+);
+
+/// The pauses between the rounds of a conversation: PARKED, DORMANT, and
+/// PARKED again after a DORMANT wake.
+const PAUSES: [Rung; 3] = [Rung::Parked, Rung::Dormant, Rung::Parked];
+
+/// Runs `round` 0 on the new connection (which may already have slept
+/// between the client's preface and its first request), then round 1, 2,
+/// ... after each pause of [`PAUSES`]: a pause waits, the client idle,
+/// until the connection has slept to its rung, and the round after it must
+/// have woken it.
+async fn rounds<A>(srv: &Serve<A>, mut round: impl AsyncFnMut(usize)) {
+    let mut before = srv.stats();
+    round(0).await;
+    for (i, rung) in PAUSES.into_iter().enumerate() {
+        sleep_until(srv, rung, before);
+        before = srv.stats();
+        round(i + 1).await;
+        woke(srv, rung, before);
+    }
+}
+
+// ---- hyper's client ----
+
+type HyperSend = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
+
+/// A connection of hyper's HTTP/2 client (its defaults: a 5 MiB connection
+/// window, 2 MiB stream windows), driven by a task of its own.
+async fn hyper_client<T: Transport>(addr: &T::Addr) -> (HyperSend, JoinHandle<hyper::Result<()>>) {
+    let io = timeout(CLIENT_TIMEOUT, T::connect_h2(addr))
+        .await
+        .expect("connect timed out");
+    let (send, conn) = timeout(
+        CLIENT_TIMEOUT,
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), io),
+    )
+    .await
+    .expect("h2 handshake timed out")
+    .expect("h2 handshake");
+    (send, tokio::spawn(conn))
+}
+
+/// Sends `POST path` with `body`; checks the answer is `200` over HTTP/2
+/// and returns its body.
+async fn hyper_post(mut send: HyperSend, path: String, body: Bytes) -> Bytes {
+    let req = Request::post(format!("http://localhost{path}"))
+        .body(Full::new(body))
+        .unwrap();
+    let res = timeout(CLIENT_TIMEOUT, send.send_request(req))
+        .await
+        .unwrap_or_else(|_| panic!("{path}: response timed out"))
+        .unwrap_or_else(|e| panic!("{path}: {e:?}"));
+    assert_eq!(
+        (res.status(), res.version()),
+        (StatusCode::OK, Version::HTTP_2)
+    );
+    timeout(CLIENT_TIMEOUT, res.into_body().collect())
+        .await
+        .unwrap_or_else(|_| panic!("{path}: body timed out"))
+        .unwrap_or_else(|e| panic!("{path}: body: {e:?}"))
+        .to_bytes()
+}
+
+/// POSTs each body of `bodies` at once, each on its own stream, and checks
+/// that each comes back byte for byte.
+async fn mirror_all(send: &HyperSend, round: usize, bodies: Vec<Bytes>) {
+    let mut streams = JoinSet::new();
+    for (i, body) in bodies.into_iter().enumerate() {
+        let path = format!("/round/{round}/stream/{i}");
+        let send = send.clone();
+        streams.spawn(async move {
+            let got = hyper_post(send.clone(), path.clone(), body.clone()).await;
+            assert!(
+                got == body,
+                "{path}: {} bytes back for {} sent, or other bytes",
+                got.len(),
+                body.len()
+            );
+        });
+    }
+    while let Some(done) = streams.join_next().await {
+        done.expect("a stream's check failed");
+    }
+}
+
+/// Ends hyper's client connection as a client does when done with it
+/// (dropping its last `SendRequest` sends a GOAWAY), and waits for it.
+async fn hyper_close(send: HyperSend, conn: JoinHandle<hyper::Result<()>>) {
+    drop(send);
+    timeout(CLIENT_TIMEOUT, conn)
+        .await
+        .expect("the client connection did not end")
+        .unwrap()
+        .expect("the client connection ended in an error");
+}
+
+// ---- h2's client ----
+
+/// A connection of h2's client with the settings a test chose, driven by a
+/// task of its own that also sends the SETTINGS changes the test asks for;
+/// it counts the bytes it writes.
+struct H2Client {
+    send: h2::client::SendRequest<Bytes>,
+    ping: h2::PingPong,
+    /// New values of SETTINGS_INITIAL_WINDOW_SIZE to send.
+    initial_window: mpsc::UnboundedSender<u32>,
+    conn: JoinHandle<Result<(), h2::Error>>,
+    written: Arc<AtomicUsize>,
+}
+
+impl H2Client {
+    async fn connect<T: Transport>(addr: &T::Addr, builder: &h2::client::Builder) -> H2Client {
+        let io = timeout(CLIENT_TIMEOUT, T::connect_h2(addr))
+            .await
+            .expect("connect timed out")
+            .into_inner();
+        let written = Arc::new(AtomicUsize::new(0));
+        let io = CountWrites {
+            io,
+            written: written.clone(),
+        };
+        let (send, mut conn) = timeout(CLIENT_TIMEOUT, builder.handshake::<_, Bytes>(io))
+            .await
+            .expect("h2 handshake timed out")
+            .expect("h2 handshake");
+        let ping = conn.ping_pong().expect("the connection's PingPong");
+        let (initial_window, mut changes) = mpsc::unbounded_channel();
+        let conn = tokio::spawn(async move {
+            poll_fn(|cx| {
+                while let Poll::Ready(Some(size)) = changes.poll_recv(cx) {
+                    conn.set_initial_window_size(size)
+                        .expect("no SETTINGS change pending");
+                }
+                Pin::new(&mut conn).poll(cx)
+            })
+            .await
+        });
+        H2Client {
+            send,
+            ping,
+            initial_window,
+            conn,
+            written,
+        }
+    }
+
+    /// Bytes written to the server so far (before TLS).
+    fn written(&self) -> usize {
+        self.written.load(Ordering::SeqCst)
+    }
+
+    /// Sends a PING and waits for its answer.
+    async fn ping(&mut self) {
+        timeout(CLIENT_TIMEOUT, self.ping.ping(h2::Ping::opaque()))
+            .await
+            .expect("no answer to the PING")
+            .expect("PING");
+    }
+
+    /// Ends the connection: without a `SendRequest` and streams left, h2
+    /// sends a GOAWAY and closes.
+    async fn close(self) {
+        let H2Client {
+            send,
+            ping,
+            initial_window,
+            conn,
+            ..
+        } = self;
+        drop((send, ping, initial_window));
+        timeout(CLIENT_TIMEOUT, conn)
+            .await
+            .expect("the client connection did not end")
+            .unwrap()
+            .expect("the client connection ended in an error");
+    }
+}
+
+/// Sends `method path` with `headers` on a connection of h2's client; with
+/// `body` `None`, the request's body stays open for the test to send.
+async fn h2_request(
+    send: &h2::client::SendRequest<Bytes>,
+    method: &str,
+    path: &str,
+    headers: &[(&'static str, String)],
+    body: Option<Bytes>,
+) -> (h2::client::ResponseFuture, h2::SendStream<Bytes>) {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(format!("http://localhost{path}"));
+    for (name, value) in headers {
+        req = req.header(*name, value);
+    }
+    let mut send = timeout(CLIENT_TIMEOUT, send.clone().ready())
+        .await
+        .expect("the connection was not ready in time")
+        .expect("the connection is gone");
+    let end = body.as_ref().is_some_and(Bytes::is_empty);
+    let (res, mut stream) = send
+        .send_request(req.body(()).unwrap(), end)
+        .expect("send the request");
+    if let Some(body) = body.filter(|b| !b.is_empty()) {
+        stream.send_data(body, true).expect("send the body");
+    }
+    (res, stream)
+}
+
+/// The head of a response of h2's client, checked to be `200`, and its
+/// body, read to its end; each chunk's window is given back as it is read,
+/// as clients do.
+async fn h2_response(res: h2::client::ResponseFuture) -> (response::Parts, Bytes) {
+    let (parts, mut body) = timeout(CLIENT_TIMEOUT, res)
+        .await
+        .expect("response timed out")
+        .expect("response")
+        .into_parts();
+    assert_eq!(parts.status, StatusCode::OK);
+    let read = async {
+        let mut got = BytesMut::new();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.expect("response body");
+            body.flow_control().release_capacity(chunk.len()).unwrap();
+            got.extend_from_slice(&chunk);
+        }
+        got.freeze()
+    };
+    let got = timeout(CLIENT_TIMEOUT, read).await.expect("body timed out");
+    (parts, got)
+}
+
+/// `GET /bytes/len` on h2's client; checks the body is `len` bytes of
+/// [`pattern`].
+async fn h2_get_bytes(send: h2::client::SendRequest<Bytes>, len: usize) {
+    let path = format!("/bytes/{len}");
+    let (res, _) = h2_request(&send, "GET", &path, &[], Some(Bytes::new())).await;
+    let (_, got) = h2_response(res).await;
+    assert!(
+        got == pattern(len, 0),
+        "{path}: {} bytes, or other bytes",
+        got.len()
+    );
+}
+
+/// How long a response's body may send nothing before the client takes it
+/// for a server waiting for window.
+const STALL: Duration = Duration::from_millis(50);
+
+/// `GET /bytes/len` on h2's client, giving back window only when the
+/// server has stopped sending (nothing for [`STALL`]): the client's stream
+/// and connection windows run down to nothing, so a server that believes
+/// it may send more than they allow sends past them, which h2 refuses
+/// (FLOW_CONTROL_ERROR: the read fails). Checks the body is `len` bytes of
+/// [`pattern`].
+async fn h2_get_bytes_at_the_window_edge(send: &h2::client::SendRequest<Bytes>, len: usize) {
+    let path = format!("/bytes/{len}");
+    let (res, _) = h2_request(send, "GET", &path, &[], Some(Bytes::new())).await;
+    let mut body = timeout(CLIENT_TIMEOUT, res)
+        .await
+        .expect("response timed out")
+        .expect("response")
+        .into_body();
+    let read = async {
+        let mut got = BytesMut::new();
+        let mut unreleased = 0;
+        loop {
+            match timeout(STALL, body.data()).await {
+                Ok(Some(chunk)) => {
+                    let chunk = chunk.unwrap_or_else(|e| {
+                        panic!("{path}: {e} (did the server send past the client's window?)")
+                    });
+                    unreleased += chunk.len();
+                    got.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                // The server waits for window (or is slow): give back what
+                // was read.
+                Err(_) if unreleased > 0 => {
+                    body.flow_control().release_capacity(unreleased).unwrap();
+                    unreleased = 0;
+                }
+                Err(_) => {}
+            }
+        }
+        body.flow_control().release_capacity(unreleased).unwrap();
+        got.freeze()
+    };
+    let got = timeout(CLIENT_TIMEOUT, read)
+        .await
+        .unwrap_or_else(|_| panic!("{path}: body timed out"));
+    assert!(
+        got == pattern(len, 0),
+        "{path}: {} bytes, or other bytes",
+        got.len()
+    );
+}
+
+/// A client stream that counts the bytes written to it.
+struct CountWrites {
+    io: Box<dyn AsyncStream>,
+    written: Arc<AtomicUsize>,
+}
+
+impl AsyncRead for CountWrites {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for CountWrites {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let done = Pin::new(&mut self.io).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = done {
+            self.written.fetch_add(n, Ordering::SeqCst);
+        }
+        done
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// A browser's HTTP/2 settings (Firefox's): a 12 MiB connection window,
+/// 128 KiB stream windows, a 64 KiB header table, the largest frames.
+fn browser_like() -> h2::client::Builder {
+    let mut b = h2::client::Builder::new();
+    b.initial_connection_window_size(12 << 20)
+        .initial_window_size(128 << 10)
+        .header_table_size(65_536)
+        .max_frame_size(16_777_215);
+    b
+}
+
+// ---- the behaviours ----
+
+/// 64 concurrent streams in each round (hyper's client), the connection
+/// PARKED, then DORMANT, then PARKED between rounds: the stream ids go on
+/// from where they were, every body comes back byte for byte.
+fn many_concurrent_streams_across_sleeps<T: Transport>() {
+    let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
+    client_runtime().block_on(async {
+        let (send, conn) = hyper_client::<T>(&srv.addr).await;
+        rounds(&srv, async |round| {
+            let bodies = (0..64).map(|i| pattern(40 + 97 * i + round, (round * 64 + i) as u64));
+            mirror_all(&send, round, bodies.collect()).await;
+        })
+        .await;
+        hyper_close(send, conn).await;
+    });
+    all_closed(&srv);
+    assert_eq!(srv.stats().accepted, 1);
+}
+
+/// Request bodies of 0 B, 1 KiB, 100 KiB and three of 1 MiB at once
+/// (hyper's client), across PARKED and DORMANT: the server's receive
+/// window after a wake takes what the client may send (three 1 MiB bodies
+/// at once are more than the 1 MiB a fresh connection's opening
+/// WINDOW_UPDATE grants, were it to reach the client on top of what the
+/// client already had).
+fn request_bodies_from_empty_to_a_mebibyte_across_sleeps<T: Transport>() {
+    let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
+    client_runtime().block_on(async {
+        let (send, conn) = hyper_client::<T>(&srv.addr).await;
+        rounds(&srv, async |round| {
+            let sizes = [0, 1 << 10, 100 << 10, 1 << 20, 1 << 20, 1 << 20];
+            let bodies = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &len)| pattern(len, (round * 8 + i) as u64));
+            mirror_all(&send, round, bodies.collect()).await;
+        })
+        .await;
+        hyper_close(send, conn).await;
+    });
+    all_closed(&srv);
+}
+
+/// A client with a browser's settings (a large connection window and
+/// header table, 128 KiB stream windows, the largest frames): responses of
+/// 0 B to 1 MiB at once, larger than 65,535 B and than the client's stream
+/// window, across PARKED and DORMANT. Such a client's window stays far
+/// above 65,535 B, so its connection sleeps in every pause.
+fn browser_like_client_across_sleeps<T: Transport>() {
+    let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
+    client_runtime().block_on(async {
+        let client = H2Client::connect::<T>(&srv.addr, &browser_like()).await;
+        rounds(&srv, async |_| {
+            let mut streams = JoinSet::new();
+            for len in [0, 1, 70_000, 200 << 10, 1 << 20] {
+                streams.spawn(h2_get_bytes(client.send.clone(), len));
+            }
+            while let Some(done) = streams.join_next().await {
+                done.expect("a stream's check failed");
+            }
+        })
+        .await;
+        client.close().await;
+    });
+    all_closed(&srv);
+}
+
+/// h2's client with its defaults: 65,535-byte windows that it tops up only
+/// once half is used. Its connection stays correct whether it sleeps or
+/// not: after a 1 KiB response its window is below 65,535 B, so the server
+/// declines to sleep (`window`); bodies larger than its windows both ways
+/// are exact (responses read at the window's edge, so a woken server that
+/// believed the client's window larger than it is sends past it); and
+/// after each later pause either it slept, or it declined for its window.
+fn h2_default_client_stays_correct_asleep_or_awake<T: Transport>() {
+    let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
+    client_runtime().block_on(async {
+        let client = H2Client::connect::<T>(&srv.addr, &h2::client::Builder::new()).await;
+
+        let before = srv.stats();
+        h2_get_bytes(client.send.clone(), 1024).await;
+        srv.wait_for("a `window` decline", |s| {
+            s.h2_sleep_declines.window > before.h2_sleep_declines.window
+        });
+        let s = srv.stats();
+        assert_eq!((s.parks, s.active), (before.parks, 1), "{s:?}");
+
+        for round in 0..3 {
+            let before = srv.stats();
+            for len in [0, 1 << 10, 100 << 10] {
+                let body = pattern(len, round);
+                let (res, _) =
+                    h2_request(&client.send, "POST", "/echo", &[], Some(body.clone())).await;
+                let (_, got) = h2_response(res).await;
+                assert!(got == body, "{len} bytes sent, {} back", got.len());
+            }
+            h2_get_bytes_at_the_window_edge(&client.send, 100 << 10).await;
+            h2_get_bytes_at_the_window_edge(&client.send, 200 << 10).await;
+            h2_get_bytes(client.send.clone(), 1 << 20).await;
+            // The pause: a sleep, or a decline for the window.
+            srv.wait_for("a sleep or a `window` decline", |s| {
+                (s.parks > before.parks && s.active == 0)
+                    || s.h2_sleep_declines.window > before.h2_sleep_declines.window
+            });
+        }
+        client.close().await;
+    });
+    all_closed(&srv);
+}
+
+/// h2's client with a 1 MiB connection window and 2 MiB stream windows,
+/// giving back window only when the server stops sending: a 200 KiB
+/// response leaves the client's connection window at 824 KiB (h2 tops it
+/// up only when a third is used), and after each pause a response of
+/// 1.1 MiB must stop at what the window allows — a woken connection that
+/// believed the client's window larger than it is would send past it.
+fn a_woken_connection_never_sends_more_than_the_clients_window<T: Transport>() {
+    let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
+    let mut b = h2::client::Builder::new();
+    b.initial_connection_window_size(1 << 20)
+        .initial_window_size(2 << 20);
+    client_runtime().block_on(async {
+        let client = H2Client::connect::<T>(&srv.addr, &b).await;
+        rounds(&srv, async |round| {
+            let len = if round == 0 {
+                200 << 10
+            } else {
+                (1 << 20) + (100 << 10)
+            };
+            h2_get_bytes_at_the_window_edge(&client.send, len).await;
+        })
+        .await;
+        client.close().await;
+    });
+    all_closed(&srv);
+}
+
+fn dynamic_table_entries_are_reused_across_sleeps_with_the_default_table<T: Transport>() {
+    dynamic_table_entries_across_sleeps::<T>(None);
+}
+
+fn dynamic_table_entries_are_reused_across_sleeps_with_no_client_table<T: Transport>() {
+    dynamic_table_entries_across_sleeps::<T>(Some(0));
+}
+
+fn dynamic_table_entries_are_reused_across_sleeps_with_a_64_kib_client_table<T: Transport>() {
+    dynamic_table_entries_across_sleeps::<T>(Some(65_536));
+}
+
+/// The headers each request of [`dynamic_table_entries_across_sleeps`]
+/// sends: a session header of 2,900 bytes (a browser's cookie; h2 indexes
+/// no `cookie` but does index this, so it enters the tables as a browser's
+/// cookie does), small custom ones, and one that changes each round.
+fn reused_headers(round: usize) -> Vec<(&'static str, String)> {
+    let session: String = (0..2_900)
+        .map(|i| char::from(b'a' + (i * 7 % 26) as u8))
+        .collect();
+    vec![
+        ("x-session", session),
+        ("x-trace-id", "4bf92f3577b34da6a3ce929d0e0e4736".to_owned()),
+        ("x-client", "dormant-tests/1.0".to_owned()),
+        ("x-tenant", "blue".to_owned()),
+        ("x-round", round.to_string()),
+    ]
+}
+
+/// HPACK across sleeps, with h2's client, whose decoder checks every index
+/// it is sent, advertising a header table of `table` bytes (`None`: the
+/// default 4,096). Each round, the same headers enter the tables of both
+/// sides (the mirror service sends them back) and are reused, on a stream
+/// held open (so the connection cannot sleep within the round) and three
+/// requests beside it; between rounds the connection sleeps (PARKED,
+/// DORMANT), so the first requests of a round reuse what the client's
+/// encoder and decoder kept from before the sleep. Every header comes back
+/// byte for byte; and compression comes back after each wake (the server
+/// restores its 4,096-byte table): the third request beside the held
+/// stream, whose headers are all in the table by then, costs the client
+/// far fewer bytes than the 2,900-byte header.
+fn dynamic_table_entries_across_sleeps<T: Transport>(table: Option<u32>) {
+    let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
+    let mut b = h2::client::Builder::new();
+    b.initial_connection_window_size(1 << 20);
+    if let Some(size) = table {
+        b.header_table_size(size);
+    }
+    client_runtime().block_on(async {
+        let client = H2Client::connect::<T>(&srv.addr, &b).await;
+        rounds(&srv, async |round| {
+            let headers = reused_headers(round);
+            let check = |what: &str, parts: &response::Parts| {
+                for (name, value) in &headers {
+                    let got: Vec<_> = parts.headers.get_all(*name).iter().collect();
+                    assert!(
+                        got.len() == 1 && got[0] == value.as_str(),
+                        "round {round}, {what}: header {name} came back as {got:?}"
+                    );
+                }
+            };
+            let (held, mut held_body) =
+                h2_request(&client.send, "POST", "/held", &headers, None).await;
+            let mut cost = 0;
+            for i in 0..3 {
+                let written = client.written();
+                let (res, _) = h2_request(
+                    &client.send,
+                    "GET",
+                    "/headers",
+                    &headers,
+                    Some(Bytes::new()),
+                )
+                .await;
+                let (parts, body) = h2_response(res).await;
+                cost = client.written() - written;
+                check(&format!("request {i}"), &parts);
+                assert!(body.is_empty());
+            }
+            assert!(
+                cost < 1_000,
+                "round {round}: the third request with the same headers cost the client \
+                 {cost} bytes: compression did not come back"
+            );
+            let body = pattern(100, round as u64);
+            held_body
+                .send_data(body.clone(), true)
+                .expect("the held body");
+            let (parts, got) = h2_response(held).await;
+            check("the held stream", &parts);
+            assert_eq!(got, body);
+        })
+        .await;
+        client.close().await;
+    });
+    all_closed(&srv);
+}
+
+/// A client PING to a PARKED and to a DORMANT connection is answered (by
+/// waking it or from the lot); the connection then sleeps again and serves
+/// the next request.
+fn a_client_ping_while_asleep_is_answered<T: Transport>() {
+    let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
+    client_runtime().block_on(async {
+        let mut client = H2Client::connect::<T>(&srv.addr, &browser_like()).await;
+        let mut before = srv.stats();
+        h2_get_bytes(client.send.clone(), 100).await;
+        for rung in [Rung::Parked, Rung::Dormant] {
+            sleep_until(&srv, rung, before);
+            client.ping().await;
+            srv.wait_for("asleep again after the PING", |s| {
+                s.active == 0 && s.parked + s.dormant == 1
+            });
+            before = srv.stats();
+            h2_get_bytes(client.send.clone(), 70_000).await;
+            srv.wait_for("the request after the PING woke the connection", |s| {
+                s.wakes > before.wakes
+            });
+        }
+        client.ping().await;
+        client.close().await;
+    });
+    all_closed(&srv);
+}
+
+/// A client's SETTINGS change reaching a PARKED connection (stream windows
+/// from 65,535 B down to 16 KiB) applies from the wake on and across later
+/// sleeps: 48 KiB responses read at the window's edge stop at 16 KiB until
+/// the client gives window back (a server that kept the old setting sends
+/// past it, which h2 refuses), and the client gets exactly one
+/// acknowledgement of its SETTINGS (h2 fails the connection on another).
+fn a_client_settings_change_while_asleep_applies_after_the_wake<T: Transport>() {
+    let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
+    let mut b = h2::client::Builder::new();
+    b.initial_connection_window_size(16 << 20);
+    client_runtime().block_on(async {
+        let client = H2Client::connect::<T>(&srv.addr, &b).await;
+        let mut before = srv.stats();
+        h2_get_bytes_at_the_window_edge(&client.send, 48 << 10).await;
+        sleep_until(&srv, Rung::Parked, before);
+
+        before = srv.stats();
+        client.initial_window.send(16 << 10).unwrap();
+        srv.wait_for("the client's SETTINGS woke the connection", |s| {
+            s.wakes > before.wakes
+        });
+        h2_get_bytes_at_the_window_edge(&client.send, 48 << 10).await;
+        for rung in [Rung::Dormant, Rung::Parked] {
+            sleep_until(&srv, rung, before);
+            before = srv.stats();
+            h2_get_bytes_at_the_window_edge(&client.send, 48 << 10).await;
+            woke(&srv, rung, before);
+        }
+        client.close().await;
+    });
+    all_closed(&srv);
+}
+
+/// A client's GOAWAY to a PARKED and to a DORMANT connection, the client
+/// keeping its end open: the server closes the connection, and its gauges
+/// return to 0.
+fn a_client_goaway_while_asleep_closes_the_connection<T: Transport>() {
+    let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
+    client_runtime().block_on(async {
+        for rung in [Rung::Parked, Rung::Dormant] {
+            let before = srv.stats();
+            let io = T::connect_h2(&srv.addr).await.into_inner();
+            let mut client = RawClient::start(io).await;
+            client.get(1).await;
+            sleep_until(&srv, rung, before);
+            client.go_away().await;
+            client.until_closed().await;
+            all_closed(&srv);
+        }
+    });
+}
+
+/// A client's close (no GOAWAY) of a PARKED and of a DORMANT connection:
+/// the server's gauges return to 0.
+fn a_client_close_while_asleep_closes_the_connection<T: Transport>() {
+    let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
+    client_runtime().block_on(async {
+        for rung in [Rung::Parked, Rung::Dormant] {
+            let before = srv.stats();
+            let io = T::connect_h2(&srv.addr).await.into_inner();
+            let mut client = RawClient::start(io).await;
+            client.get(1).await;
+            sleep_until(&srv, rung, before);
+            drop(client);
+            all_closed(&srv);
+        }
+    });
+}
+
+fn graceful_shutdown_closes_parked_h2_connections<T: Transport>() {
+    graceful_shutdown_closes_sleeping_h2_connections::<T>(Rung::Parked);
+}
+
+fn graceful_shutdown_closes_dormant_h2_connections<T: Transport>() {
+    graceful_shutdown_closes_sleeping_h2_connections::<T>(Rung::Dormant);
+}
+
+/// A builder whose h2 connections sleep to `rung` and stay there.
+fn ladder_to(rung: Rung) -> dormant::Builder {
+    ladder(match rung {
+        Rung::Parked => None,
+        Rung::Dormant => Some(Duration::from_millis(20)),
+    })
+}
+
+/// Two h2 connections, hyper's client's and a raw one, each served once,
+/// then asleep at `rung`.
+async fn two_sleeping_connections<T: Transport>(
+    srv: &Serve<T::Addr>,
+    rung: Rung,
+) -> (HyperSend, JoinHandle<hyper::Result<()>>, RawClient) {
+    let (send, conn) = hyper_client::<T>(&srv.addr).await;
+    let body = hyper_post(send.clone(), "/one".to_owned(), Bytes::from_static(b"one")).await;
+    assert_eq!(body, "one");
+    let mut raw = RawClient::start(T::connect_h2(&srv.addr).await.into_inner()).await;
+    raw.get(1).await;
+    srv.wait_for(&format!("both connections {rung:?}"), |s| {
+        let asleep = match rung {
+            Rung::Parked => s.parked,
+            Rung::Dormant => s.dormant,
+        };
+        s.parks >= 2 && asleep == 2 && s.active == 0
+    });
+    (send, conn, raw)
+}
+
+/// Asserts that the server sent a GOAWAY (no error) among `frames`, the
+/// last it sent before it closed.
+fn assert_goaway(frames: &[common::h2_raw::Frame]) {
+    assert!(
+        frames
+            .iter()
+            .any(|f| f.kind == GOAWAY && f.error_code() == NO_ERROR),
+        "no GOAWAY before the close: {frames:?}"
+    );
+}
+
+/// Graceful shutdown with two h2 connections asleep at `rung`: each gets a
+/// GOAWAY and is closed (hyper's client's connection ends cleanly; the raw
+/// client sees the GOAWAY before the close), and `serve` returns.
+fn graceful_shutdown_closes_sleeping_h2_connections<T: Transport>(rung: Rung) {
+    let mut srv = T::serve(&ladder_to(rung), mirror_service());
+    client_runtime().block_on(async {
+        let (send, conn, mut raw) = two_sleeping_connections::<T>(&srv, rung).await;
+        srv.begin_shutdown();
+        timeout(CLIENT_TIMEOUT, conn)
+            .await
+            .expect("the shutdown did not end hyper's client connection")
+            .unwrap()
+            .expect("hyper's client connection ended in an error");
+        drop(send);
+        assert_goaway(&raw.until_closed().await);
+    });
+    srv.wait_stopped();
+    let s = srv.stats();
+    assert_eq!(s.active + s.parked + s.dormant, 0, "{s:?}");
+}
+
+fn idle_timeout_closes_parked_h2_connections<T: Transport>() {
+    idle_timeout_closes_sleeping_h2_connections::<T>(Rung::Parked);
+}
+
+fn idle_timeout_closes_dormant_h2_connections<T: Transport>() {
+    idle_timeout_closes_sleeping_h2_connections::<T>(Rung::Dormant);
+}
+
+/// The idle timeout of two h2 connections asleep at `rung`: each gets a
+/// GOAWAY and is closed, counted as idle timeouts.
+fn idle_timeout_closes_sleeping_h2_connections<T: Transport>(rung: Rung) {
+    let mut b = ladder_to(rung);
+    b.idle_timeout(Duration::from_secs(1));
+    let srv = T::serve(&b, mirror_service());
+    client_runtime().block_on(async {
+        let (send, conn, mut raw) = two_sleeping_connections::<T>(&srv, rung).await;
+        timeout(CLIENT_TIMEOUT, conn)
+            .await
+            .expect("the idle timeout did not end hyper's client connection")
+            .unwrap()
+            .expect("hyper's client connection ended in an error");
+        drop(send);
+        assert_goaway(&raw.until_closed().await);
+    });
+    srv.wait_for("two idle timeouts", |s| {
+        s.idle_timeouts == 2 && s.active + s.parked + s.dormant == 0
+    });
+}
+
+/// With server keep-alive PINGs configured, an idle h2 connection stays
+/// awake (a `keep_alive` decline) and serves on; it never parks.
+fn server_keep_alive_pings_keep_h2_connections_awake<T: Transport>() {
+    let mut b = ladder(DORMANT_AFTER);
+    b.http2_keep_alive_interval(Duration::from_millis(50));
+    let srv = T::serve(&b, mirror_service());
+    client_runtime().block_on(async {
+        let (send, conn) = hyper_client::<T>(&srv.addr).await;
+        for round in 0..2 {
+            let before = srv.stats();
+            mirror_all(&send, round, vec![pattern(10, 0), pattern(100 << 10, 1)]).await;
+            srv.wait_for("a `keep_alive` decline", |s| {
+                s.h2_sleep_declines.keep_alive > before.h2_sleep_declines.keep_alive
+            });
+            let s = srv.stats();
+            assert_eq!(
+                (s.parks, s.parked, s.dormant, s.active),
+                (0, 0, 0, 1),
+                "{s:?}"
+            );
+        }
+        hyper_close(send, conn).await;
+    });
+    all_closed(&srv);
+}
