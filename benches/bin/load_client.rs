@@ -1,11 +1,12 @@
 //! The load client of `benches/scripts/load.sh` and `wake_instructions.sh`:
-//! N keep-alive HTTP/1.1 connections to one server, each sending `GET /`
-//! after an exponentially distributed think time, with the latency of every
-//! request recorded.
+//! N keep-alive HTTP/1.1 (or HTTP/2) connections to one server, each sending
+//! `GET /` after an exponentially distributed think time, with the latency
+//! of every request recorded.
 //!
 //! ```text
-//! load_client ADDR CONNS THINK WARMUP WINDOW [CONNECT_RATE]
+//! load_client [--h2] ADDR CONNS THINK WARMUP WINDOW [CONNECT_RATE]
 //! load_client 127.0.0.1:3921 5000 0.2 5 20      # 5,000 connections, 200 ms mean think time
+//! load_client --h2 127.0.0.1:3921 5000 3 12 20  # the same over HTTP/2 (h2c), 3 s think times
 //! ```
 //!
 //! `THINK`, `WARMUP` and `WINDOW` are in seconds (fractions allowed),
@@ -24,6 +25,20 @@
 //! on stderr (the first 10), counted, and not retried. tokio's timer has a
 //! 1 ms resolution and rounds sleeps up, so the mean think time is
 //! `THINK` plus about half a millisecond.
+//!
+//! With `--h2`, each connection speaks HTTP/2 with prior knowledge (h2c)
+//! through hyper's http2 client with its default settings, and makes its
+//! requests as streams of that one connection, one at a time, with the
+//! same think times: the idle connections of `load.sh` then exercise
+//! dormant's h2 sleep (a think time longer than `park_after` lets a
+//! connection sleep, one longer than `dormant_after` lets it go DORMANT).
+//! The handshake (the client's preface and SETTINGS, written without
+//! waiting for the server's) is part of the connect; a failed one is a
+//! connect error. A request's latency runs from before it is handed to
+//! hyper to its body's last byte; anything else than a `200` response
+//! whose body is `Hello, World!` is an error, as is a failure of the
+//! connection (a GOAWAY, a reset stream, a close), with the same 10 s
+//! bound.
 //!
 //! When every connection is open (or has failed), the warm-up of `WARMUP`
 //! seconds starts, then the measuring window of `WINDOW` seconds: only the
@@ -51,7 +66,14 @@
 //! connections as local tasks sharing counters without atomics or locks, the
 //! cheapest way to keep ahead of a server under 5,000 connections with
 //! 5 ms think times. A connection costs its task (~1 KB: a 512-byte
-//! response buffer and the socket) and tokio's registration.
+//! response buffer and the socket) and tokio's registration. An HTTP/2
+//! connection also has hyper's two tasks (its request dispatcher, spawned
+//! here, and the h2 connection it spawns through `TokioExecutor`, both on
+//! this thread's runtime) and h2's buffers, and its requests cost about as
+//! much CPU time as the server spends on them (at 5,000 connections and 3 s
+//! think times, 6-10% of a core each): far from saturating the client's
+//! core at think times of seconds, not at 5,000 connections thinking
+//! 200 ms (`cli %` in `load.sh`'s tables shows whether it kept up).
 
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
@@ -59,11 +81,21 @@ use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::body::Bytes;
+use hyper::client::conn::http2;
+use hyper::{Request, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{sleep, sleep_until, timeout};
 
 const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n";
+/// The HTTP/2 request's URI: its `:scheme` and `:authority` (`Host: bench`
+/// of the HTTP/1.1 request).
+const H2_URI: &str = "http://bench/";
+/// The body of every response.
+const HELLO: &[u8] = b"Hello, World!";
 /// The longest response accepted (the hello response is 89 bytes).
 const RESPONSE_MAX: usize = 512;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -79,7 +111,7 @@ fn main() -> ExitCode {
         Err(error) => {
             eprintln!("load_client: {error}");
             eprintln!(
-                "usage: load_client ADDR CONNS THINK WARMUP WINDOW [CONNECT_RATE]  (seconds; connections/s)"
+                "usage: load_client [--h2] ADDR CONNS THINK WARMUP WINDOW [CONNECT_RATE]  (seconds; connections/s)"
             );
             return ExitCode::from(2);
         }
@@ -100,6 +132,8 @@ fn main() -> ExitCode {
 
 /// The command line.
 struct Args {
+    /// `--h2`: HTTP/2 with prior knowledge instead of HTTP/1.1.
+    h2: bool,
     addr: SocketAddr,
     conns: usize,
     think: Duration,
@@ -110,7 +144,11 @@ struct Args {
 
 impl Args {
     fn parse() -> Result<Args, String> {
-        let args: Vec<String> = std::env::args().skip(1).collect();
+        let mut args: Vec<String> = std::env::args().skip(1).collect();
+        let h2 = args.first().is_some_and(|first| first == "--h2");
+        if h2 {
+            args.remove(0);
+        }
         if !(5..=6).contains(&args.len()) {
             return Err(format!("{} arguments, expected 5 or 6", args.len()));
         }
@@ -121,6 +159,7 @@ impl Args {
             }
         };
         let parsed = Args {
+            h2,
             addr: args[0]
                 .parse()
                 .map_err(|e| format!("ADDR {}: {e}", args[0]))?,
@@ -218,7 +257,13 @@ async fn ramp_up(args: &Args, shared: &Rc<Shared>) -> Duration {
     while spawned < args.conns {
         let due = (began.elapsed().as_secs_f64() * f64::from(args.connect_rate)) as usize + 1;
         while spawned < due.min(args.conns) {
-            tokio::task::spawn_local(connection(spawned, args.addr, args.think, shared.clone()));
+            tokio::task::spawn_local(connection(
+                spawned,
+                args.addr,
+                args.h2,
+                args.think,
+                shared.clone(),
+            ));
             spawned += 1;
         }
         sleep(Duration::from_millis(1)).await;
@@ -278,13 +323,13 @@ impl Shared {
     }
 }
 
-/// One connection: connect, then think and request until the window ends
-/// or the first error.
-async fn connection(conn: usize, addr: SocketAddr, think: Duration, shared: Rc<Shared>) {
+/// One connection: connect (and with `h2` the HTTP/2 handshake), then think
+/// and request until the window ends or the first error.
+async fn connection(conn: usize, addr: SocketAddr, h2: bool, think: Duration, shared: Rc<Shared>) {
     let began = Instant::now();
     let connected = timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await;
     let took = began.elapsed();
-    let mut stream = match connected {
+    let stream = match connected {
         Ok(Ok(stream)) => stream,
         Ok(Err(error)) => return shared.connect_failed(conn, &format!("connect: {error}")),
         Err(_) => return shared.connect_failed(conn, "connect: timed out"),
@@ -297,6 +342,15 @@ async fn connection(conn: usize, addr: SocketAddr, think: Duration, shared: Rc<S
     {
         return shared.connect_failed(conn, &format!("socket option: {error}"));
     }
+    let mut client = if h2 {
+        match timeout(CONNECT_TIMEOUT, Client::handshake(stream)).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(error)) => return shared.connect_failed(conn, &error),
+            Err(_) => return shared.connect_failed(conn, "h2 handshake: timed out"),
+        }
+    } else {
+        Client::Http1(stream, Box::new([0; RESPONSE_MAX]))
+    };
     shared.connected.set(shared.connected.get() + 1);
     shared.alive.set(shared.alive.get() + 1);
     if took > SLOW_CONNECT {
@@ -305,12 +359,11 @@ async fn connection(conn: usize, addr: SocketAddr, think: Duration, shared: Rc<S
     shared.max_connect.set(shared.max_connect.get().max(took));
 
     let mut rng = SplitMix64(0x5eed_0000_0000_0000 ^ conn as u64);
-    let mut buf = [0u8; RESPONSE_MAX];
     // Bounded: ends at the window's end (and with the process, right after).
     while !shared.stop.get() {
         sleep(think.mul_f64(rng.exponential())).await;
         let sent = Instant::now();
-        let result = timeout(RESPONSE_TIMEOUT, exchange(&mut stream, &mut buf)).await;
+        let result = timeout(RESPONSE_TIMEOUT, client.exchange()).await;
         let done = Instant::now();
         let error = match result {
             Ok(Ok(())) => {
@@ -328,7 +381,77 @@ async fn connection(conn: usize, addr: SocketAddr, think: Duration, shared: Rc<S
     }
 }
 
-/// Sends one request and reads its response to the last byte.
+/// A connection's side of the protocol.
+enum Client {
+    /// HTTP/1.1, written and parsed here, with the response's buffer.
+    Http1(TcpStream, Box<[u8; RESPONSE_MAX]>),
+    /// HTTP/2 with prior knowledge: hyper's client, a stream per request.
+    Http2(http2::SendRequest<Empty<Bytes>>),
+}
+
+impl Client {
+    /// The HTTP/2 handshake on `stream`, with hyper's connection spawned on
+    /// this thread.
+    async fn handshake(stream: TcpStream) -> Result<Client, String> {
+        let (sender, connection) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("h2 handshake: {}", describe(&e)))?;
+        // Its error reaches the next request (`describe` shows it).
+        tokio::task::spawn_local(connection);
+        Ok(Client::Http2(sender))
+    }
+
+    /// Sends one request and reads its response to the last byte.
+    async fn exchange(&mut self) -> Result<(), String> {
+        match self {
+            Client::Http1(stream, buf) => exchange(stream, buf).await,
+            Client::Http2(sender) => exchange_h2(sender).await,
+        }
+    }
+}
+
+/// One HTTP/2 request on its own stream: the response must be `200` with
+/// the body `Hello, World!`.
+async fn exchange_h2(sender: &mut http2::SendRequest<Empty<Bytes>>) -> Result<(), String> {
+    sender
+        .ready()
+        .await
+        .map_err(|e| format!("h2 connection: {}", describe(&e)))?;
+    let request = Request::get(H2_URI)
+        .body(Empty::new())
+        .expect("a GET of a valid URI");
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| format!("h2 request: {}", describe(&e)))?;
+    if response.status() != StatusCode::OK {
+        return Err(format!("status {}", response.status()));
+    }
+    let body = Limited::new(response.into_body(), RESPONSE_MAX)
+        .collect()
+        .await
+        .map_err(|e| format!("h2 body: {e}"))?
+        .to_bytes();
+    if body != HELLO {
+        return Err(format!("body {body:?}"));
+    }
+    Ok(())
+}
+
+/// An error and its causes, `: `-separated (hyper's own message is often
+/// only "connection error", its cause says which).
+fn describe(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    // Bounded: a chain of sources is finite.
+    while let Some(error) = cause {
+        text.push_str(&format!(": {error}"));
+        cause = error.source();
+    }
+    text
+}
+
+/// Sends one HTTP/1.1 request and reads its response to the last byte.
 async fn exchange(stream: &mut TcpStream, buf: &mut [u8; RESPONSE_MAX]) -> Result<(), String> {
     stream
         .write_all(REQUEST)

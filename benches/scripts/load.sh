@@ -8,6 +8,7 @@
 #   CELLS="5000:3" VARIANTS=default benches/scripts/load.sh 1 10
 #   CELLS="200:0.2 200:3" benches/scripts/load.sh 1 5   # a smoke run
 #   PAIRED=1 CELLS="5000:3" VARIANTS="default park_off" benches/scripts/load.sh 3 20
+#   H2=1 PAIRED=1 CELLS="5000:0.2 5000:3" benches/scripts/load.sh 3 20   # HTTP/2 (h2c)
 #
 # Run it from anywhere: it works in the checkout that holds it.
 #
@@ -67,6 +68,16 @@
 # timer adds ~0.5 ms to each think time, which counts at THINK = 5 ms; at
 # 5,000 connections and 5 ms the server's core saturates instead).
 #
+# With H2=1, every client connection speaks HTTP/2 with prior knowledge
+# (h2c; both servers serve it on their one port) and makes its requests as
+# streams of that connection, one at a time, with the same think times
+# (load_client --h2: hyper's http2 client, default settings). dormant's
+# idle h2 connections sleep where its HTTP/1.1 ones park: hyper's
+# connection dropped past park_after (10 ms by default, so at every think
+# time of the default cells but 5 ms), DORMANT past dormant_after (1 s);
+# park_off keeps them awake, dormant_off keeps them PARKED. The same cells,
+# variants and figures; the header lines name the protocol.
+#
 # With SYSCALLS=1, each run also counts the server's system calls in the
 # window (perf's syscall tracepoints; needs `perf` and tracepoint access,
 # e.g. root) and prints them per request: all of them, epoll_wait,
@@ -98,6 +109,7 @@ ADDR=${LOAD_ADDR:-127.0.0.1:3921}
 HOST=${ADDR%:*}
 PORT=${ADDR##*:}
 PAIRED=${PAIRED:-0}
+H2=${H2:-0}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 CONNECT_RATE=${CONNECT_RATE:-2000}
@@ -108,6 +120,13 @@ for call in epoll_wait epoll_ctl recvfrom writev write; do
     SYSCALL_EVENTS+=",syscalls:sys_enter_$call"
 done
 HZ=$(getconf CLK_TCK)
+# The client's protocol: its flag and its name in the header lines.
+protocol="HTTP/1.1"
+client_flags=()
+if [ "$H2" = 1 ]; then
+    protocol="HTTP/2 (h2c, one stream at a time)"
+    client_flags=(--h2)
+fi
 
 cd "$(dirname "$0")/../.."
 cargo build --release --quiet --example hello_dormant --example hello_hyper --example load_client
@@ -253,7 +272,7 @@ run() {
     for i in $(seq 0 $((n - 1))); do
         rm -f "$tmp/client$i"
         mkfifo "$tmp/client$i"
-        timeout -s KILL "$limit" taskset -c "$CLIENT_CPU" "$TARGET/load_client" \
+        timeout -s KILL "$limit" taskset -c "$CLIENT_CPU" "$TARGET/load_client" "${client_flags[@]}" \
             "$HOST:$((PORT + i))" "$conns" "$think" "$warmup" "$WINDOW" "$CONNECT_RATE" >"$tmp/client$i" &
         clients+=" $!"
         exec {fd}<"$tmp/client$i"
@@ -368,7 +387,7 @@ name() {
 row='%-6s %-25s %9s %9s %6s %6s %10s %9s %9s %9s %11s %7s\n'
 declare -A m=() # m[cell variant round metric]
 summary=""
-echo "load bench: servers with 1 worker thread on CPU $SERVER_CPU, client on CPU $CLIENT_CPU," \
+echo "load bench: $protocol, servers with 1 worker thread on CPU $SERVER_CPU, client on CPU $CLIENT_CPU," \
     "$ROUNDS rounds, window ${WINDOW}s, $CONNECT_RATE connects/s"
 for cell in $CELLS; do
     conns=${cell%%:*}
@@ -473,7 +492,7 @@ for cell in $CELLS; do
     done
 done
 echo
-echo "summary: medians over $ROUNDS rounds; ratios are medians of the per-round ratios variant / hyper-util"
+echo "summary ($protocol): medians over $ROUNDS rounds; ratios are medians of the per-round ratios variant / hyper-util"
 printf '%6s %6s %-12s %12s %18s %8s %8s %8s %16s %8s\n' conns think server "cpu ratio" "cpu µs/req v / h" \
     "p50" "p99" "p99.9" "RSS B/conn v / h" "RSS"
 printf '%s' "$summary"
