@@ -344,10 +344,10 @@ impl Watch {
     }
 
     /// The fence's frame, for the caller to write (between h2's frames,
-    /// before any more of them), if the connection is quiet and has no
-    /// SETTINGS in flight.
+    /// before any more of them), if the connection needs one, is quiet and
+    /// has no SETTINGS in flight.
     pub(crate) fn fence(&mut self) -> Option<Vec<u8>> {
-        if !self.quiet() || !self.settings_sent.is_empty() {
+        if !self.needs_fence() || !self.quiet() || !self.settings_sent.is_empty() {
             return None;
         }
         self.settings_sent.push_back(Sent::Fence {
@@ -607,6 +607,7 @@ mod tests {
         let ack = head(kind::SETTINGS, flag::ACK, 0, 0);
         assert_eq!(read(&mut watch, &ack), b"");
         assert!(watch.settled());
+        assert_eq!(watch.fence(), None, "fenced already");
         let asleep = watch.asleep(1 << 20).expect("asleep");
         assert_eq!(asleep.last_stream, 3);
         assert_eq!(asleep.send_window, (16 << 20) - 5000 - 70_000);
