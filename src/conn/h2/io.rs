@@ -240,6 +240,40 @@ where
         Poll::Ready(Ok(n))
     }
 
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if let Some(waking) = &mut this.waking {
+            let mut n = 0;
+            for buf in bufs {
+                waking.written.extend_from_slice(buf);
+                n += buf.len();
+            }
+            return Poll::Ready(Ok(n));
+        }
+        ready!(this.poll_output(cx))?;
+        let n = ready!(Pin::new(&mut *this.stream).poll_write_vectored(cx, bufs))?;
+        let mut wire = lock(this.wire);
+        let mut left = n;
+        for buf in bufs {
+            let part = left.min(buf.len());
+            wire.watch.outbound(&buf[..part]);
+            left -= part;
+            if left == 0 {
+                break;
+            }
+        }
+        wire.unflushed = true;
+        Poll::Ready(Ok(n))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if this.waking.is_some() {
