@@ -13,6 +13,8 @@
 //!   the same way (`off` or `none`: parked connections stay in tokio);
 //! - `PEER_ADDR=on` turns the [`PeerAddr`](dormant::PeerAddr) extension on,
 //!   to measure its cost (`wrk.sh`, `instructions.sh`);
+//! - `STATS=on` prints the server's [`Stats`](dormant::Stats) to stderr
+//!   when it stops on Ctrl-C (how often connections slept, say);
 //! - `RUST_LOG` filters the `tracing` output (stderr), as in the examples;
 //! - `TOKIO_WORKER_THREADS` sets the number of runtime threads, as for any
 //!   `#[tokio::main]` program.
@@ -85,5 +87,8 @@ pub(crate) async fn serve(
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
+    if std::env::var("STATS").is_ok_and(|v| v == "on") {
+        eprintln!("{:#?}", server.stats());
+    }
     Ok(())
 }

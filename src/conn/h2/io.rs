@@ -18,7 +18,9 @@ use hyper::rt::{Read, ReadBufCursor, Write};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::io::Replay;
+use crate::lot::Parkable;
 use crate::pool::{Pool, PoolBuf};
+use crate::transport::Seam;
 use crate::wire::{Asleep, Unsettled, Watch};
 
 /// The room at the front of a read buffer for a frame header split across
@@ -166,10 +168,7 @@ where
     }
 }
 
-impl<T> Read for H2Io<'_, T>
-where
-    T: AsyncRead + AsyncWrite + Unpin,
-{
+impl<T: Seam> Read for H2Io<'_, T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -189,6 +188,11 @@ where
                     this.input = None;
                 }
                 return Poll::Ready(Ok(()));
+            }
+            if this.replay.is_empty() && Parkable::poll_read_ready(&*this.stream, cx).is_pending() {
+                // Nothing to read: no buffer taken, no system call made.
+                lock(this.wire).read_blocked = true;
+                return Poll::Pending;
             }
             let mut bytes = this.pool.take();
             let n = if this.replay.is_empty() {

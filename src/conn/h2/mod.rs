@@ -49,6 +49,10 @@ use io::{H2Io, Wire, lock};
 /// `park_after` is shorter (or zero, right after a long sleep).
 const FENCE_WAIT: Duration = Duration::from_secs(1);
 
+/// Where the sleep timer waits while the connection is busy: far enough
+/// never to fire.
+const OUT_OF_THE_WAY: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// How an HTTP/2 ACTIVE phase ended.
 pub(super) enum Ended<T> {
     /// The connection is finished.
@@ -211,7 +215,14 @@ impl Bedtime {
         let mut wire = lock(wire);
         let quiet = service_quiet && wire.read_blocked && !wire.unflushed && wire.watch.quiet();
         if !quiet {
-            self.spell = None;
+            if self.spell.take().is_some() {
+                // Busy again: the timer goes out of the way. A timer that
+                // fires on a busy connection runs its task between the
+                // tasks of its streams, and h2 then writes responses one
+                // by one: `h2load -m10` saw 1.7 writes per request instead
+                // of 1.0. (A later deadline costs the timer wheel nothing.)
+                timer.reset(self.since + OUT_OF_THE_WAY);
+            }
             return Poll::Pending;
         }
         let frames = wire.watch.frames_in();
@@ -226,10 +237,11 @@ impl Bedtime {
         match self.stage {
             Stage::Declined => return Poll::Pending,
             Stage::Fencing if wire.watch.settled() => return self.sleep(&wire.watch, stats),
+            // A zero wait acts at once: the timer wheel would round it up
+            // to its next tick.
+            Stage::Quiet if self.park_after.is_zero() => {}
             Stage::Quiet | Stage::Fencing => {
-                // A zero wait acts at once: the timer wheel would round it
-                // up to its next tick.
-                if self.due > Instant::now() && timer.as_mut().poll(cx).is_pending() {
+                if timer.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
             }
