@@ -21,14 +21,22 @@ pub(crate) struct Config {
     pub(crate) h2_sleep: H2Sleep,
 }
 
-/// What decides whether an idle HTTP/2 connection may sleep (see `wire`).
+/// What an idle HTTP/2 connection's sleep depends on (see `wire`).
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum H2Sleep {
-    /// It may, if the client may not send more than `fresh_window` bytes:
-    /// the connection window a fresh h2 connection grants.
-    Allowed { fresh_window: u32 },
-    /// Never: keep-alive PINGs are configured.
-    KeepAlive,
+pub(crate) struct H2Sleep {
+    /// The connection window a fresh h2 connection grants: a connection
+    /// sleeps only if the client may not send more.
+    pub(crate) fresh_window: u32,
+    /// Keep-alive PINGs, which the lot sends to sleeping connections.
+    pub(crate) keep_alive: Option<KeepAlive>,
+}
+
+/// HTTP/2 keep-alive PINGs: one after `interval` without a frame from the
+/// client, answered within `timeout` or the connection is closed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeepAlive {
+    pub(crate) interval: Duration,
+    pub(crate) timeout: Duration,
 }
 
 /// The most the parking lot may be late on a deadline.
@@ -37,14 +45,21 @@ const MAX_LOT_SLACK: Duration = Duration::from_millis(100);
 impl Config {
     /// How late the parking lot may act on a deadline, so that it acts on
     /// many at once: a sixteenth of the shortest duration it counts down
-    /// (`dormant_after`, the idle timeout), between 1 ms and 100 ms.
+    /// (`dormant_after`, the idle timeout, the HTTP/2 keep-alive interval
+    /// and timeout), between 1 ms and 100 ms.
     pub(crate) fn lot_slack(&self) -> Duration {
-        [self.dormant_after, self.timeouts.idle]
-            .into_iter()
-            .flatten()
-            .min()
-            .map_or(MAX_LOT_SLACK, |shortest| {
-                (shortest / 16).clamp(Duration::from_millis(1), MAX_LOT_SLACK)
-            })
+        let keep_alive = self.h2_sleep.keep_alive;
+        [
+            self.dormant_after,
+            self.timeouts.idle,
+            keep_alive.map(|k| k.interval),
+            keep_alive.map(|k| k.timeout),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .map_or(MAX_LOT_SLACK, |shortest| {
+            (shortest / 16).clamp(Duration::from_millis(1), MAX_LOT_SLACK)
+        })
     }
 }

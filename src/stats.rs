@@ -39,6 +39,11 @@ pub struct Stats {
     /// Connections closed by the idle timeout (ACTIVE, PARKED or DORMANT;
     /// HTTP/2 connections are shut down gracefully).
     pub idle_timeouts: u64,
+    /// Sleeping HTTP/2 connections closed because the client did not
+    /// answer a keep-alive `PING` in time
+    /// ([`http2_keep_alive_timeout`](crate::Builder::http2_keep_alive_timeout)).
+    /// (hyper closes awake ones itself, uncounted.)
+    pub keep_alive_timeouts: u64,
     /// Connections closed because a request head took longer than the
     /// header read timeout.
     pub header_read_timeouts: u64,
@@ -86,10 +91,6 @@ pub struct H2SleepDeclines {
     /// send more than a fresh connection's window (the adaptive window
     /// grew it).
     pub window: u64,
-    /// Keep-alive PINGs are configured
-    /// ([`http2_keep_alive_interval`](crate::Builder::http2_keep_alive_interval)):
-    /// they would be lost while the connection sleeps.
-    pub keep_alive: u64,
     /// The client did not acknowledge the SETTINGS frame a connection sends
     /// before it sleeps.
     pub unacknowledged: u64,
@@ -107,6 +108,7 @@ pub(crate) struct Counters {
     pub(crate) lot_wakes: AtomicU64,
     pub(crate) lot_closes: AtomicU64,
     pub(crate) idle_timeouts: AtomicU64,
+    pub(crate) keep_alive_timeouts: AtomicU64,
     pub(crate) header_read_timeouts: AtomicU64,
     pub(crate) read_timeouts: AtomicU64,
     pub(crate) write_timeouts: AtomicU64,
@@ -117,7 +119,6 @@ pub(crate) struct Counters {
     pub(crate) requests: AtomicU64,
     pub(crate) upgrades: AtomicU64,
     pub(crate) h2_declines_window: AtomicU64,
-    pub(crate) h2_declines_keep_alive: AtomicU64,
     pub(crate) h2_declines_unacknowledged: AtomicU64,
 }
 
@@ -134,6 +135,7 @@ impl Counters {
             lot_wakes: self.lot_wakes.load(Relaxed),
             lot_closes: self.lot_closes.load(Relaxed),
             idle_timeouts: self.idle_timeouts.load(Relaxed),
+            keep_alive_timeouts: self.keep_alive_timeouts.load(Relaxed),
             header_read_timeouts: self.header_read_timeouts.load(Relaxed),
             read_timeouts: self.read_timeouts.load(Relaxed),
             write_timeouts: self.write_timeouts.load(Relaxed),
@@ -145,7 +147,6 @@ impl Counters {
             upgrades: self.upgrades.load(Relaxed),
             h2_sleep_declines: H2SleepDeclines {
                 window: self.h2_declines_window.load(Relaxed),
-                keep_alive: self.h2_declines_keep_alive.load(Relaxed),
                 unacknowledged: self.h2_declines_unacknowledged.load(Relaxed),
             },
             pool,

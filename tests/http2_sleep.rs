@@ -6,7 +6,7 @@
 //! 65,536 bytes whose entries are reused across a sleep, a client PING, a
 //! SETTINGS change, a GOAWAY and a close while asleep, graceful shutdown and
 //! the idle timeout of sleeping connections, and server keep-alive PINGs,
-//! which keep connections awake. Pauses between rounds cross PARKED and
+//! which the lot sends to sleeping connections. Pauses between rounds cross PARKED and
 //! DORMANT; every response is checked byte for byte.
 
 // The transports' raw HTTP/1 clients (`Serve::connect`) are not used here:
@@ -75,8 +75,19 @@ over_every_transport!(
     graceful_shutdown_closes_dormant_h2_connections,
     idle_timeout_closes_parked_h2_connections,
     idle_timeout_closes_dormant_h2_connections,
-    server_keep_alive_pings_keep_h2_connections_awake,
+    keep_alive_pings_reach_sleeping_h2_connections,
+    sleeping_h2_connections_that_do_not_answer_pings_are_closed,
 );
+
+/// A keep-alive interval whose PINGs find a connection at `rung`: the
+/// connections park after 3 ms (`ladder`), and go DORMANT after
+/// [`DORMANT_AFTER`].
+fn keep_alive_at(rung: Rung) -> Duration {
+    match rung {
+        Rung::Parked => DORMANT_AFTER / 4,
+        Rung::Dormant => DORMANT_AFTER * 2,
+    }
+}
 
 /// The pauses between the rounds of a conversation: PARKED, DORMANT, and
 /// PARKED again after a DORMANT wake.
@@ -852,28 +863,61 @@ fn idle_timeout_closes_sleeping_h2_connections<T: Transport>(rung: Rung) {
     });
 }
 
-/// With server keep-alive PINGs configured, an idle h2 connection stays
-/// awake (a `keep_alive` decline) and serves on; it never parks.
-fn server_keep_alive_pings_keep_h2_connections_awake<T: Transport>() {
-    let mut b = ladder(DORMANT_AFTER);
-    b.http2_keep_alive_interval(Duration::from_millis(50));
-    let srv = T::serve(&b, mirror_service());
-    client_runtime().block_on(async {
-        let (send, conn) = hyper_client::<T>(&srv.addr).await;
-        for round in 0..2 {
+/// With server keep-alive PINGs, an idle h2 connection still sleeps:
+/// the lot pings it PARKED and DORMANT, the client's answer wakes it (and
+/// never reaches h2, which did not send the PING), it sleeps again, and it
+/// serves on.
+fn keep_alive_pings_reach_sleeping_h2_connections<T: Transport>() {
+    for rung in [Rung::Parked, Rung::Dormant] {
+        let mut b = ladder(DORMANT_AFTER);
+        b.http2_keep_alive_interval(keep_alive_at(rung));
+        let srv = T::serve(&b, mirror_service());
+        client_runtime().block_on(async {
+            let io = T::connect_h2(&srv.addr).await.into_inner();
+            let mut client = RawClient::start(io).await;
             let before = srv.stats();
-            mirror_all(&send, round, vec![pattern(10, 0), pattern(100 << 10, 1)]).await;
-            srv.wait_for("a `keep_alive` decline", |s| {
-                s.h2_sleep_declines.keep_alive > before.h2_sleep_declines.keep_alive
+            client.get(1).await;
+            sleep_until(&srv, rung, before);
+            let asleep = srv.stats();
+            // Answered by the client (`RawClient`), twice.
+            for _ in 0..2 {
+                while !client
+                    .next()
+                    .await
+                    .expect("the connection closed")
+                    .is_ping()
+                {}
+            }
+            srv.wait_for("woken by the answers, and asleep again", |s| {
+                s.wakes >= asleep.wakes + 2 && s.active == 0 && s.parked + s.dormant == 1
             });
-            let s = srv.stats();
-            assert_eq!(
-                (s.parks, s.parked, s.dormant, s.active),
-                (0, 0, 0, 1),
-                "{s:?}"
-            );
-        }
-        hyper_close(send, conn).await;
-    });
-    all_closed(&srv);
+            client.get(3).await;
+            assert_eq!(srv.stats().keep_alive_timeouts, 0);
+        });
+        all_closed(&srv);
+    }
+}
+
+/// A sleeping h2 connection whose client stops answering keep-alive PINGs
+/// is sent a GOAWAY and closed, PARKED or DORMANT.
+fn sleeping_h2_connections_that_do_not_answer_pings_are_closed<T: Transport>() {
+    for rung in [Rung::Parked, Rung::Dormant] {
+        let mut b = ladder(DORMANT_AFTER);
+        b.http2_keep_alive_interval(keep_alive_at(rung))
+            .http2_keep_alive_timeout(DORMANT_AFTER / 4);
+        let srv = T::serve(&b, mirror_service());
+        client_runtime().block_on(async {
+            let before = srv.stats();
+            let io = T::connect_h2(&srv.addr).await.into_inner();
+            let mut client = RawClient::start(io).await;
+            client.get(1).await;
+            client.stop_answering_pings();
+            sleep_until(&srv, rung, before);
+            let frames = client.until_closed().await;
+            assert!(frames.iter().any(|f| f.is_ping()), "{frames:?}");
+            assert_goaway(&frames);
+            all_closed(&srv);
+            assert_eq!(srv.stats().keep_alive_timeouts, 1);
+        });
+    }
 }

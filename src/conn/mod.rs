@@ -384,6 +384,15 @@ fn park_taskless<T: Seam>(
     let dormant_at = config.dormant_after.map(|d| now + d);
     let idle_at = config.timeouts.idle_deadline(clocks.quiet_since);
     let idle_at = idle_at.map(|(at, _)| at);
-    lot.park(stream, asleep.map(|a| *a), now, dormant_at, idle_at)
-        .map_err(|(stream, asleep)| (stream, asleep.map(Box::new)))
+    // As hyper times it: from the client's last frame.
+    let ping_at = (config.h2_sleep.keep_alive).map(|k| clocks.quiet_since + k.interval);
+    lot.park(
+        stream,
+        asleep.map(|a| *a),
+        now,
+        dormant_at,
+        idle_at,
+        ping_at,
+    )
+    .map_err(|(stream, asleep)| (stream, asleep.map(Box::new)))
 }

@@ -9,11 +9,11 @@ use std::time::Duration;
 use mio::{Events, Poll};
 use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
-use tracing::trace;
+use tracing::{debug, trace};
 
-use super::deadlines::before;
+use super::deadlines::{Millis, before};
 use super::ready::{Registration, Report};
-use super::{Callback, Carry, Closed, Lot, Parkable, Rung, Slept, Slot, Turn, Woken};
+use super::{Callback, Carry, Closed, Inner, Lot, Parkable, Ping, Rung, Slept, Slot, Turn, Woken};
 
 /// Events collected per `epoll_wait`.
 const EVENTS: usize = 256;
@@ -178,7 +178,8 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
 
     /// Closes the connections whose idle deadline passed and moves
     /// task-less PARKED ones whose dormant deadline passed to DORMANT;
-    /// returns how long until the next deadline.
+    /// pings carrying connections whose ping is due and closes those whose
+    /// answer is late; returns how long until the next deadline.
     fn expire(&self, now: Instant) -> Option<Duration> {
         let shared = &*self.0;
         let now = shared.clock.millis(now);
@@ -231,14 +232,21 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             }
             entered += 1;
         }
-        let next = match (
+        let mut unanswered = Vec::new();
+        self.ping(&mut inner, now, &mut unanswered);
+        let next = [
             inner.dormant_deadlines.next_in(now),
             inner.parked_deadlines.next_in(now),
-        ) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+            inner.ping_deadlines.next_in(now),
+            inner.answer_deadlines.next_in(now),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         drop(inner);
+        for (rung, why, n) in unanswered {
+            shared.owner.closed(rung, why, n);
+        }
         let n_dormant = idle.iter().filter(|(_, r)| *r == Rung::Dormant).count();
         let n_parked = idle.len() - n_dormant;
         for (slot, _) in idle {
@@ -253,6 +261,51 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         shared.owner.closed(Rung::Parked, Closed::Idle, n_parked);
         shared.owner.went_dormant(entered);
         next
+    }
+
+    /// Writes the pings that are due (a small write, non-blocking, under
+    /// the lock: the connection stays in its slot) and closes the
+    /// connections whose answer is late, or whose socket did not take the
+    /// ping; says what it closed in `closed`.
+    fn ping(
+        &self,
+        inner: &mut Inner<T::Dormant, W, C>,
+        now: Millis,
+        closed: &mut Vec<(Rung, Closed, usize)>,
+    ) {
+        // At most 24 days (`Builder::http2_keep_alive_timeout`).
+        let answer_within = self.0.answer_within.as_millis().min(i32::MAX as u128) as Millis;
+        while let Some((due, key)) = inner.ping_deadlines.pop_due(now) {
+            let Some(Slot::Carrying { conn, with }) = inner.slots.get_mut(key) else {
+                continue;
+            };
+            if with.ping != Ping::Due(due) {
+                continue;
+            }
+            match T::send_dormant(conn, &with.value.ping()) {
+                Ok(()) => {
+                    let by = now.wrapping_add(answer_within);
+                    with.ping = Ping::Sent(inner.answer_deadlines.push(by, key));
+                }
+                Err(error) => {
+                    debug!(%error, "keep-alive ping failed");
+                    let rung = with.rung();
+                    drop(inner.remove(key));
+                    closed.push((rung, Closed::Failed, 1));
+                }
+            }
+        }
+        while let Some((by, key)) = inner.answer_deadlines.pop_due(now) {
+            match inner.slots.get(key) {
+                Some(Slot::Carrying { with, .. }) if with.ping == Ping::Sent(by) => {}
+                _ => continue,
+            }
+            if let Some(Slot::Carrying { conn, with }) = inner.remove(key) {
+                debug!("keep-alive ping unanswered");
+                closed.push((with.rung(), Closed::Unanswered, 1));
+                T::close_dormant(conn, &with.value.goodbye());
+            }
+        }
     }
 
     /// Runs the lot until its poll fails: hands readiness to the tasks that

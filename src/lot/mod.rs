@@ -150,6 +150,12 @@ pub trait Parkable: Send + Sync + Sized + 'static {
     /// has one (TLS: `close_notify`). Best effort, never waits.
     fn close_dormant(dormant: Self::Dormant, goodbye: &[u8]);
 
+    /// Writes `bytes` (a keep-alive PING of its protocol) to a task-less
+    /// connection, whole and without blocking; `Err` if the socket does
+    /// not take them at once (the peer reads nothing) or the transport
+    /// cannot write from its parked form.
+    fn send_dormant(dormant: &mut Self::Dormant, bytes: &[u8]) -> io::Result<()>;
+
     /// [`close_dormant`](Self::close_dormant) for a served connection,
     /// without a goodbye of its protocol.
     fn close(self) {
@@ -195,6 +201,8 @@ pub(crate) enum Closed {
     ByPeer,
     /// The idle deadline passed.
     Idle,
+    /// A keep-alive ping was not answered in time ([`Carry::ping`]).
+    Unanswered,
     /// The socket failed.
     Failed,
     /// [`Lot::close_all`].
@@ -252,6 +260,13 @@ pub(crate) trait Carry: Send + 'static {
     /// What to say before the lot closes the connection (at its idle
     /// deadline, at shutdown): see [`Parkable::close_dormant`].
     fn goodbye(&self) -> Vec<u8>;
+
+    /// A keep-alive ping for the client, noted as sent: the lot writes it
+    /// at the time [`Lot::park`] was given, and closes the connection
+    /// (after its goodbye) if it does not turn readable within the lot's
+    /// `answer_within`. The answer wakes the connection, whose protocol
+    /// takes it from there.
+    fn ping(&mut self) -> Vec<u8>;
 }
 
 /// A registered connection, by what it is doing.
@@ -283,7 +298,19 @@ struct Carried<C> {
     cell: Option<Arc<Cell>>,
     /// The idle deadline while DORMANT (see `Slot::Dormant`).
     deadline: Millis,
+    ping: Ping,
     value: C,
+}
+
+/// A carrying connection's keep-alive ping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ping {
+    /// None is asked for.
+    Off,
+    /// Due at this time (queued in `ping_deadlines`).
+    Due(Millis),
+    /// Sent; to be answered by this time (queued in `answer_deadlines`).
+    Sent(Millis),
 }
 
 impl<C> Carried<C> {
@@ -299,6 +326,11 @@ struct Inner<D, W, C> {
     slots: Slab<Slot<D, W, C>>,
     parked_deadlines: Deadlines,
     dormant_deadlines: Deadlines,
+    /// (due, key) of carrying connections' pings, and (due, key) of their
+    /// answers: in FIFO order too, as every connection has the same
+    /// keep-alive interval and timeout.
+    ping_deadlines: Deadlines,
+    answer_deadlines: Deadlines,
     sleeping: usize,
     closed: bool,
     /// The waker of the task that drives the lot, told when a deadline
@@ -334,10 +366,16 @@ impl<D, W, C> Inner<D, W, C> {
     fn remove(&mut self, key: u32) -> Option<Slot<D, W, C>> {
         let slot = self.slots.remove(key)?;
         if self.slots.shrink_if_empty(SLOTS_KEEP) {
-            self.parked_deadlines.clear();
-            self.dormant_deadlines.clear();
+            self.clear_deadlines();
         }
         Some(slot)
+    }
+
+    fn clear_deadlines(&mut self) {
+        self.parked_deadlines.clear();
+        self.dormant_deadlines.clear();
+        self.ping_deadlines.clear();
+        self.answer_deadlines.clear();
     }
 }
 
@@ -354,6 +392,8 @@ struct Shared<T: Parkable, W, C> {
     registry: mio::Registry,
     /// How late the lot may act on a deadline (see [`Lot::drive`]).
     slack: Duration,
+    /// How long a keep-alive ping waits for its answer ([`Carry::ping`]).
+    answer_within: Duration,
     inner: Mutex<Inner<T::Dormant, W, C>>,
     clock: Clock,
     /// A deadline queue went from empty to non-empty since the driver
@@ -396,20 +436,25 @@ impl<T: Parkable, W: Send + 'static, C: Send + 'static> Table for Shared<T, W, C
 
 impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// A lot that reports to `owner` and may act on a deadline up to
-    /// `slack` late, to act on many at once. `registry` is that of the
-    /// poll its driver runs ([`Lot::drive`]).
+    /// `slack` late, to act on many at once, and closes a connection whose
+    /// keep-alive ping is not answered `answer_within`. `registry` is that
+    /// of the poll its driver runs ([`Lot::drive`]).
     pub(crate) fn new(
         owner: Box<dyn Owner<T, C>>,
         slack: Duration,
+        answer_within: Duration,
         registry: mio::Registry,
     ) -> Self {
         Lot(Arc::new(Shared {
             slack,
+            answer_within,
             registry,
             inner: Mutex::new(Inner {
                 slots: Slab::default(),
                 parked_deadlines: Deadlines::default(),
                 dormant_deadlines: Deadlines::default(),
+                ping_deadlines: Deadlines::default(),
+                answer_deadlines: Deadlines::default(),
                 sleeping: 0,
                 closed: false,
                 driver: None,
@@ -452,7 +497,8 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// PARKED without a task, from `now`: the lot keeps `stream`'s parked
     /// form and what it `carries`, and hands them to [`Owner::woken`] when
     /// bytes arrive, with how long it slept. At `dormant_at` the lot moves it to DORMANT, at
-    /// `idle_at` (if earlier) closes it. Gives
+    /// `idle_at` (if earlier) closes it; at `ping_at` it pings it (see
+    /// [`Carry::ping`]; only a connection that carries something). Gives
     /// the stream back if a read may find bytes already, if its transport
     /// holds some, or if the lot is closed. The caller keeps counting the
     /// connection as held and parked until this returns `Ok`; from then on
@@ -464,6 +510,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         now: Instant,
         dormant_at: Option<Instant>,
         idle_at: Option<Instant>,
+        ping_at: Option<Instant>,
     ) -> Result<(), (T, Option<C>)> {
         let shared = &*self.0;
         let mut inner = shared.lock();
@@ -480,6 +527,12 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         let idle = idle_at.map(|at| shared.clock.millis(at));
         let due = earliest(dormant_at.map(|at| shared.clock.millis(at)), idle);
         let due = due.map(|due| inner.parked_deadlines.push(due, key));
+        let ping = match ping_at {
+            Some(at) if carries.is_some() => {
+                Ping::Due(inner.ping_deadlines.push(shared.clock.millis(at), key))
+            }
+            _ => Ping::Off,
+        };
         match inner.slots.get_mut(key) {
             Some(slot @ Slot::Served(_)) => {
                 cell.park(shared.clock.millis(now), due, idle);
@@ -490,6 +543,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
                         with: Box::new(Carried {
                             cell: Some(cell),
                             deadline: 0,
+                            ping,
                             value,
                         }),
                     },
@@ -498,7 +552,10 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             // A registration's slot is served until it parks or closes.
             _ => unreachable!("a served connection's slot is not served"),
         }
-        if due.is_some() && inner.parked_deadlines.len() == 1 {
+        let first = |queue: &Deadlines, queued: bool| queued && queue.len() == 1;
+        if first(&inner.parked_deadlines, due.is_some())
+            || first(&inner.ping_deadlines, ping != Ping::Off)
+        {
             shared.new_front.store(true, Ordering::Release);
             let driver = inner.driver.clone();
             drop(inner);
@@ -536,8 +593,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             }
         }
         inner.sleeping = 0;
-        inner.parked_deadlines.clear();
-        inner.dormant_deadlines.clear();
+        inner.clear_deadlines();
         drop(inner);
         let (n_parked, n_dormant) = (parked.len(), dormant.len());
         for (conn, goodbye) in parked.into_iter().chain(dormant) {

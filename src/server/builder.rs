@@ -8,7 +8,7 @@ use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::Server;
-use crate::config::{Config, H2Sleep};
+use crate::config::{Config, H2Sleep, KeepAlive};
 use crate::error::Error;
 use crate::pool::Pool;
 use crate::state::Shared;
@@ -316,10 +316,12 @@ impl Builder {
     /// as gRPC servers do. At most 24 days. `None` sends no keep-alive
     /// `PING`.
     ///
-    /// With keep-alive `PING`s, HTTP/2 connections do not sleep: an idle
-    /// one stays ACTIVE, served by hyper, which sends these `PING`s
-    /// (counted in
-    /// [`H2SleepDeclines::keep_alive`](crate::H2SleepDeclines::keep_alive)).
+    /// A connection asleep is pinged by the parking lot, on the same
+    /// schedule, without waking; the client's answer wakes it (and it
+    /// sleeps again once quiet), and one that does not answer in time is
+    /// sent a `GOAWAY` and closed (counted in
+    /// [`Stats::keep_alive_timeouts`](crate::Stats::keep_alive_timeouts)).
+    /// Awake, hyper sends them.
     ///
     /// Default is `None` (hyper's default).
     pub fn http2_keep_alive_interval(
@@ -589,17 +591,18 @@ impl Http2 {
     /// initial one. A wake checks what the fresh connection actually grants
     /// (`wire::Asleep::settle`).
     fn sleep(&self) -> H2Sleep {
-        if self.keep_alive_interval.is_some() {
-            return H2Sleep::KeepAlive;
-        }
         let window = if self.adaptive_window {
             INITIAL_WINDOW_SIZE
         } else {
             self.initial_connection_window_size
         };
         let opened = window.saturating_sub(INITIAL_WINDOW_SIZE) >= INITIAL_WINDOW_SIZE / 2;
-        H2Sleep::Allowed {
+        H2Sleep {
             fresh_window: if opened { window } else { INITIAL_WINDOW_SIZE },
+            keep_alive: self.keep_alive_interval.map(|interval| KeepAlive {
+                interval,
+                timeout: self.keep_alive_timeout,
+            }),
         }
     }
 

@@ -144,7 +144,10 @@ where
         // The lot reports to the state it belongs to, weakly: the state
         // keeps the lot.
         let owner = LotOwner::new(weak.clone(), service.clone());
-        let lot = StreamLot::new(Box::new(owner), shared.config.lot_slack(), registry);
+        let config = &shared.config;
+        let answer_within =
+            (config.h2_sleep.keep_alive).map_or(std::time::Duration::ZERO, |k| k.timeout);
+        let lot = StreamLot::new(Box::new(owner), config.lot_slack(), answer_within, registry);
         ServeState {
             shared: shared.clone(),
             signal: Signal::default(),

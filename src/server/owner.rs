@@ -178,6 +178,11 @@ where
             Closed::Idle => {
                 stats.idle_timeouts.fetch_add(n as u64, Ordering::Relaxed);
             }
+            Closed::Unanswered => {
+                stats
+                    .keep_alive_timeouts
+                    .fetch_add(n as u64, Ordering::Relaxed);
+            }
             Closed::ByPeer | Closed::Failed | Closed::Shutdown => {}
         }
         state.held.release(n);

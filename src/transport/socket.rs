@@ -203,6 +203,13 @@ impl<S: Sock> Parkable for Socket<S> {
         dormant.peer_closed()
     }
 
+    fn send_dormant(dormant: &mut S, bytes: &[u8]) -> io::Result<()> {
+        match dormant.write(bytes)? {
+            n if n == bytes.len() => Ok(()),
+            _ => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
     fn close_dormant(dormant: S, goodbye: &[u8]) {
         if !goodbye.is_empty() {
             // Non-blocking: a socket whose buffer is full closes without it.

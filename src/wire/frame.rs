@@ -108,6 +108,22 @@ pub(crate) fn settings_ack(out: &mut Vec<u8>) {
     .write(out);
 }
 
+/// The payload of dormant's keep-alive PINGs, which h2 never sends: a
+/// woken connection knows their ACKs from h2's by it.
+pub(crate) const KEEP_ALIVE_PING: [u8; 8] = *b"dormant!";
+
+/// Appends a PING frame with `payload`.
+pub(crate) fn ping(out: &mut Vec<u8>, payload: [u8; 8]) {
+    Head {
+        len: 8,
+        kind: kind::PING,
+        flags: 0,
+        stream: 0,
+    }
+    .write(out);
+    out.extend_from_slice(&payload);
+}
+
 /// Appends a WINDOW_UPDATE frame for the connection.
 pub(crate) fn window_update(out: &mut Vec<u8>, increment: u32) {
     Head {

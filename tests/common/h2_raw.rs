@@ -4,6 +4,7 @@
 //! before its close. Every wait is bounded, so a hang fails.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, WriteHalf};
 use tokio::sync::{Mutex, mpsc};
@@ -37,6 +38,11 @@ pub(crate) struct Frame {
 }
 
 impl Frame {
+    /// Whether it is a PING (not the ACK of one).
+    pub(crate) fn is_ping(&self) -> bool {
+        self.kind == PING && self.flags & ACK == 0
+    }
+
     /// A GOAWAY's error code.
     pub(crate) fn error_code(&self) -> u32 {
         assert_eq!(self.kind, GOAWAY, "{self:?}");
@@ -61,6 +67,8 @@ fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
 /// frame to the test.
 pub(crate) struct RawClient {
     writer: Arc<Mutex<WriteHalf<Box<dyn AsyncStream>>>>,
+    /// Whether the client still answers the server's PINGs.
+    answers_pings: Arc<AtomicBool>,
     frames: mpsc::UnboundedReceiver<Frame>,
     reader: JoinHandle<()>,
 }
@@ -74,13 +82,17 @@ impl RawClient {
         let writer = Arc::new(Mutex::new(write));
         let (tx, frames) = mpsc::unbounded_channel();
         let acks = writer.clone();
+        let answers_pings = Arc::new(AtomicBool::new(true));
+        let answers = answers_pings.clone();
         let reader = tokio::spawn(async move {
             // The end of the stream, or an error (a TLS close without
             // close_notify), ends the channel.
             while let Ok(f) = read_frame(&mut read).await {
                 let reply = match f.kind {
                     SETTINGS if f.flags & ACK == 0 => Some(frame(SETTINGS, ACK, 0, &[])),
-                    PING if f.flags & ACK == 0 => Some(frame(PING, ACK, 0, &f.payload)),
+                    PING if f.flags & ACK == 0 && answers.load(Ordering::Relaxed) => {
+                        Some(frame(PING, ACK, 0, &f.payload))
+                    }
                     _ => None,
                 };
                 if let Some(reply) = reply {
@@ -96,6 +108,7 @@ impl RawClient {
         });
         let client = RawClient {
             writer,
+            answers_pings,
             frames,
             reader,
         };
@@ -103,6 +116,11 @@ impl RawClient {
         opening.extend(frame(SETTINGS, 0, 0, &[]));
         client.send(&opening).await;
         client
+    }
+
+    /// From now on, the server's PINGs go unanswered.
+    pub(crate) fn stop_answering_pings(&self) {
+        self.answers_pings.store(false, Ordering::Relaxed);
     }
 
     /// Writes `bytes` and flushes them.

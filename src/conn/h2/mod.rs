@@ -66,6 +66,10 @@ impl Carry for Asleep {
     fn goodbye(&self) -> Vec<u8> {
         self.goaway()
     }
+
+    fn ping(&mut self) -> Vec<u8> {
+        self.keep_alive_ping()
+    }
 }
 
 /// Serves an HTTP/2 connection until it ends or sleeps; `asleep` is what
@@ -254,11 +258,6 @@ impl Bedtime {
                 self.stage = Stage::Declined;
                 Poll::Pending
             }
-            (_, H2Sleep::KeepAlive) => {
-                stats.h2_declines_keep_alive.fetch_add(1, Relaxed);
-                self.stage = Stage::Declined;
-                Poll::Pending
-            }
             _ if wire.watch.settled() => self.sleep(&wire.watch, stats),
             _ => {
                 // The fence goes out at hyper's next flush (as soon as no
@@ -276,10 +275,7 @@ impl Bedtime {
     }
 
     fn sleep(&mut self, watch: &Watch, stats: &Counters) -> Poll<Asleep> {
-        let H2Sleep::Allowed { fresh_window } = self.sleep else {
-            return Poll::Pending;
-        };
-        match watch.asleep(fresh_window) {
+        match watch.asleep(self.sleep.fresh_window) {
             Ok(asleep) => Poll::Ready(asleep),
             Err(Decline::Window) => {
                 debug!("h2 sleep declined: flow-control windows");

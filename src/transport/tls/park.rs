@@ -103,6 +103,23 @@ where
         }
     }
 
+    fn send_dormant(dormant: &mut DormantTls<IO::Dormant>, bytes: &[u8]) -> io::Result<()> {
+        // In a record, as in `close_dormant`.
+        let tls = &mut *dormant.tls;
+        let status = tls.conn.process_tls_records(&mut tls.partial);
+        let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state else {
+            return Err(io::Error::other("the TLS session cannot write"));
+        };
+        let mut record = [0; 256];
+        let n = traffic
+            .encrypt(bytes, &mut record)
+            .map_err(io::Error::other)?;
+        match io::Write::write(&mut dormant.fd, &record[..n])? {
+            written if written == n => Ok(()),
+            _ => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
     fn close(self) {
         if let Ok((dormant, _)) = self.into_dormant() {
             Self::close_dormant(dormant, &[]);
