@@ -1,14 +1,17 @@
 //! Go's HTTP/2 client (`golang.org/x/net/http2`, the program in
 //! `tests/go/h2client`) against a dormant server whose connection sleeps
 //! between its rounds, over every transport (TCP and a Unix socket with
-//! prior knowledge, TLS with ALPN `h2`): each round sends ten requests at
-//! once on the one connection (POST bodies of 0 B to 1 MiB, responses
-//! larger than 65,535 B and than the client's stream window, a ~3 KB
-//! cookie-like header that HPACK indexes), and the client checks every
-//! byte and header that comes back; pauses between the rounds cross PARKED
-//! and DORMANT, and two of them carry a client PING. The Go client is
-//! built once per test process (`go build`, from the module cache or the
-//! Go module proxy); without Go, the tests fail saying how to install it.
+//! prior knowledge, TLS with ALPN `h2`). Each round sends 19 requests on
+//! the one connection: a POST whose body stays open throughout, ten at once
+//! (POST bodies of 0 B to 1 MiB, responses larger than 65,535 B and than
+//! the client's stream window), then eight small GETs alike; each carries
+//! a ~3 KB cookie-like header that HPACK indexes, and the last GETs must
+//! send it as an index (the header table is back after a wake). The client
+//! checks every byte and header that comes back; pauses between the rounds
+//! cross PARKED and DORMANT, and two of them carry a client PING. The Go
+//! client is built once per test process (`go build`, from the module
+//! cache or the Go module proxy); without Go, the tests fail saying how to
+//! install it.
 
 // The transports' raw HTTP/1 clients (`Serve::connect`) are not used here:
 // the Go client connects by itself.
@@ -175,7 +178,6 @@ where
 
     all_closed(&srv);
     let s = srv.stats();
-    eprintln!("DEBUG {s:?}");
     let rounds = PAUSES.len() as u64 + 1;
     assert_eq!(
         (s.accepted, s.tls_handshakes, s.requests),
