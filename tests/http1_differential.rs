@@ -78,12 +78,12 @@ impl Reference for common::transport::Tls {
 
         let cert = Cert::new();
         let acceptor = tokio_rustls::TlsAcceptor::from(cert.config().get());
-        let config = tls13(&cert);
+        let (config, ca) = (tls13(&cert), cert.cert.clone());
         serve_hyper(
             cert,
             || async move {
                 let (listener, addr) = bind_tcp().await;
-                (listener, TlsAddr { addr, config })
+                (listener, TlsAddr { addr, config, ca })
             },
             move |tcp| {
                 let acceptor = acceptor.clone();

@@ -134,6 +134,10 @@ pub(crate) mod tls {
     pub(crate) struct TlsAddr {
         pub(crate) addr: SocketAddr,
         pub(crate) config: Arc<ClientConfig>,
+        /// The server's certificate as a PEM file, for clients of other
+        /// processes to trust (it lives as long as the server).
+        #[allow(dead_code, reason = "only clients of other processes read it")]
+        pub(crate) ca: PathBuf,
     }
 
     impl Endpoint for TlsAddr {
@@ -166,7 +170,7 @@ pub(crate) mod tls {
             workers: usize,
         ) -> Serve<TlsAddr> {
             let cert = Cert::new();
-            let (server, client) = (cert.config(), tls13(&cert));
+            let (server, client, ca) = (cert.config(), tls13(&cert), cert.cert.clone());
             serve_on(builder, service, workers, cert, move || async move {
                 let (tcp, addr) = bind_tcp().await;
                 let listener = dormant::tls::TlsListener::new(tcp, server);
@@ -175,6 +179,7 @@ pub(crate) mod tls {
                     TlsAddr {
                         addr,
                         config: client,
+                        ca,
                     },
                 )
             })

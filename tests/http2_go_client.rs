@@ -1,0 +1,446 @@
+//! Go's HTTP/2 client (`golang.org/x/net/http2`, the program in
+//! `tests/go/h2client`) against a dormant server whose connection sleeps
+//! between its rounds, over every transport (TCP and a Unix socket with
+//! prior knowledge, TLS with ALPN `h2`). Each round sends 19 requests on
+//! the one connection: a POST whose body stays open throughout, ten at once
+//! (POST bodies of 0 B to 1 MiB, responses larger than 65,535 B and than
+//! the client's stream window), then eight small GETs alike; each carries
+//! a ~3 KB cookie-like header that HPACK indexes, and the last GETs must
+//! send it as an index (the header table is back after a wake). The client
+//! checks every byte and header that comes back; pauses between the rounds
+//! cross PARKED and DORMANT, and two of them carry a client PING. The Go
+//! client is built once per test process (`go build`, from the module
+//! cache or the Go module proxy); without Go, the tests fail saying how to
+//! install it.
+
+// The transports' raw HTTP/1 clients (`Serve::connect`) are not used here:
+// the Go client connects by itself.
+mod common {
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod client;
+    pub(crate) mod ladder;
+    #[allow(dead_code, reason = "the Go client runs on no runtime of ours")]
+    pub(crate) mod rungs;
+    pub(crate) mod runtime;
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod servers;
+    pub(crate) mod services;
+    pub(crate) mod temp_dir;
+    pub(crate) mod timeout;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod tls;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod tls_client;
+    pub(crate) mod transport;
+    pub(crate) mod unix;
+}
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::ladder::ladder;
+use common::rungs::{Rung, all_closed, sleep_until, woke};
+use common::services::mirror_service;
+use common::transport::{Transport, over_every_transport};
+
+over_every_transport!(
+    go_client_with_its_defaults_across_sleeps,
+    go_client_with_small_windows_across_sleeps,
+    go_client_with_browser_like_settings_across_sleeps,
+);
+
+/// The pauses between the Go client's rounds: they alternate between
+/// PARKED and DORMANT.
+const PAUSES: [Rung; 4] = [Rung::Parked, Rung::Dormant, Rung::Parked, Rung::Dormant];
+
+/// The pauses (indices into [`PAUSES`]) in which the client sends a PING
+/// while its connection sleeps, before the next round.
+const PINGS: [usize; 2] = [1, 2];
+
+/// `dormant_after` of the servers here (they park after 3 ms, `ladder`):
+/// longer than the HTTP/2 sleep tests' (`rungs::DORMANT_AFTER`), since
+/// the test learns that a round is over only from the Go client's answer,
+/// which a busy machine may hold back; in the meantime the connection must
+/// not have gone on from PARKED to DORMANT.
+const DORMANT_AFTER: Duration = Duration::from_millis(500);
+
+/// Requests in one round of the Go client (`main.go`, `round`).
+const REQUESTS_PER_ROUND: u64 = 19;
+
+/// How long the Go client may take for one command (a round of requests,
+/// a PING, its close); each of its requests has half of it.
+const STEP_TIMEOUT: Duration = Duration::from_secs(40);
+
+/// How long `go build` may take: from an empty module and build cache, it
+/// downloads `golang.org/x/net` and compiles `net/http`.
+const BUILD_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Go's client with its transport's defaults: a 1 GiB connection window,
+/// 4 MiB stream windows (a GET of 4 MiB + 100 kB runs into one), frames of
+/// up to 1 MiB, a 4,096-byte header table.
+fn go_client_with_its_defaults_across_sleeps<T: Transport>()
+where
+    T::Addr: GoDial,
+{
+    go_client_across_sleeps::<T>(&[]);
+}
+
+/// Go's client with the smallest windows it takes: a connection window of
+/// 131,070 bytes (65,535 granted on top of the initial 65,535), 65,535-byte
+/// stream windows and 16 KiB frames, so that responses and request bodies
+/// run through many window updates both ways.
+fn go_client_with_small_windows_across_sleeps<T: Transport>()
+where
+    T::Addr: GoDial,
+{
+    go_client_across_sleeps::<T>(&[
+        "-conn-window",
+        "65535",
+        "-stream-window",
+        "65535",
+        "-max-frame",
+        "16384",
+    ]);
+}
+
+/// Go's client with a browser's settings (Firefox's): a 12 MiB connection
+/// window, 128 KiB stream windows, the largest frames, a 64 KiB header
+/// table for the server's header blocks.
+fn go_client_with_browser_like_settings_across_sleeps<T: Transport>()
+where
+    T::Addr: GoDial,
+{
+    go_client_across_sleeps::<T>(&[
+        "-conn-window",
+        "12582912",
+        "-stream-window",
+        "131072",
+        "-max-frame",
+        "16777215",
+        "-header-table",
+        "65536",
+    ]);
+}
+
+/// Runs the Go client (with the extra `flags`) against a dormant server
+/// serving the mirror service: round 0 on the new connection, then a round
+/// after each pause of [`PAUSES`], which waits, the client idle, until the
+/// connection has slept to its rung (and, in the pauses of [`PINGS`], has
+/// the client PING it and waits until it sleeps again); the round after it
+/// must have woken it. The client checks every response and that it used
+/// one connection for all; then it closes, and must exit 0. The server must
+/// have accepted one connection and served each request once.
+fn go_client_across_sleeps<T: Transport>(flags: &[&str])
+where
+    T::Addr: GoDial,
+{
+    let go = go_client();
+    let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
+    let mut args = srv.addr.go_args();
+    args.extend([
+        "-timeout".into(),
+        format!("{}s", STEP_TIMEOUT.as_secs() / 2).into(),
+    ]);
+    args.extend(flags.iter().map(OsString::from));
+    let mut client = GoClient::start(go, &args);
+
+    let mut before = srv.stats();
+    client.command("round", "round 0 done");
+    for (i, pause) in PAUSES.into_iter().enumerate() {
+        sleep_until(&srv, pause, before);
+        if PINGS.contains(&i) {
+            client.command("ping", "ping done");
+            srv.wait_for("asleep again after the PING", |s| {
+                s.active == 0 && s.parked + s.dormant == 1
+            });
+        }
+        before = srv.stats();
+        // A PING may have woken the connection, which then slept again.
+        let rung = if before.dormant == 1 {
+            Rung::Dormant
+        } else {
+            Rung::Parked
+        };
+        client.command("round", &format!("round {} done", i + 1));
+        woke(&srv, rung, before);
+    }
+    client.finish();
+
+    all_closed(&srv);
+    let s = srv.stats();
+    let rounds = PAUSES.len() as u64 + 1;
+    assert_eq!(
+        (s.accepted, s.tls_handshakes, s.requests),
+        (1, T::HANDSHAKES, rounds * REQUESTS_PER_ROUND),
+        "one connection, each request served once: {s:?}"
+    );
+}
+
+// ---- the Go client ----
+
+/// The Go client's arguments that reach a server at this address.
+trait GoDial {
+    fn go_args(&self) -> Vec<OsString>;
+}
+
+impl GoDial for SocketAddr {
+    fn go_args(&self) -> Vec<OsString> {
+        vec!["-addr".into(), self.to_string().into()]
+    }
+}
+
+impl GoDial for PathBuf {
+    fn go_args(&self) -> Vec<OsString> {
+        vec!["-unix".into(), self.into()]
+    }
+}
+
+#[cfg(any(feature = "tls", feature = "tls-ring"))]
+impl GoDial for common::transport::tls::TlsAddr {
+    /// TLS with ALPN `h2`, trusting the server's certificate, for
+    /// `localhost` (the name it was made for).
+    fn go_args(&self) -> Vec<OsString> {
+        vec![
+            "-addr".into(),
+            self.addr.to_string().into(),
+            "-tls".into(),
+            "-ca".into(),
+            self.ca.clone().into(),
+            "-servername".into(),
+            "localhost".into(),
+        ]
+    }
+}
+
+/// The Go client, built once per test process (the first test to need it
+/// builds it; the others wait).
+fn go_client() -> &'static Path {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match BUILT.get_or_init(build_go_client) {
+        Ok(path) => path,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The `go` command: `$GO` if set, else `go` on `PATH`, else Go's usual
+/// place, `/usr/local/go/bin/go`.
+fn find_go() -> Result<PathBuf, String> {
+    let candidates: Vec<PathBuf> = match std::env::var_os("GO") {
+        Some(go) => vec![go.into()],
+        None => std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|dir| dir.join("go"))
+            .chain([PathBuf::from("/usr/local/go/bin/go")])
+            .collect(),
+    };
+    candidates
+        .into_iter()
+        .find(|go| go.is_file())
+        .ok_or_else(|| {
+            let looked = match std::env::var_os("GO") {
+                Some(go) => format!("GO={}", Path::new(&go).display()),
+                None => "PATH and /usr/local/go/bin".to_owned(),
+            };
+            format!(
+                "these tests run Go's HTTP/2 client (tests/go/h2client), and no `go` command was \
+             found ({looked}): install Go 1.26 or newer (unpack the official release into \
+             /usr/local/go and put /usr/local/go/bin on PATH), or set GO to the go binary"
+            )
+        })
+}
+
+/// `go build`s `tests/go/h2client` into the tests' temporary directory
+/// with the module's own `go.sum` (`-mod=readonly`) and the installed Go
+/// (`GOTOOLCHAIN=local`), bounded by [`BUILD_TIMEOUT`].
+fn build_go_client() -> Result<PathBuf, String> {
+    let go = find_go()?;
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go/h2client");
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    // Built under a name of this process's, then renamed into place, so
+    // that test processes building at once never run a half-written file.
+    let out = tmp.join(format!("go-h2client.{}", std::process::id()));
+    let log_path = tmp.join(format!("go-h2client.{}.log", std::process::id()));
+    let log = File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+    let mut cmd = Command::new(&go);
+    cmd.arg("build")
+        .arg("-o")
+        .arg(&out)
+        .arg(".")
+        .current_dir(&source)
+        .env("GOFLAGS", "-mod=readonly -buildvcs=false")
+        .env("GOTOOLCHAIN", "local")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(log);
+    // Go keeps its caches under $HOME; without one, under target/.
+    if std::env::var_os("HOME").is_none() {
+        for (var, dir) in [("GOCACHE", "go-cache"), ("GOPATH", "go-path")] {
+            if std::env::var_os(var).is_none() {
+                cmd.env(var, tmp.join(dir));
+            }
+        }
+    }
+    let started = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("could not run {}: {e}", go.display()))?;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() > BUILD_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "`go build` of {} took more than {BUILD_TIMEOUT:?}: {}",
+                    source.display(),
+                    std::fs::read_to_string(&log_path).unwrap_or_default()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("waiting for `go build`: {e}")),
+        }
+    };
+    let output = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&log_path);
+    if !status.success() {
+        return Err(format!(
+            "`{} build` of {} failed ({status}):\n{output}",
+            go.display(),
+            source.display()
+        ));
+    }
+    let path = tmp.join("go-h2client");
+    std::fs::rename(&out, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("built the Go client in {:?}", started.elapsed());
+    Ok(path)
+}
+
+/// A running Go client: commands go to its stdin, one a line; it answers
+/// each on stdout when done. Killed if dropped still running (a failed
+/// test).
+struct GoClient {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Receiver<String>,
+    stderr: Option<JoinHandle<String>>,
+}
+
+impl GoClient {
+    fn start(go: &Path, args: &[OsString]) -> GoClient {
+        let mut child = Command::new(go)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("could not run {}: {e}", go.display()));
+        let stdin = child.stdin.take();
+        let (tx, stdout) = mpsc::channel();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            for line in out.lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut err = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = err.read_to_string(&mut text);
+            text
+        });
+        GoClient {
+            child,
+            stdin,
+            stdout,
+            stderr: Some(stderr),
+        }
+    }
+
+    /// Sends `command` and waits (bounded) for the client to answer
+    /// `answer`.
+    fn command(&mut self, command: &str, answer: &str) {
+        let sent = writeln!(self.stdin.as_mut().unwrap(), "{command}")
+            .and_then(|()| self.stdin.as_mut().unwrap().flush());
+        if let Err(e) = sent {
+            self.fail(&format!("`{command}` could not be sent ({e})"));
+        }
+        self.expect(command, |line| line == answer);
+    }
+
+    /// Closes the client's stdin, so that it closes its connection, and
+    /// waits (bounded) for it to say so and exit 0.
+    fn finish(mut self) {
+        drop(self.stdin.take());
+        self.expect("the close", |line| line.starts_with("closed after "));
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        loop {
+            match self.child.try_wait().expect("wait for the Go client") {
+                Some(status) if status.success() => return,
+                Some(status) => self.fail(&format!("the Go client exited with {status}")),
+                None if Instant::now() > deadline => self.fail("the Go client did not exit"),
+                None => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    }
+
+    /// Waits (bounded) for the client's next line, which `ok` must accept.
+    fn expect(&mut self, what: &str, ok: impl Fn(&str) -> bool) {
+        match self.stdout.recv_timeout(STEP_TIMEOUT) {
+            Ok(line) if ok(&line) => {}
+            Ok(line) => self.fail(&format!("{what}: the Go client answered {line:?}")),
+            Err(RecvTimeoutError::Timeout) => {
+                self.fail(&format!("{what}: no answer in {STEP_TIMEOUT:?}"))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                self.fail(&format!("{what}: the Go client's stdout closed"))
+            }
+        }
+    }
+
+    /// Fails the test with `what`, the client's exit status and its
+    /// stderr (it exits by itself after an error; killed if still running
+    /// a moment later).
+    fn fail(&mut self, what: &str) -> ! {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break status.to_string(),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                _ => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    break "killed (it was still running)".to_owned();
+                }
+            }
+        };
+        let stderr = self
+            .stderr
+            .take()
+            .map(|t| t.join().unwrap_or_default())
+            .unwrap_or_default();
+        panic!("{what}; the Go client: {status}; its stderr:\n{stderr}");
+    }
+}
+
+impl Drop for GoClient {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
