@@ -165,7 +165,7 @@ pub(crate) enum Piece {
 }
 
 /// Cuts a byte stream into frames, across any split of the bytes.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Scanner {
     /// Bytes of the client's preface still to pass (inbound, at accept).
     preface: u8,
@@ -190,6 +190,14 @@ impl Scanner {
     /// Whether the bytes scanned so far end where a frame ends.
     pub(crate) fn at_boundary(&self) -> bool {
         self.preface == 0 && self.head_len == 0 && self.frame.is_none() && self.empty.is_none()
+    }
+
+    /// The frame whose payload begins with the next byte, if one does.
+    pub(crate) fn at_payload_start(&self) -> Option<Head> {
+        match self.frame {
+            Some((head, left)) if left == head.len => Some(head),
+            _ => None,
+        }
     }
 
     /// The next piece of `input[*at..]`, advancing `at` past it; `None`

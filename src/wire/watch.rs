@@ -281,6 +281,41 @@ impl Watch {
         }
     }
 
+    /// Where, in `bytes` the server is about to write, the last-stream
+    /// field of a GOAWAY begins that may need raising: a woken connection's
+    /// fresh h2 counts only the streams since the wake, and would tell the
+    /// client that the streams it answered before the sleep were never
+    /// processed ([`Watch::raise_goaway`]). `None` on a connection that
+    /// never slept.
+    pub(crate) fn goaway_field_at(&self, bytes: &[u8]) -> Option<usize> {
+        if self.forgotten == 0 {
+            return None;
+        }
+        goaway_field(&mut self.outbound.clone(), bytes)
+    }
+
+    /// Whether the slices the server is about to write, in order, hold
+    /// a GOAWAY's last-stream field that may need raising.
+    pub(crate) fn goaway_in<'a>(&self, slices: impl IntoIterator<Item = &'a [u8]>) -> bool {
+        if self.forgotten == 0 {
+            return false;
+        }
+        let mut scanner = self.outbound.clone();
+        slices
+            .into_iter()
+            .any(|bytes| goaway_field(&mut scanner, bytes).is_some())
+    }
+
+    /// Raises a GOAWAY's last-stream field (found by
+    /// [`Watch::goaway_field_at`]) to the last stream the client opened
+    /// before the wake, if it names an earlier one.
+    pub(crate) fn raise_goaway(&self, field: &mut [u8; 4]) {
+        let last = u32::from_be_bytes(*field) & 0x7fff_ffff;
+        if last < self.forgotten {
+            *field = self.forgotten.to_be_bytes();
+        }
+    }
+
     /// Notes a server frame's header.
     fn server_frame(&mut self, head: Head) {
         let end_stream = head.has(flag::END_STREAM);
@@ -416,6 +451,20 @@ impl Watch {
             }
             _ => Err(Decline::Window),
         }
+    }
+}
+
+/// Scans `bytes` with `scanner` up to the first byte of a GOAWAY's
+/// payload (its last-stream field), if there is one.
+fn goaway_field(scanner: &mut Scanner, bytes: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    loop {
+        if let Some(head) = scanner.at_payload_start() {
+            if head.kind == kind::GOAWAY && at < bytes.len() {
+                return Some(at);
+            }
+        }
+        scanner.next(bytes, &mut at)?;
     }
 }
 
@@ -775,6 +824,40 @@ mod tests {
         }
         assert_eq!(read(&mut watch, &bytes), next);
         assert!(!watch.quiet(), "stream 9 is open");
+    }
+
+    /// A woken connection's GOAWAY names at least the last stream of
+    /// before the sleep (the fresh h2 knows only those since the wake).
+    #[test]
+    fn a_woken_connections_goaway_counts_the_streams_before_the_sleep() {
+        let mut pong = Vec::new();
+        frame::settings_ack(&mut pong);
+        let mut goaway = Vec::new();
+        frame::goaway(&mut goaway, 0);
+        let bytes = [pong.clone(), goaway.clone()].concat();
+        assert_eq!(Watch::new().goaway_field_at(&bytes), None, "never slept");
+        let asleep = Asleep {
+            settings: Settings::default(),
+            last_stream: 45,
+            recv_window: INITIAL_WINDOW,
+            send_window: INITIAL_WINDOW,
+            pings: 0,
+        };
+        let mut watch = asleep.watch();
+        let at = HEAD_LEN * 2;
+        assert_eq!(watch.goaway_field_at(&bytes), Some(at));
+        assert!(watch.goaway_in([&bytes[..3], &bytes[3..]]));
+        // Across a split: the field is found where the next write begins.
+        watch.outbound(&bytes[..at]);
+        assert_eq!(watch.goaway_field_at(&bytes[at..]), Some(0));
+        let mut field = [0; 4];
+        watch.raise_goaway(&mut field);
+        assert_eq!(field, 45u32.to_be_bytes());
+        let mut later = 47u32.to_be_bytes();
+        watch.raise_goaway(&mut later);
+        assert_eq!(later, 47u32.to_be_bytes(), "a stream since the wake");
+        watch.outbound(&field);
+        assert_eq!(watch.goaway_field_at(&bytes[at + 4..]), None);
     }
 
     /// The ACKs of the lot's keep-alive PINGs never reach h2; later ones,

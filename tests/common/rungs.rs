@@ -11,7 +11,7 @@ use super::servers::Serve;
 /// `dormant_after` of the servers of the HTTP/2 sleep tests (they park
 /// after 3 ms, `ladder`): long enough for a test to see a connection
 /// PARKED before it goes DORMANT.
-pub(crate) const DORMANT_AFTER: Duration = Duration::from_millis(200);
+pub(crate) const DORMANT_AFTER: Duration = Duration::from_millis(500);
 
 /// A rung of the idle ladder that a pause reaches.
 #[derive(Clone, Copy, Debug)]

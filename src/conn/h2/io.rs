@@ -152,6 +152,12 @@ where
         }
     }
 
+    /// Whether `bufs` hold a GOAWAY whose last-stream field may need
+    /// raising (see `Watch::goaway_field_at`).
+    fn woke_with_goaway(&self, bufs: &[io::IoSlice<'_>]) -> bool {
+        lock(self.wire).watch.goaway_in(bufs.iter().map(|b| &**b))
+    }
+
     /// Writes dormant's frames.
     fn poll_output(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while !self.output.is_empty() {
@@ -237,6 +243,23 @@ where
             return Poll::Ready(Ok(buf.len()));
         }
         ready!(this.poll_output(cx))?;
+        let mut buf = buf;
+        let goaway = lock(this.wire).watch.goaway_field_at(buf);
+        match goaway {
+            // The field goes through dormant's output, raised if it must.
+            Some(0) if buf.len() >= 4 => {
+                let mut field = [buf[0], buf[1], buf[2], buf[3]];
+                let mut wire = lock(this.wire);
+                wire.watch.raise_goaway(&mut field);
+                wire.watch.outbound(&field);
+                wire.unflushed = true;
+                this.output.extend_from_slice(&field);
+                return Poll::Ready(Ok(4));
+            }
+            // What comes before it is written first.
+            Some(at) if at > 0 => buf = &buf[..at],
+            _ => {}
+        }
         let n = ready!(Pin::new(&mut *this.stream).poll_write(cx, buf))?;
         let mut wire = lock(this.wire);
         wire.watch.outbound(&buf[..n]);
@@ -257,6 +280,14 @@ where
                 n += buf.len();
             }
             return Poll::Ready(Ok(n));
+        }
+        if this.woke_with_goaway(bufs) {
+            // Rare: a GOAWAY of a woken connection, written slice by slice.
+            let first = bufs
+                .iter()
+                .find(|b| !b.is_empty())
+                .map_or(&[][..], |b| &**b);
+            return Pin::new(this).poll_write(cx, first);
         }
         ready!(this.poll_output(cx))?;
         let n = ready!(Pin::new(&mut *this.stream).poll_write_vectored(cx, bufs))?;
