@@ -10,6 +10,7 @@
 mod common {
     pub(crate) mod client;
     pub(crate) mod hyper;
+    pub(crate) mod reference;
     pub(crate) mod runtime;
     pub(crate) mod servers;
     pub(crate) mod temp_dir;
@@ -26,10 +27,10 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use common::client::{Client, End, Stream};
-use common::hyper::{PlainHyper, serve_hyper, serve_plain_hyper};
+use common::hyper::Protocol;
+use common::reference::Reference;
 use common::servers::Serve;
-use common::temp_dir::TempDir;
-use common::transport::{Tcp, Transport, Unix, over_every_transport};
+use common::transport::over_every_transport;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -39,60 +40,6 @@ over_every_transport!(
     split_pipelines_match_plain_hyper,
     split_pipelines_match_plain_hyper_on_one_worker,
 );
-
-/// A transport with a reference server: plain hyper over it.
-trait Reference: Transport {
-    /// Serves [`describe`] with plain hyper over this transport.
-    fn serve_reference() -> PlainHyper<Self::Addr>;
-}
-
-impl Reference for Tcp {
-    fn serve_reference() -> PlainHyper {
-        serve_plain_hyper(describe::<hyper::body::Incoming>)
-    }
-}
-
-impl Reference for Unix {
-    fn serve_reference() -> PlainHyper<std::path::PathBuf> {
-        let dir = TempDir::new();
-        let path = dir.path.join("hyper.sock");
-        serve_hyper(
-            dir,
-            move || async move {
-                let listener = tokio::net::UnixListener::bind(&path).unwrap();
-                (listener, path)
-            },
-            |unix| async move { Some(unix) },
-            describe::<hyper::body::Incoming>,
-        )
-    }
-}
-
-#[cfg(any(feature = "tls", feature = "tls-ring"))]
-impl Reference for common::transport::Tls {
-    /// hyper's HTTP/1 server over tokio-rustls's `TlsAcceptor`.
-    fn serve_reference() -> PlainHyper<common::transport::tls::TlsAddr> {
-        use common::runtime::bind_tcp;
-        use common::tls::{Cert, tls13};
-        use common::transport::tls::TlsAddr;
-
-        let cert = Cert::new();
-        let acceptor = tokio_rustls::TlsAcceptor::from(cert.config().get());
-        let (config, ca) = (tls13(&cert), cert.cert.clone());
-        serve_hyper(
-            cert,
-            || async move {
-                let (listener, addr) = bind_tcp().await;
-                (listener, TlsAddr { addr, config, ca })
-            },
-            move |tcp| {
-                let acceptor = acceptor.clone();
-                async move { acceptor.accept(tcp).await.ok() }
-            },
-            describe::<hyper::body::Incoming>,
-        )
-    }
-}
 
 /// Describes the request: method, path and query, body and trailers.
 async fn describe<B>(req: Request<B>) -> Result<Response<Full<Bytes>>, Infallible>
@@ -199,7 +146,7 @@ fn split_pipelines_match_plain_hyper_on_one_worker<T: Reference>() {
 
 /// The differential against `srv`, a server of `workers` worker threads.
 fn split_pipelines_match_plain_hyper_on<T: Reference>(srv: Serve<T::Addr>, workers: usize) {
-    let plain = T::serve_reference();
+    let plain = T::serve_reference(Protocol::Http1, describe::<hyper::body::Incoming>);
 
     // The reference: plain hyper, one write.
     let want = run(plain.connect(), &[]);

@@ -14,22 +14,22 @@ use tokio::time::timeout;
 use super::timeout::CLIENT_TIMEOUT;
 use super::transport::AsyncStream;
 
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 // Frame types and flags (RFC 9113, 6).
-const HEADERS: u8 = 0x1;
-const SETTINGS: u8 = 0x4;
-const PING: u8 = 0x6;
+pub(crate) const HEADERS: u8 = 0x1;
+pub(crate) const SETTINGS: u8 = 0x4;
+pub(crate) const PING: u8 = 0x6;
 pub(crate) const GOAWAY: u8 = 0x7;
-const ACK: u8 = 0x1;
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
+pub(crate) const ACK: u8 = 0x1;
+pub(crate) const END_STREAM: u8 = 0x1;
+pub(crate) const END_HEADERS: u8 = 0x4;
 
 /// GOAWAY's and RST_STREAM's error code for a graceful end.
 pub(crate) const NO_ERROR: u32 = 0x0;
 
 /// One frame as read off the wire.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Frame {
     pub(crate) kind: u8,
     pub(crate) flags: u8,
@@ -51,7 +51,7 @@ impl Frame {
 }
 
 /// The bytes of one frame.
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let len = u32::try_from(payload.len()).unwrap().to_be_bytes();
     let mut out = Vec::with_capacity(9 + payload.len());
     out.extend_from_slice(&len[1..]);
@@ -184,7 +184,9 @@ impl Drop for RawClient {
 }
 
 /// Reads one frame; an error at the end of the stream.
-async fn read_frame<S: tokio::io::AsyncRead + Unpin>(io: &mut S) -> std::io::Result<Frame> {
+pub(crate) async fn read_frame<S: tokio::io::AsyncRead + Unpin>(
+    io: &mut S,
+) -> std::io::Result<Frame> {
     let mut head = [0u8; 9];
     io.read_exact(&mut head).await?;
     let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;

@@ -1,6 +1,7 @@
 //! The reference: plain hyper (no dormant), to compare against. The same
 //! handler and the same bytes in, over the same transport; what comes out
-//! must match.
+//! must match. HTTP/1 by default; HTTP/2 (prior knowledge, or over TLS
+//! with ALPN `h2`) with [`Protocol::Http2`].
 
 use std::any::Any;
 use std::convert::Infallible;
@@ -9,13 +10,22 @@ use std::io;
 use std::net::SocketAddr;
 
 use http::{Request, Response};
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
+use hyper::body::Incoming;
 use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::client::{Client, Endpoint};
-use super::runtime::{bind_tcp, server_runtime};
+use super::runtime::{ResponseBody, bind_tcp, server_runtime};
+
+/// Which of hyper's servers serves a connection, with its defaults:
+/// `http1::Builder` or `http2::Builder` (whose defaults are dormant's).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Protocol {
+    Http1,
+    #[allow(dead_code, reason = "only the HTTP/2 differential serves HTTP/2")]
+    Http2,
+}
 
 /// A plain hyper HTTP/1 server on a runtime thread of its own; stops on
 /// drop. `A` is where it listens.
@@ -71,21 +81,30 @@ impl Accept for tokio::net::UnixListener {
 
 /// Serves `handler` with `hyper::server::conn::http1` (default settings)
 /// over tokio on 127.0.0.1, on its own runtime thread.
-pub(crate) fn serve_plain_hyper<F, Fut>(handler: F) -> PlainHyper
+#[allow(dead_code, reason = "the differential tests serve every transport")]
+pub(crate) fn serve_plain_hyper<F, Fut, B>(handler: F) -> PlainHyper
 where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
+    Fut: Future<Output = Result<Response<B>, Infallible>> + Send + 'static,
+    B: ResponseBody,
 {
-    serve_hyper((), bind_tcp, |tcp| async move { Some(tcp) }, handler)
+    serve_hyper(
+        (),
+        Protocol::Http1,
+        bind_tcp,
+        |tcp| async move { Some(tcp) },
+        handler,
+    )
 }
 
-/// Serves `handler` as [`serve_plain_hyper`] does, on the listener `bind`
+/// Serves `handler` with hyper's `protocol` server on the listener `bind`
 /// makes (inside the server's runtime; it returns the address clients
 /// connect to too), over the streams `wrap` makes of each accepted
 /// connection (a TLS acceptor, say; `None` drops it). `keep` lives as long
 /// as the server.
-pub(crate) fn serve_hyper<L, A, Bind, BindFut, Wrap, WrapFut, IO, F, Fut>(
+pub(crate) fn serve_hyper<L, A, Bind, BindFut, Wrap, WrapFut, IO, F, Fut, B>(
     keep: impl Any + Send + Sync,
+    protocol: Protocol,
     bind: Bind,
     wrap: Wrap,
     handler: F,
@@ -99,7 +118,8 @@ where
     WrapFut: Future<Output = Option<IO>> + Send + 'static,
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send + 'static,
+    Fut: Future<Output = Result<Response<B>, Infallible>> + Send + 'static,
+    B: ResponseBody,
 {
     let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -120,9 +140,20 @@ where
                     let Some(io) = wrap(stream).await else {
                         return;
                     };
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(io), service_fn(handler))
-                        .await;
+                    let (io, service) = (TokioIo::new(io), service_fn(handler));
+                    let _ = match protocol {
+                        Protocol::Http1 => {
+                            hyper::server::conn::http1::Builder::new()
+                                .serve_connection(io, service)
+                                .await
+                        }
+                        Protocol::Http2 => {
+                            hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                                .timer(TokioTimer::new())
+                                .serve_connection(io, service)
+                                .await
+                        }
+                    };
                 });
             }
         });
