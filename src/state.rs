@@ -15,6 +15,7 @@ use crate::shutdown::Signal;
 use crate::stats::Counters;
 use crate::transport::Seam;
 use crate::upgrade::{self, StreamLot};
+use crate::wire::SettingsCache;
 
 /// What every connection of a server shares.
 pub(crate) struct Shared {
@@ -23,6 +24,8 @@ pub(crate) struct Shared {
     pub(crate) http2: http2::Builder<TokioExecutor>,
     pub(crate) pool: Pool,
     pub(crate) stats: Counters,
+    /// The client settings sleeping HTTP/2 connections share.
+    pub(crate) h2_settings: SettingsCache,
 }
 
 #[cfg(feature = "tls-no-provider")]

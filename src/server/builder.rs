@@ -512,6 +512,7 @@ impl Builder {
                 http2: h2,
                 pool: Pool::default(),
                 stats: Counters::default(),
+                h2_settings: Default::default(),
             }),
         })
     }

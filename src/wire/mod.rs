@@ -20,7 +20,11 @@
 //!   higher stream id (ids only have to increase). It takes a
 //!   WINDOW_UPDATE or RST_STREAM on an older stream, which it never saw,
 //!   for a protocol error, so those are removed ([`Watch::inbound`]): the
-//!   streams were closed, where the frames would be ignored.
+//!   streams were closed, where the frames would be ignored. Its GOAWAY
+//!   would name the last stream it processed since the wake (0 if none),
+//!   telling the client that the streams answered before the sleep were
+//!   not processed: it is raised to the last one before the sleep
+//!   ([`Watch::raise_goaway`]; found by `tests/http2_differential.rs`).
 //! - **Connection flow control, both ways.** A fresh connection starts at
 //!   65,535 bytes each way (RFC 9113, 6.9.2). What the server may send is
 //!   what the client granted (65,535 + its connection WINDOW_UPDATEs − the
@@ -62,4 +66,4 @@
 mod frame;
 mod watch;
 
-pub(crate) use watch::{Asleep, Decline, Unsettled, Watch};
+pub(crate) use watch::{Asleep, Decline, SettingsCache, Unsettled, Watch};

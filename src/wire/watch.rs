@@ -3,6 +3,7 @@
 //! the wake removes or rewrites.
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 
 use super::frame::{
     self, Field, Fields, HEAD_LEN, Head, INITIAL_WINDOW, Piece, Scanner, flag, kind,
@@ -31,6 +32,37 @@ impl Settings {
             .collect();
         ids.into_iter()
             .map(|id| (id, self.values[usize::from(id - 1)]))
+    }
+}
+
+/// How many different sets of client settings a [`SettingsCache`] shares.
+const SHARED_SETTINGS: usize = 64;
+
+/// The clients' settings that sleeping connections keep, shared between
+/// those with the same ones: a server's clients send a few different sets
+/// (one per client library and version), so a sleeping connection keeps a
+/// pointer instead of its own 40 bytes. Beyond [`SHARED_SETTINGS`] sets in
+/// use at once, a connection keeps its own.
+#[derive(Debug, Default)]
+pub(crate) struct SettingsCache {
+    sets: Mutex<Vec<Arc<Settings>>>,
+}
+
+impl SettingsCache {
+    fn share(&self, settings: &Settings) -> Arc<Settings> {
+        let mut sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(set) = sets.iter().find(|set| ***set == *settings) {
+            return set.clone();
+        }
+        if sets.len() == SHARED_SETTINGS {
+            // Sets no sleeping connection keeps any more.
+            sets.retain(|set| Arc::strong_count(set) > 1);
+        }
+        let set = Arc::new(settings.clone());
+        if sets.len() < SHARED_SETTINGS {
+            sets.push(set.clone());
+        }
+        set
     }
 }
 
@@ -434,15 +466,20 @@ impl Watch {
 
     /// The facts a fresh connection needs, if the connection is
     /// [`settled`](Self::settled); `fresh_window` is what a fresh h2
-    /// connection lets the client send.
-    pub(crate) fn asleep(&self, fresh_window: u32) -> Result<Asleep, Decline> {
+    /// connection lets the client send; the client's settings are shared
+    /// through `cache`.
+    pub(crate) fn asleep(
+        &self,
+        fresh_window: u32,
+        cache: &SettingsCache,
+    ) -> Result<Asleep, Decline> {
         debug_assert!(self.settled());
         let send_window = u32::try_from(self.send_window).ok();
         let recv_window = u32::try_from(self.recv_window).ok();
         match (send_window, recv_window) {
             (Some(send), Some(recv)) if send >= INITIAL_WINDOW && recv <= fresh_window => {
                 Ok(Asleep {
-                    settings: self.settings.clone(),
+                    settings: cache.share(&self.settings),
                     last_stream: self.last_stream,
                     recv_window: recv,
                     send_window: send,
@@ -482,7 +519,7 @@ enum Side {
 /// `conn::h2`).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Asleep {
-    settings: Settings,
+    settings: Arc<Settings>,
     last_stream: u32,
     recv_window: u32,
     send_window: u32,
@@ -536,7 +573,7 @@ impl Asleep {
         Watch {
             inbound: Scanner::default(),
             table_empty: true,
-            settings: self.settings.clone(),
+            settings: (*self.settings).clone(),
             last_stream: self.last_stream,
             recv_window: self.recv_window.into(),
             send_window: self.send_window.into(),
@@ -682,20 +719,25 @@ mod tests {
         assert_eq!(read(&mut watch, &ack), b"");
         assert!(watch.settled());
         assert_eq!(watch.fence(), None, "fenced already");
-        let asleep = watch.asleep(1 << 20).expect("asleep");
+        let asleep = watch
+            .asleep(1 << 20, &SettingsCache::default())
+            .expect("asleep");
         assert_eq!(asleep.last_stream, 3);
         assert_eq!(asleep.send_window, (16 << 20) - 5000 - 70_000);
         assert_eq!(asleep.recv_window, (1 << 20) - 1000);
         assert_eq!(fence, [0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]);
         // A fresh connection whose window is smaller than what the client
         // may send cannot take over.
-        assert_eq!(watch.asleep(65_535), Err(Decline::Window));
+        assert_eq!(
+            watch.asleep(65_535, &SettingsCache::default()),
+            Err(Decline::Window)
+        );
     }
 
     #[test]
     fn a_woken_connection_needs_a_fence_only_after_a_reset_or_a_restore() {
         let asleep = Asleep {
-            settings: Settings::default(),
+            settings: Arc::default(),
             last_stream: 1,
             recv_window: 1 << 20,
             send_window: 1 << 20,
@@ -747,7 +789,10 @@ mod tests {
         watch.fence().unwrap();
         read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0));
         assert!(watch.settled());
-        assert_eq!(watch.asleep(1 << 20), Err(Decline::Window));
+        assert_eq!(
+            watch.asleep(1 << 20, &SettingsCache::default()),
+            Err(Decline::Window)
+        );
     }
 
     #[test]
@@ -777,7 +822,7 @@ mod tests {
                 let mut s = Settings::default();
                 s.set(frame::HEADER_TABLE_SIZE, 8192);
                 s.set(4, 1 << 20);
-                s
+                Arc::new(s)
             },
             last_stream: 7,
             recv_window: 900_000,
@@ -826,6 +871,28 @@ mod tests {
         assert!(!watch.quiet(), "stream 9 is open");
     }
 
+    #[test]
+    fn sleeping_connections_with_the_same_settings_share_them() {
+        let cache = SettingsCache::default();
+        let set = |id, value| {
+            let mut s = Settings::default();
+            s.set(id, value);
+            s
+        };
+        let browser = cache.share(&set(4, 1 << 20));
+        assert!(Arc::ptr_eq(&browser, &cache.share(&set(4, 1 << 20))));
+        let held: Vec<_> = (1..SHARED_SETTINGS as u32)
+            .map(|i| cache.share(&set(3, i)))
+            .collect();
+        // Full of sets in use: a new one is not shared.
+        let new = set(3, 1000);
+        assert!(!Arc::ptr_eq(&cache.share(&new), &cache.share(&new)));
+        // Sets no connection keeps make room.
+        drop(held);
+        assert!(Arc::ptr_eq(&cache.share(&new), &cache.share(&new)));
+        assert!(Arc::ptr_eq(&browser, &cache.share(&set(4, 1 << 20))));
+    }
+
     /// A woken connection's GOAWAY names at least the last stream of
     /// before the sleep (the fresh h2 knows only those since the wake).
     #[test]
@@ -837,7 +904,7 @@ mod tests {
         let bytes = [pong.clone(), goaway.clone()].concat();
         assert_eq!(Watch::new().goaway_field_at(&bytes), None, "never slept");
         let asleep = Asleep {
-            settings: Settings::default(),
+            settings: Arc::default(),
             last_stream: 45,
             recv_window: INITIAL_WINDOW,
             send_window: INITIAL_WINDOW,
@@ -865,7 +932,7 @@ mod tests {
     #[test]
     fn the_ack_of_a_ping_sent_while_asleep_is_kept_from_h2() {
         let mut asleep = Asleep {
-            settings: Settings::default(),
+            settings: Arc::default(),
             last_stream: 1,
             recv_window: INITIAL_WINDOW,
             send_window: INITIAL_WINDOW,
@@ -886,7 +953,10 @@ mod tests {
             assert_eq!(got, client_ping, "split at {split}");
         }
         // Slept again before the ACK came: it is kept from the next one.
-        let again = asleep.watch().asleep(INITIAL_WINDOW).unwrap();
+        let again = asleep
+            .watch()
+            .asleep(INITIAL_WINDOW, &SettingsCache::default())
+            .unwrap();
         let mut watch = again.watch();
         assert!(read(&mut watch, &ack(b"dormant!")).is_empty());
         // One nothing of the lot's asked for is h2's business.

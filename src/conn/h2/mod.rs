@@ -37,8 +37,7 @@ use crate::io::Replay;
 use crate::lot::Carry;
 use crate::service::{ConnService, HttpService, ResBody};
 use crate::shutdown::Level;
-use crate::state::ServeState;
-use crate::stats::Counters;
+use crate::state::{ServeState, Shared};
 use crate::timeout::{Timeouts, Watchdog};
 use crate::track::Tracker;
 use crate::transport::Seam;
@@ -148,7 +147,7 @@ where
             }
             if let Some(bedtime) = &mut bedtime {
                 let timer = park_timer.as_mut();
-                if let Poll::Ready(asleep) = bedtime.poll(cx, timer, &wire, seen.quiet, stats) {
+                if let Poll::Ready(asleep) = bedtime.poll(cx, timer, &wire, seen.quiet, shared) {
                     return Poll::Ready(Some((asleep, bedtime.since)));
                 }
             }
@@ -214,8 +213,9 @@ impl Bedtime {
         mut timer: Pin<&mut Sleep>,
         wire: &Mutex<Wire>,
         service_quiet: bool,
-        stats: &Counters,
+        shared: &Shared,
     ) -> Poll<Asleep> {
+        let stats = &shared.stats;
         let mut wire = lock(wire);
         let quiet = service_quiet && wire.read_blocked && !wire.unflushed && wire.watch.quiet();
         if !quiet {
@@ -240,7 +240,7 @@ impl Bedtime {
         }
         match self.stage {
             Stage::Declined => return Poll::Pending,
-            Stage::Fencing if wire.watch.settled() => return self.sleep(&wire.watch, stats),
+            Stage::Fencing if wire.watch.settled() => return self.sleep(&wire.watch, shared),
             // A zero wait acts at once: the timer wheel would round it up
             // to its next tick.
             Stage::Quiet if self.park_after.is_zero() => {}
@@ -258,7 +258,7 @@ impl Bedtime {
                 self.stage = Stage::Declined;
                 Poll::Pending
             }
-            _ if wire.watch.settled() => self.sleep(&wire.watch, stats),
+            _ if wire.watch.settled() => self.sleep(&wire.watch, shared),
             _ => {
                 // The fence goes out at hyper's next flush (as soon as no
                 // other SETTINGS is in flight), and the connection sleeps
@@ -274,12 +274,12 @@ impl Bedtime {
         }
     }
 
-    fn sleep(&mut self, watch: &Watch, stats: &Counters) -> Poll<Asleep> {
-        match watch.asleep(self.sleep.fresh_window) {
+    fn sleep(&mut self, watch: &Watch, shared: &Shared) -> Poll<Asleep> {
+        match watch.asleep(self.sleep.fresh_window, &shared.h2_settings) {
             Ok(asleep) => Poll::Ready(asleep),
             Err(Decline::Window) => {
                 debug!("h2 sleep declined: flow-control windows");
-                stats.h2_declines_window.fetch_add(1, Relaxed);
+                shared.stats.h2_declines_window.fetch_add(1, Relaxed);
                 self.stage = Stage::Declined;
                 Poll::Pending
             }
