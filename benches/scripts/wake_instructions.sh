@@ -8,6 +8,7 @@
 #
 #   benches/scripts/wake_instructions.sh [ROUNDS]          # default 1 round
 #   CELLS="300:3" VARIANTS=default benches/scripts/wake_instructions.sh
+#   H2=1 CELLS="100:0.2" VARIANTS=default benches/scripts/wake_instructions.sh   # HTTP/2 (h2c)
 #
 # Run it from anywhere: it works in the checkout that holds it.
 #
@@ -51,6 +52,11 @@ VARIANTS=${VARIANTS:-"default park_off dormant_off"}
 ADDR=${WAKE_ADDR:-127.0.0.1:3922}
 WINDOW=${WINDOW:-20}
 PARTS=${PARTS:-0}
+# H2=1: the clients speak h2c (`load_client --h2`), and dormant's sleep.
+CLIENT_FLAGS=()
+if [ -n "${H2:-}" ]; then
+    CLIENT_FLAGS=(--h2)
+fi
 
 cd "$(dirname "$0")/../.."
 cargo build --release --quiet --example hello_dormant --example hello_hyper --example load_client
@@ -89,7 +95,7 @@ run() {
     done
     warmup=$(echo "$3" | awk '{ w = 4 * $1; printf "%d", (w > 5) ? w + 0.999 : 5 }')
     limit=$((warmup + WINDOW + $2 / 200 + 60))
-    timeout -s KILL "$limit" "$BIN/load_client" "$ADDR" "$2" "$3" "$warmup" "$WINDOW" 200 |
+    timeout -s KILL "$limit" "$BIN/load_client" "${CLIENT_FLAGS[@]}" "$ADDR" "$2" "$3" "$warmup" "$WINDOW" 200 |
         while IFS= read -r line; do
             case $line in
             "window start") callgrind_control -z "$pid" >/dev/null 2>&1 ;;
