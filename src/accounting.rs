@@ -25,6 +25,11 @@ impl Held {
         }
     }
 
+    /// How many connections are held.
+    pub(crate) fn count(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
     /// A connection was accepted.
     pub(crate) fn acquire(&self) {
         self.count.fetch_add(1, Ordering::AcqRel);

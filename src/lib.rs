@@ -109,7 +109,7 @@ pub use error::Error;
 pub use hyper_util::service::TowerToHyperService;
 pub use listener::{Addr, Listener, UnixListener};
 pub use pool::PoolStats;
-pub use server::{Builder, Serve, ServeFuture, Server, WithGracefulShutdown};
+pub use server::{Builder, Handle, Serve, ServeFuture, Server, WithGracefulShutdown};
 pub use service::PeerAddr;
 pub use shutdown::Shutdown;
 pub use stats::{H2SleepDeclines, Stats};

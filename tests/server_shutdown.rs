@@ -24,6 +24,7 @@ mod common {
 }
 
 use std::convert::Infallible;
+use std::future::IntoFuture;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -34,6 +35,7 @@ use common::racing::{Raced, request_racing_a_close};
 use common::runtime::Servable;
 use common::servers::Serve;
 use common::services::echo_service;
+use common::timeout::CLIENT_TIMEOUT;
 use common::transport::{Transport, over_every_transport};
 use common::wait::wait;
 use http::{Request, Response};
@@ -49,6 +51,9 @@ over_every_transport!(
     shutdown_grace_closes_requests_in_flight,
     shutdown_grace_closes_a_woken_request_in_flight,
     requests_racing_graceful_shutdown,
+    handle_shutdown_closes_every_rung_and_requests_in_flight,
+    handle_graceful_shutdown_cuts_requests_at_its_grace,
+    handle_graceful_shutdown_lets_requests_finish,
 );
 
 /// `/slow` waits for a permit of `gate` (the test decides when it answers,
@@ -82,6 +87,144 @@ fn connect_served<A: Endpoint>(srv: &Serve<A>, n: usize) -> Vec<Client<A::Stream
             c
         })
         .collect()
+}
+
+/// `n` connections to a `gated` server, each served one `GET /`, kept
+/// open.
+fn connect_hello<A: Endpoint>(srv: &Serve<A>, n: usize) -> Vec<Client<A::Stream>> {
+    (0..n)
+        .map(|_| {
+            let mut c = srv.connect();
+            c.send(get("/").as_bytes());
+            assert_eq!(c.response(), ok("hello"));
+            c
+        })
+        .collect()
+}
+
+/// `Handle::shutdown` from the test's thread, with connections on every
+/// rung (DORMANT, PARKED, a request in flight that never finishes): every
+/// one is closed at once, the count it gave was right, and `serve`
+/// returns.
+fn handle_shutdown_closes_every_rung_and_requests_in_flight<T: Transport>() {
+    let gate = Arc::new(Semaphore::new(0));
+    let entered = Arc::new(AtomicUsize::new(0));
+    let mut srv = T::serve(
+        &ladder(Duration::from_millis(250)),
+        gated(gate, entered.clone()),
+    );
+    assert_eq!(srv.handle.connection_count(), 0);
+    let mut dormant = connect_hello(&srv, 3);
+    srv.wait_for("3 dormant", |s| s.dormant == 3 && s.parked == 0);
+    let mut parked = connect_hello(&srv, 2);
+    let mut slow = srv.connect();
+    slow.send(get("/slow").as_bytes());
+    wait_entered(&entered);
+    srv.wait_for("3 dormant, 2 parked, 1 active", |s| {
+        (s.dormant, s.parked, s.active) == (3, 2, 1)
+    });
+    assert_eq!(srv.handle.connection_count(), 6);
+
+    srv.handle.shutdown();
+    assert_eq!(slow.read_to_close(), "", "the request in flight is cut");
+    for c in dormant.iter_mut().chain(&mut parked) {
+        assert_eq!(c.read_to_end(), (String::new(), End::Clean));
+    }
+    srv.wait_stopped();
+    assert_eq!(srv.handle.connection_count(), 0);
+    let s = srv.stats();
+    assert_eq!((s.active, s.parked, s.dormant), (0, 0, 0), "{s:?}");
+    assert!(srv.addr.refuses(), "connect after shutdown");
+}
+
+/// `Handle::graceful_shutdown` with a grace of its own, on a server with
+/// none (`shutdown_grace(None)` waits for ever): a request that does not
+/// finish is cut at the handle's grace, and `serve` returns.
+fn handle_graceful_shutdown_cuts_requests_at_its_grace<T: Transport>() {
+    let entered = Arc::new(AtomicUsize::new(0));
+    let mut b = ladder(None);
+    b.shutdown_grace(None);
+    let mut srv = T::serve(&b, gated(Arc::new(Semaphore::new(0)), entered.clone()));
+    let mut idle = connect_hello(&srv, 1);
+    let mut slow = srv.connect();
+    slow.send(get("/slow").as_bytes());
+    wait_entered(&entered);
+    srv.handle
+        .graceful_shutdown(Some(Duration::from_millis(50)));
+    assert_eq!(idle[0].read_to_end(), (String::new(), End::Clean));
+    // Never released: the handle's grace ends it.
+    assert_eq!(slow.read_to_close(), "");
+    srv.wait_stopped();
+}
+
+/// Within its grace, a request in flight finishes (with `connection:
+/// close`) after `Handle::graceful_shutdown`; a later `graceful_shutdown`
+/// changes nothing, and `serve` returns once it is answered.
+fn handle_graceful_shutdown_lets_requests_finish<T: Transport>() {
+    let gate = Arc::new(Semaphore::new(0));
+    let entered = Arc::new(AtomicUsize::new(0));
+    let mut b = ladder(None);
+    b.shutdown_grace(Duration::from_millis(1));
+    let mut srv = T::serve(&b, gated(gate.clone(), entered.clone()));
+    let mut slow = srv.connect();
+    slow.send(get("/slow").as_bytes());
+    wait_entered(&entered);
+    srv.handle.graceful_shutdown(Some(Duration::from_secs(60)));
+    // Already shutting down with a 60 s grace: the builder's 1 ms does not
+    // come back.
+    srv.handle.graceful_shutdown(Some(Duration::from_millis(1)));
+    srv.wait_for("the listener closed", |_| srv.addr.refuses());
+    assert_eq!(srv.handle.connection_count(), 1);
+    gate.add_permits(1);
+    assert_eq!(
+        slow.read_to_close(),
+        "HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 4\r\n\r\nslow"
+    );
+    srv.wait_stopped();
+}
+
+/// `Handle::listening`, awaited on another thread: the listener's address
+/// once `serve` runs, and `None` for a call dropped before it started.
+#[test]
+fn handle_listening_says_where_or_none() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = dormant::Server::builder().build().unwrap();
+    let on_another_thread = |handle: dormant::Handle| {
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async { tokio::time::timeout(CLIENT_TIMEOUT, handle.listening()).await })
+                .expect("listening() did not resolve")
+        })
+    };
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let bound = listener.local_addr().unwrap();
+        let handle = dormant::Handle::new();
+        let asked = on_another_thread(handle.clone());
+        let serving = tokio::spawn(
+            server
+                .serve(listener, echo_service())
+                .with_handle(handle.clone())
+                .into_future(),
+        );
+        assert_eq!(asked.join().unwrap(), Some(bound));
+        handle.shutdown();
+        tokio::time::timeout(CLIENT_TIMEOUT, serving)
+            .await
+            .expect("serve returned")
+            .unwrap()
+            .unwrap();
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let handle = dormant::Handle::new();
+        let asked = on_another_thread(handle.clone());
+        let never = server.serve(listener, echo_service()).with_handle(handle);
+        drop(never.into_future());
+        assert_eq!(asked.join().unwrap(), None);
+    });
 }
 
 /// Every idle rung at once: DORMANT, PARKED without a task, and PARKED in

@@ -119,23 +119,28 @@ pub(super) async fn accept_until<L, S, B, F>(
 }
 
 /// Graceful shutdown: closes idle connections, lets requests in flight
-/// finish (within the grace period), and waits for every connection to
-/// be gone.
-pub(super) async fn drain<T: Seam>(state: &ServeState<T>) {
+/// finish (for `grace`, if given, and until `now` resolves), and waits for
+/// every connection to be gone.
+pub(super) async fn drain<T: Seam>(
+    state: &ServeState<T>,
+    grace: Option<Duration>,
+    now: impl Future<Output = ()>,
+) {
     debug!("graceful shutdown: draining connections");
     state.signal.raise(Level::Draining);
     state.lot.close_all();
-    match state.shared.config.shutdown_grace {
-        Some(grace) => {
-            if tokio::time::timeout(grace, state.held.all_released())
-                .await
-                .is_err()
-            {
-                debug!("graceful shutdown: grace period over, closing connections");
-                state.signal.raise(Level::Forced);
-                state.held.all_released().await;
-            }
+    let grace_over = async {
+        match grace {
+            Some(grace) => tokio::time::sleep(grace).await,
+            None => std::future::pending().await,
         }
-        None => state.held.all_released().await,
+    };
+    tokio::select! {
+        biased;
+        () = now => debug!("shutdown: closing connections now"),
+        () = state.held.all_released() => return,
+        () = grace_over => debug!("graceful shutdown: grace period over, closing connections"),
     }
+    state.signal.raise(Level::Forced);
+    state.held.all_released().await;
 }

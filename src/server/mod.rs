@@ -9,6 +9,7 @@
 
 mod accept;
 mod builder;
+mod handle;
 mod owner;
 mod serve;
 
@@ -21,6 +22,7 @@ use hyper::service::Service;
 use tracing::error;
 
 pub use builder::Builder;
+pub use handle::Handle;
 pub use serve::{Serve, ServeFuture, WithGracefulShutdown};
 
 use crate::accounting::Held;

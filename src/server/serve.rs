@@ -12,28 +12,46 @@ use std::sync::Arc;
 use http::{Request, Response};
 use hyper::service::Service;
 
+use tracing::debug;
+
 use super::Server;
 use super::accept::{accept_until, drain};
+use super::handle::{Command, Count, Handle, Serving};
 use super::start;
 use crate::body::Body;
-use crate::listener::Listener;
+use crate::listener::{Addr, Listener};
 use crate::service::{BoxError, HttpService, ResBody};
+use crate::state::ServeState;
+use crate::transport::Seam;
 
-/// The future of [`Server::serve`]: runs until dropped.
+/// The future of [`Server::serve`]: runs until dropped, or until its
+/// [`Handle`] shuts it down.
 #[must_use = "futures do nothing unless `.await`ed or polled"]
-pub struct Serve<L, S> {
+pub struct Serve<L: Listener, S> {
     server: Server,
     listener: L,
     service: S,
+    handle: Option<Handle<Addr<L>>>,
 }
 
-impl<L, S> Serve<L, S> {
+impl<L: Listener, S> Serve<L, S> {
     pub(super) fn new(server: Server, listener: L, service: S) -> Self {
         Serve {
             server,
             listener,
             service,
+            handle: None,
         }
+    }
+
+    /// Steers this call with `handle`, from outside its future: the
+    /// address it listens on, its connection count, graceful or immediate
+    /// shutdown (see [`Handle`]). Works with or without
+    /// [`with_graceful_shutdown`](Serve::with_graceful_shutdown): the
+    /// first shutdown asked for starts it.
+    pub fn with_handle(mut self, handle: Handle<Addr<L>>) -> Self {
+        self.handle = Some(handle);
+        self
     }
 
     /// Shuts down gracefully once `signal` completes: stops accepting,
@@ -51,7 +69,7 @@ impl<L, S> Serve<L, S> {
     }
 }
 
-impl<L: fmt::Debug, S> fmt::Debug for Serve<L, S> {
+impl<L: Listener + fmt::Debug, S> fmt::Debug for Serve<L, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Serve")
             .field("server", &self.server)
@@ -62,12 +80,20 @@ impl<L: fmt::Debug, S> fmt::Debug for Serve<L, S> {
 
 /// The future of [`Serve::with_graceful_shutdown`].
 #[must_use = "futures do nothing unless `.await`ed or polled"]
-pub struct WithGracefulShutdown<L, S, F> {
+pub struct WithGracefulShutdown<L: Listener, S, F> {
     serve: Serve<L, S>,
     signal: F,
 }
 
-impl<L: fmt::Debug, S, F> fmt::Debug for WithGracefulShutdown<L, S, F> {
+impl<L: Listener, S, F> WithGracefulShutdown<L, S, F> {
+    /// [`Serve::with_handle`], after the signal was given.
+    pub fn with_handle(mut self, handle: Handle<Addr<L>>) -> Self {
+        self.serve.handle = Some(handle);
+        self
+    }
+}
+
+impl<L: Listener + fmt::Debug, S, F> fmt::Debug for WithGracefulShutdown<L, S, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WithGracefulShutdown")
             .field("serve", &self.serve)
@@ -92,7 +118,7 @@ where
     type IntoFuture = ServeFuture;
 
     fn into_future(self) -> ServeFuture {
-        Box::pin(run(self, std::future::pending()))
+        run(self, std::future::pending())
     }
 }
 
@@ -111,12 +137,29 @@ where
     type IntoFuture = ServeFuture;
 
     fn into_future(self) -> ServeFuture {
-        Box::pin(run(self.serve, self.signal))
+        run(self.serve, self.signal)
     }
 }
 
-/// Serves until `signal`, then shuts down gracefully.
-async fn run<L, S, B, F>(serve: Serve<L, S>, signal: F) -> io::Result<()>
+/// Serves until `signal` (or the handle asks), then shuts down gracefully.
+fn run<L, S, B, F>(serve: Serve<L, S>, signal: F) -> ServeFuture
+where
+    L: Listener,
+    S: HttpService<B>,
+    B: ResBody,
+    F: Future<Output = ()> + Send + 'static,
+{
+    // Dropped before the call listens (it failed to start, or its future
+    // was dropped, polled or not), it tells the handle.
+    let serving = serve.handle.as_ref().map(Handle::serving);
+    Box::pin(serve_until(serve, signal, serving))
+}
+
+async fn serve_until<L, S, B, F>(
+    serve: Serve<L, S>,
+    signal: F,
+    serving: Option<Serving<Addr<L>>>,
+) -> io::Result<()>
 where
     L: Listener,
     S: HttpService<B>,
@@ -127,10 +170,45 @@ where
         server,
         listener,
         service,
+        handle,
     } = serve;
     let service = Arc::new(service);
     let state = start(&server.shared, &service)?;
-    accept_until(listener, signal, &state, &service).await;
-    drain(&state).await;
+    if let Some(serving) = &serving {
+        let addr = listener.local_addr();
+        if let Err(error) = &addr {
+            debug!(%error, "the listener's address is unknown");
+        }
+        serving.listening(addr.ok(), Arc::downgrade(&state) as _);
+    }
+    let asked = handle.as_ref().map(Handle::shutdown_asked);
+    let stop = async move {
+        match asked {
+            Some(asked) => tokio::select! {
+                () = signal => {}
+                () = asked => {}
+            },
+            None => signal.await,
+        }
+    };
+    accept_until(listener, stop, &state, &service).await;
+    let grace = match handle.as_ref().map(Handle::command) {
+        Some(Command::Graceful(Some(grace))) => Some(grace),
+        _ => state.shared.config.shutdown_grace,
+    };
+    let now = handle.as_ref().map(Handle::shutdown_now);
+    drain(&state, grace, async move {
+        match now {
+            Some(now) => now.await,
+            None => std::future::pending().await,
+        }
+    })
+    .await;
     Ok(())
+}
+
+impl<T: Seam> Count for ServeState<T> {
+    fn count(&self) -> usize {
+        self.held.count()
+    }
 }

@@ -10,14 +10,40 @@ use super::client::{Client, Endpoint};
 use super::runtime::{ResponseBody, Servable, assert_no_server_panic, server_runtime};
 use super::timeout::CLIENT_TIMEOUT;
 
+/// What the tests do with a [`dormant::Handle`], whatever the listener's
+/// address type.
+#[allow(dead_code, reason = "only the shutdown tests steer the server")]
+pub(crate) trait Steer: Send + Sync {
+    fn shutdown(&self);
+    fn graceful_shutdown(&self, grace: Option<Duration>);
+    fn connection_count(&self) -> usize;
+}
+
+impl<A: Send + Sync> Steer for dormant::Handle<A> {
+    fn shutdown(&self) {
+        dormant::Handle::shutdown(self);
+    }
+
+    fn graceful_shutdown(&self, grace: Option<Duration>) {
+        dormant::Handle::graceful_shutdown(self, grace);
+    }
+
+    fn connection_count(&self) -> usize {
+        dormant::Handle::connection_count(self)
+    }
+}
+
 /// A running server; shuts down (and joins its runtime) on drop. `A` is
 /// where it listens ([`Endpoint`]).
 pub(crate) struct Serve<A = SocketAddr> {
     pub(crate) addr: A,
     pub(crate) server: dormant::Server,
+    /// The `serve` call's [`dormant::Handle`], whatever its address type.
+    #[allow(dead_code, reason = "only the shutdown tests steer the server")]
+    pub(crate) handle: Box<dyn Steer>,
     /// The server's runtime (for its task metrics).
     #[allow(dead_code, reason = "read by `wait_tasks`")]
-    handle: tokio::runtime::Handle,
+    runtime: tokio::runtime::Handle,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// What must outlive the server (the temporary directory of a Unix
@@ -59,7 +85,7 @@ impl<A> Serve<A> {
     )]
     pub(crate) fn wait_tasks(&self, n: usize) {
         self.wait_until(&format!("{n} tasks alive"), || {
-            self.handle.metrics().num_alive_tasks() == n
+            self.runtime.metrics().num_alive_tasks() == n
         });
     }
 
@@ -117,6 +143,8 @@ where
     B: ResponseBody,
 {
     let server = builder.build().expect("valid config");
+    let handle = dormant::Handle::<dormant::Addr<L>>::new();
+    let steer = Box::new(handle.clone());
     let (tx, rx) = tokio::sync::oneshot::channel();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let srv = server.clone();
@@ -131,6 +159,7 @@ where
                 .with_graceful_shutdown(async {
                     let _ = rx.await;
                 })
+                .with_handle(handle)
                 .await
                 .unwrap();
         });
@@ -139,7 +168,8 @@ where
     Serve {
         addr,
         server,
-        handle,
+        handle: steer,
+        runtime: handle,
         shutdown: Some(tx),
         thread: Some(thread),
         _keep: Box::new(keep),
