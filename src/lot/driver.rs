@@ -98,7 +98,8 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
                     Some(Closed::Failed)
                 }
             };
-            let Some(slot) = inner.remove(key) else {
+            // Not `inner.remove`: a woken slot is put back under its key.
+            let Some(slot) = inner.slots.remove(key) else {
                 continue;
             };
             match (slot, gone) {
@@ -157,6 +158,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
                 }
             }
         }
+        inner.shrink_if_empty();
         drop(inner);
         batch.wake.drain(..).for_each(Waker::wake);
         for (conn, from, why) in batch.gone.drain(..) {
@@ -227,7 +229,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             if let Some(Slot::Carrying { with, .. }) = inner.slots.get_mut(key) {
                 with.cell = None;
                 with.deadline = deadline;
-            } else if let Some(Slot::Parked { conn, .. }) = inner.remove(key) {
+            } else if let Some(Slot::Parked { conn, .. }) = inner.slots.remove(key) {
                 inner.slots.put_back(key, Slot::Dormant { conn, deadline });
             }
             entered += 1;

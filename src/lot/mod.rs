@@ -365,10 +365,17 @@ impl<D, W, C> Inner<D, W, C> {
     /// name vacant keys.
     fn remove(&mut self, key: u32) -> Option<Slot<D, W, C>> {
         let slot = self.slots.remove(key)?;
+        self.shrink_if_empty();
+        Some(slot)
+    }
+
+    /// Frees a large slab once its last connection left (see `remove`).
+    /// Not between a `Slab::remove` and its `Slab::put_back`: that would
+    /// lose the entry put back.
+    fn shrink_if_empty(&mut self) {
         if self.slots.shrink_if_empty(SLOTS_KEEP) {
             self.clear_deadlines();
         }
-        Some(slot)
     }
 
     fn clear_deadlines(&mut self) {
