@@ -152,12 +152,6 @@ where
         }
     }
 
-    /// Whether `bufs` hold a GOAWAY whose last-stream field may need
-    /// raising (see `Watch::goaway_field_at`).
-    fn woke_with_goaway(&self, bufs: &[io::IoSlice<'_>]) -> bool {
-        lock(self.wire).watch.goaway_in(bufs.iter().map(|b| &**b))
-    }
-
     /// Writes dormant's frames.
     fn poll_output(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while !self.output.is_empty() {
@@ -244,12 +238,12 @@ where
         }
         ready!(this.poll_output(cx))?;
         let mut buf = buf;
-        let goaway = lock(this.wire).watch.goaway_field_at(buf);
-        match goaway {
+        // One lock for the write: it is never contended (see `lock`).
+        let mut wire = lock(this.wire);
+        match wire.watch.goaway_field_at(buf) {
             // The field goes through dormant's output, raised if it must.
             Some(0) if buf.len() >= 4 => {
                 let mut field = [buf[0], buf[1], buf[2], buf[3]];
-                let mut wire = lock(this.wire);
                 wire.watch.raise_goaway(&mut field);
                 wire.watch.outbound(&field);
                 wire.unflushed = true;
@@ -261,7 +255,6 @@ where
             _ => {}
         }
         let n = ready!(Pin::new(&mut *this.stream).poll_write(cx, buf))?;
-        let mut wire = lock(this.wire);
         wire.watch.outbound(&buf[..n]);
         wire.unflushed = true;
         Poll::Ready(Ok(n))
@@ -281,14 +274,17 @@ where
             }
             return Poll::Ready(Ok(n));
         }
-        if this.woke_with_goaway(bufs) {
+        let wire = lock(this.wire);
+        if wire.watch.goaway_in(bufs.iter().map(|b| &**b)) {
             // Rare: a GOAWAY of a woken connection, written slice by slice.
+            drop(wire);
             let first = bufs
                 .iter()
                 .find(|b| !b.is_empty())
                 .map_or(&[][..], |b| &**b);
             return Pin::new(this).poll_write(cx, first);
         }
+        drop(wire);
         ready!(this.poll_output(cx))?;
         let n = ready!(Pin::new(&mut *this.stream).poll_write_vectored(cx, bufs))?;
         let mut wire = lock(this.wire);
