@@ -35,11 +35,15 @@ pub(crate) fn client_runtime() -> tokio::runtime::Runtime {
 /// request) and reached `rung`.
 pub(crate) fn sleep_until<A>(srv: &Serve<A>, rung: Rung, before: Stats) {
     match rung {
-        Rung::Parked => srv.wait_for("the h2 connection PARKED", |s| {
-            s.parks > before.parks && s.parked == 1 && s.active == 0
+        // Asleep, it holds no pool buffer (invariant I4).
+        Rung::Parked => srv.wait_for("the h2 connection PARKED, holding no buffer", |s| {
+            s.parks > before.parks && s.parked == 1 && s.active == 0 && s.pool.in_use == 0
         }),
-        Rung::Dormant => srv.wait_for("the h2 connection DORMANT", |s| {
-            s.dormancies > before.dormancies && s.dormant == 1 && s.active == 0
+        Rung::Dormant => srv.wait_for("the h2 connection DORMANT, holding no buffer", |s| {
+            s.dormancies > before.dormancies
+                && s.dormant == 1
+                && s.active == 0
+                && s.pool.in_use == 0
         }),
     }
 }
