@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::life::Limits;
+use crate::lot::Lives;
 use crate::timeout::Timeouts;
 
 /// A server's validated settings (see `Builder` for each one's meaning).
@@ -19,6 +21,8 @@ pub(crate) struct Config {
     pub(crate) tls_handshake_timeout: Option<Duration>,
     /// How idle HTTP/2 connections may sleep.
     pub(crate) h2_sleep: H2Sleep,
+    /// How long connections live, and how many requests they serve.
+    pub(crate) limits: Limits,
 }
 
 /// What an idle HTTP/2 connection's sleep depends on (see `wire`).
@@ -61,5 +65,18 @@ impl Config {
         .map_or(MAX_LOT_SLACK, |shortest| {
             (shortest / 16).clamp(Duration::from_millis(1), MAX_LOT_SLACK)
         })
+    }
+
+    /// What the parking lot keeps of task-less connections' lives (see
+    /// `life`): with an age, a sweep every thirty-second of it, between
+    /// 10 ms and a minute.
+    pub(crate) fn lot_lives(&self) -> Lives {
+        Lives {
+            keep: self.limits.any(),
+            sweep_every: self
+                .limits
+                .max_age
+                .map(|age| (age / 32).clamp(Duration::from_millis(10), Duration::from_secs(60))),
+        }
     }
 }

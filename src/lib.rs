@@ -84,6 +84,7 @@ mod conn;
 pub mod context;
 mod error;
 mod io;
+mod life;
 mod listener;
 mod lot;
 mod pool;

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::header::{CONNECTION, HeaderMap};
+use http::header::{CONNECTION, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Version};
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
@@ -83,15 +83,18 @@ pub(crate) struct ConnService<S, A> {
     #[cfg(feature = "tls-no-provider")]
     pub(crate) tls: Option<crate::transport::TlsInfo>,
     pub(crate) tracker: Arc<Tracker>,
+    /// How many requests the connection may still start in this phase
+    /// (`Builder::max_requests_per_connection`); `None` without a limit.
+    pub(crate) requests_left: Option<u32>,
 }
 
 impl<S, B, A> Service<Request<Incoming>> for ConnService<S, A>
 where
-    S: Service<Request<Body>, Response = Response<B>>,
+    S: Service<Request<Body>, Response = Response<B>, Error: Into<BoxError>>,
     A: Clone + Send + Sync + 'static,
 {
     type Response = Response<TrackedBody<B>>;
-    type Error = S::Error;
+    type Error = BoxError;
     type Future = ResponseFuture<S::Future>;
 
     fn call(&self, mut req: Request<Incoming>) -> Self::Future {
@@ -101,6 +104,27 @@ where
         // per request").
         let span = (!span.is_disabled()).then_some(span);
         let in_flight = self.tracker.request_started();
+        let mut last = false;
+        if let Some(left) = self.requests_left {
+            let started = self.tracker.requests();
+            if started > u64::from(left) {
+                // HTTP/2 only: a stream the client opened before it saw the
+                // GOAWAY the limit sent. Refused, hyper resets it with
+                // REFUSED_STREAM, which tells the client it was not
+                // processed and may be retried (RFC 9113, 8.7).
+                return ResponseFuture {
+                    inner: None,
+                    in_flight: Some(in_flight),
+                    upgrade: None,
+                    span: None,
+                    last: false,
+                };
+            }
+            // HTTP/1: its response says `Connection: close`, and hyper
+            // closes after it. (HTTP/2 has no such header: the driver sends
+            // GOAWAY instead.)
+            last = started == u64::from(left) && req.version() <= Version::HTTP_11;
+        }
         let upgrade = Pending::check(&mut req, &self.tracker);
         if let Some(peer) = &self.peer {
             req.extensions_mut().insert(PeerAddr(peer.clone()));
@@ -115,10 +139,11 @@ where
             None => self.inner.call(req),
         };
         ResponseFuture {
-            inner,
+            inner: Some(inner),
             in_flight: Some(in_flight),
             upgrade,
             span,
+            last,
         }
     }
 }
@@ -127,25 +152,32 @@ pin_project! {
     /// The user's response future; hands the in-flight mark on to the
     /// response body.
     pub(crate) struct ResponseFuture<F> {
+        // `None` for a refused request.
         #[pin]
-        inner: F,
+        inner: Option<F>,
         in_flight: Option<InFlight>,
         // `Some` for an upgrade candidate only.
         upgrade: Option<Pending>,
         span: Option<tracing::Span>,
+        // The connection's last request: its response closes it.
+        last: bool,
     }
 }
 
 impl<F, B, E> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<Response<B>, E>>,
+    E: Into<BoxError>,
 {
-    type Output = Result<Response<TrackedBody<B>>, E>;
+    type Output = Result<Response<TrackedBody<B>>, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
+        let Some(inner) = this.inner.as_pin_mut() else {
+            return Poll::Ready(Err(Box::new(h2::Error::from(h2::Reason::REFUSED_STREAM))));
+        };
         let _enter = this.span.as_ref().map(tracing::Span::enter);
-        let res = std::task::ready!(this.inner.poll(cx));
+        let res = std::task::ready!(inner.poll(cx)).map_err(Into::into);
         if let (Some(upgrade), Ok(res)) = (this.upgrade.take(), &res) {
             upgrade.respond(res.status());
         }
@@ -153,7 +185,10 @@ where
         if let Some(in_flight) = &mut in_flight {
             in_flight.responded();
         }
-        Poll::Ready(res.map(|res| {
+        Poll::Ready(res.map(|mut res| {
+            if *this.last {
+                (res.headers_mut()).insert(CONNECTION, HeaderValue::from_static("close"));
+            }
             res.map(|inner| TrackedBody {
                 inner,
                 _in_flight: in_flight,

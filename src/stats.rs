@@ -67,6 +67,13 @@ pub struct Stats {
     /// Requests served. A connection adds its requests when it parks or
     /// closes, so a busy connection's requests show up with a delay.
     pub requests: u64,
+    /// Connections whose [`max_connection_age`](crate::Builder::max_connection_age)
+    /// passed: closed where they waited, or told to close after the
+    /// requests in flight.
+    pub age_closes: u64,
+    /// Connections that served their
+    /// [`max_requests_per_connection`](crate::Builder::max_requests_per_connection).
+    pub request_limit_closes: u64,
     /// Connections handed off to a handler in an upgrade
     /// ([`upgrade::on`](crate::upgrade::on)). From then on they are the
     /// handler's, and no longer counted as active, parked or dormant.
@@ -118,6 +125,8 @@ pub(crate) struct Counters {
     pub(crate) accept_errors: AtomicU64,
     pub(crate) requests: AtomicU64,
     pub(crate) upgrades: AtomicU64,
+    pub(crate) age_closes: AtomicU64,
+    pub(crate) request_limit_closes: AtomicU64,
     pub(crate) h2_declines_window: AtomicU64,
     pub(crate) h2_declines_unacknowledged: AtomicU64,
 }
@@ -145,6 +154,8 @@ impl Counters {
             accept_errors: self.accept_errors.load(Relaxed),
             requests: self.requests.load(Relaxed),
             upgrades: self.upgrades.load(Relaxed),
+            age_closes: self.age_closes.load(Relaxed),
+            request_limit_closes: self.request_limit_closes.load(Relaxed),
             h2_sleep_declines: H2SleepDeclines {
                 window: self.h2_declines_window.load(Relaxed),
                 unacknowledged: self.h2_declines_unacknowledged.load(Relaxed),

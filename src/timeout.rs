@@ -78,6 +78,11 @@ pub(crate) enum Expiry {
     Write,
     /// A TLS handshake took longer than `tls_handshake_timeout`.
     Handshake,
+    /// The connection's `max_connection_age` passed: it finishes what it
+    /// is doing and closes (see `life`).
+    Age,
+    /// The grace after its age is over too: closed.
+    AgeGrace,
 }
 
 impl Expiry {
@@ -85,7 +90,8 @@ impl Expiry {
     pub(crate) fn count(self, stats: &Counters) {
         use std::sync::atomic::Ordering::Relaxed;
         let counter = match self {
-            Expiry::Park => return,
+            Expiry::Park | Expiry::AgeGrace => return,
+            Expiry::Age => &stats.age_closes,
             Expiry::Idle => &stats.idle_timeouts,
             Expiry::HeaderRead => &stats.header_read_timeouts,
             Expiry::Read => &stats.read_timeouts,
@@ -135,6 +141,9 @@ pub(crate) struct Watchdog {
     head_since: Option<Instant>,
     request_since: Option<Instant>,
     write_since: Option<Instant>,
+    /// The connection's own end, whatever it is doing: its age, then the
+    /// grace after it (see `life`).
+    end: Option<(Instant, Expiry)>,
 }
 
 impl Watchdog {
@@ -156,7 +165,15 @@ impl Watchdog {
             head_since,
             request_since: None,
             write_since: None,
+            end: None,
         }
+    }
+
+    /// Sets the connection's own end (see `life`), which holds whatever the
+    /// connection is doing.
+    pub(crate) fn set_end(&mut self, end: Option<(Instant, Expiry)>) {
+        self.end = end;
+        self.waiting_quiet = false;
     }
 
     /// Stops parking (shutdown has begun); timeouts still apply.
@@ -284,6 +301,7 @@ impl Watchdog {
                 }
             }
         };
+        consider(self.end);
         if seen.quiet {
             let idle = self.timeouts.idle.filter(|_| !seen.head);
             if self.park_after.is_some() || idle.is_some() {

@@ -48,11 +48,10 @@ use common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until
 use common::servers::Serve;
 use common::services::{mirror_service, pattern};
 use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{AsyncStream, Transport, over_every_transport};
+use common::transport::{AsyncStream, HyperSend, Transport, over_every_transport};
 use http::{Request, StatusCode, Version, response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper_util::rt::TokioExecutor;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
@@ -110,24 +109,6 @@ async fn rounds<A>(srv: &Serve<A>, mut round: impl AsyncFnMut(usize)) {
 }
 
 // ---- hyper's client ----
-
-type HyperSend = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
-
-/// A connection of hyper's HTTP/2 client (its defaults: a 5 MiB connection
-/// window, 2 MiB stream windows), driven by a task of its own.
-async fn hyper_client<T: Transport>(addr: &T::Addr) -> (HyperSend, JoinHandle<hyper::Result<()>>) {
-    let io = timeout(CLIENT_TIMEOUT, T::connect_h2(addr))
-        .await
-        .expect("connect timed out");
-    let (send, conn) = timeout(
-        CLIENT_TIMEOUT,
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), io),
-    )
-    .await
-    .expect("h2 handshake timed out")
-    .expect("h2 handshake");
-    (send, tokio::spawn(conn))
-}
 
 /// Sends `POST path` with `body`; checks the answer is `200` over HTTP/2
 /// and returns its body.
@@ -440,7 +421,7 @@ fn browser_like() -> h2::client::Builder {
 fn many_concurrent_streams_across_sleeps<T: Transport>() {
     let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
     client_runtime().block_on(async {
-        let (send, conn) = hyper_client::<T>(&srv.addr).await;
+        let (send, conn) = T::hyper_h2(&srv.addr).await;
         rounds(&srv, async |round| {
             let bodies = (0..64).map(|i| pattern(40 + 97 * i + round, (round * 64 + i) as u64));
             mirror_all(&send, round, bodies.collect()).await;
@@ -461,7 +442,7 @@ fn many_concurrent_streams_across_sleeps<T: Transport>() {
 fn request_bodies_from_empty_to_a_mebibyte_across_sleeps<T: Transport>() {
     let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
     client_runtime().block_on(async {
-        let (send, conn) = hyper_client::<T>(&srv.addr).await;
+        let (send, conn) = T::hyper_h2(&srv.addr).await;
         rounds(&srv, async |round| {
             let sizes = [0, 1 << 10, 100 << 10, 1 << 20, 1 << 20, 1 << 20];
             let bodies = sizes
@@ -787,7 +768,7 @@ async fn two_sleeping_connections<T: Transport>(
     srv: &Serve<T::Addr>,
     rung: Rung,
 ) -> (HyperSend, JoinHandle<hyper::Result<()>>, RawClient) {
-    let (send, conn) = hyper_client::<T>(&srv.addr).await;
+    let (send, conn) = T::hyper_h2(&srv.addr).await;
     let body = hyper_post(send.clone(), "/one".to_owned(), Bytes::from_static(b"one")).await;
     assert_eq!(body, "one");
     let mut raw = RawClient::start(T::connect_h2(&srv.addr).await.into_inner()).await;

@@ -39,3 +39,36 @@ fn defaults_build() {
         .expect("defaults are valid");
     assert_eq!(server.stats(), dormant::Stats::default());
 }
+
+#[test]
+fn connection_limits_out_of_range_are_config_errors() {
+    use std::time::Duration;
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+    let cases: [(fn(&mut dormant::Builder), &str); 4] = [
+        (
+            |b| _ = b.max_connection_age(Duration::ZERO),
+            "max_connection_age",
+        ),
+        (|b| _ = b.max_connection_age(DAY * 21), "max_connection_age"),
+        (
+            |b| _ = b.max_connection_age_grace(DAY * 25),
+            "max_connection_age_grace",
+        ),
+        (
+            |b| _ = b.max_requests_per_connection(0),
+            "max_requests_per_connection",
+        ),
+    ];
+    for (set, name) in cases {
+        let mut b = dormant::Server::builder();
+        set(&mut b);
+        let err = b.build().unwrap_err();
+        assert!(err.is_config(), "{err:?}");
+        assert!(err.to_string().contains(name), "{err}");
+    }
+    let mut b = dormant::Server::builder();
+    b.max_connection_age(DAY * 20)
+        .max_connection_age_grace(DAY * 24)
+        .max_requests_per_connection(1);
+    assert!(b.build().is_ok());
+}

@@ -23,7 +23,6 @@ mod common {
     pub(crate) mod wait;
 }
 
-use std::convert::Infallible;
 use std::future::IntoFuture;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,16 +31,11 @@ use std::time::Duration;
 use common::client::{Client, End, Endpoint, get, ok};
 use common::ladder::ladder;
 use common::racing::{Raced, request_racing_a_close};
-use common::runtime::Servable;
 use common::servers::Serve;
-use common::services::echo_service;
+use common::services::{echo_service, gated};
 use common::timeout::CLIENT_TIMEOUT;
 use common::transport::{Transport, over_every_transport};
 use common::wait::wait;
-use http::{Request, Response};
-use http_body_util::Full;
-use hyper::body::Bytes;
-use hyper::service::service_fn;
 use tokio::sync::Semaphore;
 
 over_every_transport!(
@@ -55,23 +49,6 @@ over_every_transport!(
     handle_graceful_shutdown_cuts_requests_at_its_grace,
     handle_graceful_shutdown_lets_requests_finish,
 );
-
-/// `/slow` waits for a permit of `gate` (the test decides when it answers,
-/// instead of a sleep); anything else answers `hello`.
-fn gated(gate: Arc<Semaphore>, entered: Arc<AtomicUsize>) -> impl Servable<Full<Bytes>> {
-    service_fn(move |req: Request<dormant::Body>| {
-        let gate = gate.clone();
-        let entered = entered.clone();
-        async move {
-            if req.uri().path() == "/slow" {
-                entered.fetch_add(1, Ordering::SeqCst);
-                gate.acquire().await.unwrap().forget();
-                return Ok(Response::new(Full::new(Bytes::from_static(b"slow"))));
-            }
-            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello"))))
-        }
-    })
-}
 
 fn wait_entered(entered: &AtomicUsize) {
     wait("handler entered", || entered.load(Ordering::SeqCst) > 0);

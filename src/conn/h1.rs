@@ -88,9 +88,11 @@ use super::Active;
 use super::parked::Clocks;
 use crate::error::Error;
 use crate::io::{ConnIo, Replay};
+use crate::life::Life;
 use crate::service::{ConnService, HttpService, ResBody};
 use crate::shutdown::{Level, Shutdown, Watch};
 use crate::state::ServeState;
+use crate::stats::Counters;
 use crate::timeout::{Expiry, Watchdog};
 use crate::track::{HandOffResult, Tracker};
 use crate::transport::Seam;
@@ -122,7 +124,8 @@ pub(super) struct Timing {
 }
 
 /// Runs hyper until the connection closes, a timeout passes, or it has been
-/// quiet for `timing.park_after`.
+/// quiet for `timing.park_after`; counts its requests in `life`, whose
+/// limits it keeps.
 pub(super) async fn serve<T, S, B>(
     stream: T,
     replay: Replay,
@@ -130,6 +133,7 @@ pub(super) async fn serve<T, S, B>(
     service: &Arc<S>,
     state: &ServeState<T>,
     timing: Timing,
+    life: &mut Life,
 ) -> Active<T>
 where
     T: Seam,
@@ -148,21 +152,25 @@ where
         #[cfg(feature = "tls-no-provider")]
         tls,
         tracker: tracker.clone(),
+        requests_left: shared.config.limits.requests_left(life),
     };
     let config = &shared.config;
+    let mut watchdog = Watchdog::new(config.timeouts, timing.park_after, Some(head_since));
+    watchdog.set_end(life.ends_at.map(|at| (at, Expiry::Age)));
     let mut driver = Driver {
         conn: shared.http1.serve_connection(io, svc),
-        watchdog: Watchdog::new(config.timeouts, timing.park_after, Some(head_since)),
+        watchdog,
         tracker,
         acked: 0,
         draining: false,
+        age_grace: config.limits.age_grace,
         body: PhantomData,
     };
     // One timer for parking and every timeout (see `timeout`).
     let mut timer = pin!(tokio::time::sleep_until(head_since));
     let mut watch = pin!(state.signal.watch());
-    let stop = poll_fn(|cx| driver.poll(cx, timer.as_mut(), watch.as_mut())).await;
-    driver.finish(stop, state)
+    let stop = poll_fn(|cx| driver.poll(cx, timer.as_mut(), watch.as_mut(), &shared.stats)).await;
+    driver.finish(stop, state, life)
 }
 
 /// One ACTIVE HTTP/1 connection: hyper, and what the driver watches it
@@ -178,9 +186,11 @@ where
     tracker: Arc<Tracker>,
     /// Abandoned request bodies hyper has been polled after.
     acked: u64,
-    /// Graceful shutdown has begun: hyper was told to close after the
-    /// request in flight.
+    /// Graceful shutdown has begun, or the connection's age passed: hyper
+    /// was told to close after the request in flight.
     draining: bool,
+    /// How long the request in flight may take once the age passed.
+    age_grace: Option<Duration>,
     body: PhantomData<fn() -> B>,
 }
 
@@ -196,18 +206,14 @@ where
         cx: &mut Context<'_>,
         timer: Pin<&mut Sleep>,
         watch: Pin<&mut Watch<'_>>,
+        stats: &Counters,
     ) -> Poll<Stop> {
         // Registered for a rise only before returning `Pending`: most
         // phases of a woken connection end in their first poll.
         let level = watch.level();
         match level {
             Level::Running => {}
-            Level::Draining if self.draining => {}
-            Level::Draining => {
-                self.draining = true;
-                self.watchdog.stop_parking();
-                Pin::new(&mut self.conn).graceful_shutdown();
-            }
+            Level::Draining => self.drain(),
             Level::Forced => return Poll::Ready(Stop::Failed),
         }
         let abandons = self.tracker.abandons();
@@ -225,11 +231,25 @@ where
             self.acked = abandons;
             self.tracker.abandon_seen();
         }
-        if let Poll::Ready(why) = self
+        match self
             .watchdog
             .poll(cx, timer, self.tracker.observe(self.acked))
         {
-            return Poll::Ready(Stop::Expired(why));
+            Poll::Ready(Expiry::Age) => {
+                debug!("connection age passed: closing after the request in flight");
+                Expiry::Age.count(stats);
+                self.drain();
+                let grace = self
+                    .age_grace
+                    .map(|g| (Instant::now() + g, Expiry::AgeGrace));
+                self.watchdog.set_end(grace);
+                // hyper acts on it in a poll of its own.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            Poll::Ready(Expiry::AgeGrace) => return Poll::Ready(Stop::Failed),
+            Poll::Ready(why) => return Poll::Ready(Stop::Expired(why)),
+            Poll::Pending => {}
         }
         if watch.poll_level(cx) != level {
             // Risen since the check above: act on it in a poll of its own.
@@ -238,13 +258,23 @@ where
         Poll::Pending
     }
 
-    /// What the connection becomes once the driver stopped.
-    fn finish(self, stop: Stop, state: &ServeState<T>) -> Active<T> {
+    /// Tells hyper to close after the request in flight (a graceful
+    /// shutdown, or the connection's age), once.
+    fn drain(&mut self) {
+        if !self.draining {
+            self.draining = true;
+            self.watchdog.stop_parking();
+            Pin::new(&mut self.conn).graceful_shutdown();
+        }
+    }
+
+    /// What the connection becomes once the driver stopped; its requests
+    /// are counted in `life` too.
+    fn finish(self, stop: Stop, state: &ServeState<T>, life: &mut Life) -> Active<T> {
         let shared = &state.shared;
-        shared
-            .stats
-            .requests
-            .fetch_add(self.tracker.requests(), Relaxed);
+        let requests = self.tracker.requests();
+        shared.stats.requests.fetch_add(requests, Relaxed);
+        life.add_requests(requests, &shared.config.limits, &shared.stats);
         match stop {
             Stop::Expired(Expiry::Park) => take_apart(self.conn, &self.watchdog),
             Stop::Expired(why) => {

@@ -52,7 +52,8 @@ use tracing::{Instrument, debug, debug_span, trace};
 
 use crate::config::Config;
 use crate::io::Replay;
-use crate::lot::Carry;
+use crate::life::Life;
+use crate::lot::{Carry, Due};
 use crate::service::{HttpService, ResBody};
 use crate::state::{Open, ServeState};
 use crate::stats::Gauge;
@@ -69,8 +70,8 @@ pub(crate) enum Origin {
     Accepted,
     /// Handed back by the parking lot, with bytes waiting (or a close),
     /// after a pause of its client; an HTTP/2 connection with what it
-    /// kept while asleep.
-    Woken(Pause, Option<Box<Asleep>>),
+    /// kept while asleep; with what it used of its limits.
+    Woken(Pause, Option<Box<Asleep>>, Life),
 }
 
 /// How long a woken connection's client paused, against `park_after`: a
@@ -195,16 +196,16 @@ where
             // from accept.
             head_since: first.then_some(accepted),
         };
-        let (mut park_at_once, mut asleep) = match origin {
-            Origin::Accepted => (false, None),
-            Origin::Woken(pause, asleep) => (pause == Pause::Long, asleep),
+        let (mut park_at_once, mut asleep, mut life) = match origin {
+            Origin::Accepted => (false, None, state.shared.config.limits.born(accepted)),
+            Origin::Woken(pause, asleep, life) => (pause == Pause::Long, asleep, life),
         };
         loop {
             // PARKED: no hyper state, no buffer. Whatever is not needed
             // across the wait is computed inside it, so the task does not
             // keep it.
             let active: ActiveFuture<'_, T> = {
-                let wait = ParkedWait::new(&mut stream, &state, carried, &clocks);
+                let wait = ParkedWait::new(&mut stream, &state, carried, &clocks, &life);
                 let replay = match wait.await {
                     Woken::Readable(replay) => replay,
                     Woken::Shutdown => {
@@ -219,7 +220,7 @@ where
                         return;
                     }
                     Woken::Quiet => {
-                        match park_taskless(stream, asleep, &Bytes::new(), &clocks, &state) {
+                        match park_taskless(stream, asleep, &Bytes::new(), &clocks, life, &state) {
                             Ok(()) => {
                                 gauge.into_lot();
                                 state.into_lot();
@@ -261,7 +262,7 @@ where
                 };
                 let asleep = asleep.take();
                 activate(
-                    stream, replay, protocol, asleep, &peer, &service, &state, timing,
+                    stream, replay, protocol, asleep, &peer, &service, &state, timing, &mut life,
                 )
             };
             match active.await {
@@ -274,7 +275,7 @@ where
                     park_at_once &= !c.is_empty();
                     state.shared.stats.parks.fetch_add(1, Relaxed);
                     gauge.set_parked();
-                    match park_taskless(s, None, &c, &k, &state) {
+                    match park_taskless(s, None, &c, &k, life, &state) {
                         Ok(()) => {
                             // The lot counts it as parked and held from
                             // here on.
@@ -292,7 +293,7 @@ where
                     park_at_once = false;
                     state.shared.stats.parks.fetch_add(1, Relaxed);
                     gauge.set_parked();
-                    match park_taskless(s, Some(a), &Bytes::new(), &k, &state) {
+                    match park_taskless(s, Some(a), &Bytes::new(), &k, life, &state) {
                         Ok(()) => {
                             gauge.into_lot();
                             state.into_lot();
@@ -310,7 +311,8 @@ where
 }
 
 /// Starts the ACTIVE phase of `protocol` on bytes that just arrived (an
-/// HTTP/2 connection woken from a sleep with what it kept).
+/// HTTP/2 connection woken from a sleep with what it kept), which counts
+/// its requests in `life`.
 #[allow(clippy::too_many_arguments)]
 fn activate<'a, T, S, B>(
     stream: T,
@@ -321,6 +323,7 @@ fn activate<'a, T, S, B>(
     service: &'a Arc<S>,
     state: &'a ServeState<T>,
     timing: h1::Timing,
+    life: &'a mut Life,
 ) -> ActiveFuture<'a, T>
 where
     T: Seam,
@@ -343,6 +346,7 @@ where
                     service,
                     state,
                     timing.park_after,
+                    life,
                 )
                 .await
                 {
@@ -355,7 +359,7 @@ where
             .instrument(span),
         );
     }
-    let active = h1::serve(stream, replay, peer, service, state, timing);
+    let active = h1::serve(stream, replay, peer, service, state, timing, life);
     if span.is_disabled() {
         // Entering a disabled span still costs every poll.
         Box::pin(active)
@@ -367,12 +371,13 @@ where
 /// Puts a parked connection in the lot without its task (with what a
 /// sleeping HTTP/2 connection keeps), if it carries no bytes and has no
 /// request head on the clock; gives it back otherwise, or if the lot
-/// refuses it.
+/// refuses it. The lot keeps its `life`.
 fn park_taskless<T: Seam>(
     stream: T,
     asleep: Option<Box<Asleep>>,
     carried: &Bytes,
     clocks: &Clocks,
+    life: Life,
     state: &ServeState<T>,
 ) -> Result<(), (T, Option<Box<Asleep>>)> {
     let lot = &state.lot;
@@ -386,13 +391,11 @@ fn park_taskless<T: Seam>(
     let idle_at = idle_at.map(|(at, _)| at);
     // As hyper times it: from the client's last frame.
     let ping_at = (config.h2_sleep.keep_alive).map(|k| clocks.quiet_since + k.interval);
-    lot.park(
-        stream,
-        asleep.map(|a| *a),
-        now,
+    let due = Due {
         dormant_at,
         idle_at,
         ping_at,
-    )
-    .map_err(|(stream, asleep)| (stream, asleep.map(Box::new)))
+    };
+    lot.park(stream, asleep.map(|a| *a), life, now, due)
+        .map_err(|(stream, asleep)| (stream, asleep.map(Box::new)))
 }

@@ -13,6 +13,7 @@ use tracing::debug;
 
 use super::closed_while_idle;
 use crate::io::Replay;
+use crate::life::Life;
 use crate::lot::Parkable;
 use crate::shutdown::{Level, Watch};
 use crate::state::ServeState;
@@ -38,8 +39,8 @@ pub(super) enum Woken {
     /// The connection is finished: the peer closed it, it failed, or a
     /// timeout passed.
     Closed,
-    /// The server is shutting down: close, with a goodbye if the transport
-    /// has one.
+    /// The server is shutting down, or the connection's age passed: close,
+    /// with a goodbye if the protocol has one.
     Shutdown,
     /// The socket was readable but brought nothing for the protocol (TLS
     /// records of its own, such as a KeyUpdate, or the start of a record),
@@ -76,6 +77,7 @@ impl<'a, T: Seam> ParkedWait<'a, T> {
         state: &'a ServeState<T>,
         carried: Bytes,
         clocks: &Clocks,
+        life: &Life,
     ) -> Self {
         let config = &state.shared.config;
         let mut deadline = match clocks.head_since {
@@ -85,6 +87,11 @@ impl<'a, T: Seam> ParkedWait<'a, T> {
                 .or_else(|| config.timeouts.idle_deadline(since)),
             None => config.timeouts.idle_deadline(clocks.quiet_since),
         };
+        if let Some(at) = life.ends_at {
+            if deadline.is_none_or(|(other, _)| at < other) {
+                deadline = Some((at, Expiry::Age));
+            }
+        }
         // A handshake under way has its own, shorter bound, counted from
         // accept like the head's (see `handshake_done`).
         // (Asked only for a connection whose first request is on the
@@ -153,7 +160,10 @@ impl<T: Seam> ParkedWait<'_, T> {
 fn timed_out<T: Seam>(why: Expiry, state: &ServeState<T>) -> Woken {
     debug!(?why, "timeout while parked");
     why.count(&state.shared.stats);
-    Woken::Closed
+    match why {
+        Expiry::Age => Woken::Shutdown,
+        _ => Woken::Closed,
+    }
 }
 
 impl<T: Seam> Future for ParkedWait<'_, T> {

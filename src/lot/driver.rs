@@ -14,6 +14,7 @@ use tracing::{debug, trace};
 use super::deadlines::{Millis, before};
 use super::ready::{Registration, Report};
 use super::{Callback, Carry, Closed, Inner, Lot, Parkable, Ping, Rung, Slept, Slot, Turn, Woken};
+use crate::life::Life;
 
 /// Events collected per `epoll_wait`.
 const EVENTS: usize = 256;
@@ -23,12 +24,15 @@ struct Batch<T: Parkable, W, C> {
     /// Tasks whose connection turned ready.
     wake: Vec<Waker>,
     /// Task-less connections to hand to the owner, with what they carry.
-    woken: Vec<(T, Option<C>, Slept)>,
+    woken: Vec<(T, Option<C>, Life, Slept)>,
     /// Connections the peer closed (or that failed), to close.
     gone: Vec<(T::Dormant, Rung, Closed)>,
     /// Sleepers to take out of the poll and call back.
     sleepers: Vec<(W, Woken<T::Dormant>)>,
 }
+
+/// The slots a sweep took out, by rung.
+type Aged<D, W, C> = Vec<(Slot<D, W, C>, Rung)>;
 
 impl<T: Parkable, W, C> Default for Batch<T, W, C> {
     fn default() -> Self {
@@ -48,6 +52,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         let shared = &self.0;
         // Read once per batch, when a parked connection wakes.
         let mut now = None;
+        let mut instant = None;
         let mut inner = shared.lock();
         for event in events.iter() {
             let Ok(key) = u32::try_from(event.token().0) else {
@@ -152,9 +157,16 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
                         }
                     };
                     inner.slots.put_back(key, Slot::Served(cell.clone()));
+                    let life = match shared.lives.keep {
+                        true => {
+                            let instant = *instant.get_or_insert_with(Instant::now);
+                            inner.life(key, &shared.clock, &shared.lives, instant)
+                        }
+                        false => Life::default(),
+                    };
                     let registration = Registration::new(key, cell, shared.clone());
                     let conn = T::from_dormant(conn, registration);
-                    batch.woken.push((conn, carried, slept));
+                    batch.woken.push((conn, carried, life, slept));
                 }
             }
         }
@@ -172,9 +184,9 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         }
         // Last: the owner may serve the last one here, in the lot's task.
         let n = batch.woken.len();
-        for (i, (conn, carried, slept)) in batch.woken.drain(..).enumerate() {
+        for (i, (conn, carried, life, slept)) in batch.woken.drain(..).enumerate() {
             let turn = if i + 1 == n { Turn::Last } else { Turn::Before };
-            shared.owner.woken(conn, carried, slept, turn);
+            shared.owner.woken(conn, carried, life, slept, turn);
         }
     }
 
@@ -236,11 +248,13 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         }
         let mut unanswered = Vec::new();
         self.ping(&mut inner, now, &mut unanswered);
+        let aged = self.sweep(&mut inner, now);
         let next = [
             inner.dormant_deadlines.next_in(now),
             inner.parked_deadlines.next_in(now),
             inner.ping_deadlines.next_in(now),
             inner.answer_deadlines.next_in(now),
+            (inner.next_sweep).map(|at| Duration::from_millis(at.wrapping_sub(now).into())),
         ]
         .into_iter()
         .flatten()
@@ -262,7 +276,59 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         shared.owner.closed(Rung::Dormant, Closed::Idle, n_dormant);
         shared.owner.closed(Rung::Parked, Closed::Idle, n_parked);
         shared.owner.went_dormant(entered);
+        let (mut n_parked, mut n_dormant) = (0, 0);
+        for (slot, rung) in aged {
+            match rung {
+                Rung::Parked => n_parked += 1,
+                Rung::Dormant => n_dormant += 1,
+            }
+            // As at shutdown: its protocol's goodbye (an HTTP/2 GOAWAY),
+            // then its transport's (TLS: `close_notify`).
+            match slot {
+                Slot::Carrying { conn, with } => T::close_dormant(conn, &with.value.goodbye()),
+                Slot::Parked { conn, .. } | Slot::Dormant { conn, .. } => {
+                    T::close_dormant(conn, &[]);
+                }
+                Slot::Served(_) | Slot::Sleeping { .. } => {}
+            }
+        }
+        shared.owner.closed(Rung::Dormant, Closed::Age, n_dormant);
+        shared.owner.closed(Rung::Parked, Closed::Age, n_parked);
         next
+    }
+
+    /// Takes the task-less connections past their age out of the slab, if
+    /// a sweep is due (see [`Lives`](super::Lives)), and sets the next one
+    /// while task-less connections remain.
+    fn sweep(&self, inner: &mut Inner<T::Dormant, W, C>, now: Millis) -> Aged<T::Dormant, W, C> {
+        let (Some(every), Some(due)) = (self.0.lives.sweep_every, inner.next_sweep) else {
+            return Vec::new();
+        };
+        if before(now, due) {
+            return Vec::new();
+        }
+        let mut aged = Vec::new();
+        let mut left = false;
+        for key in 0..inner.slots.end() {
+            let rung = match inner.slots.get(key) {
+                Some(Slot::Parked { .. }) => Rung::Parked,
+                Some(Slot::Dormant { .. }) => Rung::Dormant,
+                Some(Slot::Carrying { with, .. }) => with.rung(),
+                _ => continue,
+            };
+            if !inner.aged(key, now) {
+                left = true;
+                continue;
+            }
+            if let Some(slot) = inner.slots.remove(key) {
+                aged.push((slot, rung));
+            }
+        }
+        inner.shrink_if_empty();
+        // Entries left in the queues name vacant keys, as after a wake.
+        let every = every.as_millis().min(i32::MAX as u128) as Millis;
+        inner.next_sweep = left.then(|| now.wrapping_add(every));
+        aged
     }
 
     /// Writes the pings that are due (a small write, non-blocking, under

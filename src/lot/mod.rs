@@ -31,6 +31,8 @@
 //!  parked_deadlines    (due, key) in FIFO order: every parked connection
 //!                      has the same dormant_after and idle timeout
 //!  dormant_deadlines   (deadline, key) in FIFO order
+//!  lives               per key, only with connection limits: what a
+//!                      task-less connection used of them (`life`)
 //! ```
 //!
 //! While a task serves a connection, its transport reads and writes
@@ -69,6 +71,16 @@
 //! a hint, checked against the socket by whoever acts on it (a read that
 //! finds nothing, a peek), and costs at most a spurious wake.
 //!
+//! # Lives
+//!
+//! With connection limits (`life`), a task-less connection's [`Life`]
+//! waits in a side table indexed by its key, so that neither the slot nor
+//! the cell grows for a server without limits. Ages are jittered, so their
+//! deadlines do not come in FIFO order; rather than a heap, whose entries
+//! would outlive every connection that woke, the driver sweeps the slab
+//! for task-less connections past their age every so often (`sweep_every`)
+//! and closes them (after their goodbye).
+//!
 //! # Sleepers
 //!
 //! An upgraded stream, which tokio serves, can also sleep here with a
@@ -100,7 +112,7 @@ use mio::unix::SourceFd;
 use mio::{Interest, Token};
 use tokio::time::Instant;
 
-use deadlines::{Clock, Deadlines, Millis, earliest};
+use deadlines::{Clock, Deadlines, Millis, before, earliest};
 pub(crate) use ready::Direction;
 #[expect(
     unreachable_pub,
@@ -109,6 +121,8 @@ pub(crate) use ready::Direction;
 pub use ready::Registration;
 use ready::{Cell, Table};
 use slab::Slab;
+
+use crate::life::Life;
 
 /// A slab at most this long is kept when it empties.
 const SLOTS_KEEP: usize = 64;
@@ -176,6 +190,17 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Register for Lot<T, W, C> {
     }
 }
 
+/// When the lot acts on a connection that parks (see [`Lot::park`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Due {
+    /// It goes DORMANT.
+    pub(crate) dormant_at: Option<Instant>,
+    /// It is closed.
+    pub(crate) idle_at: Option<Instant>,
+    /// It is pinged (a carrying connection).
+    pub(crate) ping_at: Option<Instant>,
+}
+
 /// Where a connection waited in the lot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Rung {
@@ -207,6 +232,8 @@ pub(crate) enum Closed {
     Failed,
     /// [`Lot::close_all`].
     Shutdown,
+    /// Its `max_connection_age` passed (see [`Lives`]).
+    Age,
 }
 
 /// What the lot reports to whoever made it. Called without the lot's lock
@@ -217,7 +244,8 @@ pub(crate) trait Owner<T, C>: Send + Sync + 'static {
     /// carried. `turn` says whether others of the same batch of events
     /// come after it (the owner may serve the last in the lot's task; see
     /// `server::owner`).
-    fn woken(&self, conn: T, carried: Option<C>, slept: Slept, turn: Turn);
+    /// `life` is what [`Lot::park`] was given (default without [`Lives`]).
+    fn woken(&self, conn: T, carried: Option<C>, life: Life, slept: Slept, turn: Turn);
     /// The lot closed `n` connections that waited on `from`.
     fn closed(&self, from: Rung, why: Closed, n: usize);
     /// `n` connections moved from PARKED to DORMANT.
@@ -322,8 +350,31 @@ impl<C> Carried<C> {
     }
 }
 
+/// What the lot keeps of task-less connections' [`Life`]s.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Lives {
+    /// Whether connections have limits: their lives are kept.
+    pub(crate) keep: bool,
+    /// How often task-less connections are looked at for their age; `None`
+    /// without `max_connection_age`.
+    pub(crate) sweep_every: Option<Duration>,
+}
+
+/// A task-less connection's [`Life`], on the lot's clock.
+#[derive(Clone, Copy, Debug, Default)]
+struct Kept {
+    /// When its age passes; meaningless without a sweep.
+    ends: Millis,
+    requests: u32,
+}
+
 struct Inner<D, W, C> {
     slots: Slab<Slot<D, W, C>>,
+    /// By key, with [`Lives::keep`]: the life of each task-less
+    /// connection (stale for other keys).
+    lives: Vec<Kept>,
+    /// When the next sweep is due, with [`Lives::sweep_every`].
+    next_sweep: Option<Millis>,
     parked_deadlines: Deadlines,
     dormant_deadlines: Deadlines,
     /// (due, key) of carrying connections' pings, and (due, key) of their
@@ -369,6 +420,38 @@ impl<D, W, C> Inner<D, W, C> {
         Some(slot)
     }
 
+    /// Keeps the life of the connection parking at `key`.
+    fn keep_life(&mut self, key: u32, clock: &Clock, life: Life, now: Instant) {
+        let key = key as usize;
+        if self.lives.len() <= key {
+            self.lives.resize(key + 1, Kept::default());
+        }
+        self.lives[key] = Kept {
+            // A passed age is due at once.
+            ends: clock.millis(life.ends_at.map_or(now, |at| at.max(now))),
+            requests: life.requests,
+        };
+    }
+
+    /// The life kept for the connection waking at `key`.
+    fn life(&self, key: u32, clock: &Clock, lives: &Lives, now: Instant) -> Life {
+        if !lives.keep {
+            return Life::default();
+        }
+        let kept = self.lives.get(key as usize).copied().unwrap_or_default();
+        Life {
+            ends_at: lives.sweep_every.map(|_| clock.instant(kept.ends, now)),
+            requests: kept.requests,
+        }
+    }
+
+    /// Whether the task-less connection at `key` is past its age at `now`.
+    fn aged(&self, key: u32, now: Millis) -> bool {
+        self.lives
+            .get(key as usize)
+            .is_some_and(|kept| !before(now, kept.ends))
+    }
+
     /// Frees a large slab once its last connection left (see `remove`).
     /// Not between a `Slab::remove` and its `Slab::put_back`: that would
     /// lose the entry put back.
@@ -379,6 +462,7 @@ impl<D, W, C> Inner<D, W, C> {
     }
 
     fn clear_deadlines(&mut self) {
+        self.lives = Vec::new();
         self.parked_deadlines.clear();
         self.dormant_deadlines.clear();
         self.ping_deadlines.clear();
@@ -401,6 +485,7 @@ struct Shared<T: Parkable, W, C> {
     slack: Duration,
     /// How long a keep-alive ping waits for its answer ([`Carry::ping`]).
     answer_within: Duration,
+    lives: Lives,
     inner: Mutex<Inner<T::Dormant, W, C>>,
     clock: Clock,
     /// A deadline queue went from empty to non-empty since the driver
@@ -444,20 +529,24 @@ impl<T: Parkable, W: Send + 'static, C: Send + 'static> Table for Shared<T, W, C
 impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// A lot that reports to `owner` and may act on a deadline up to
     /// `slack` late, to act on many at once, and closes a connection whose
-    /// keep-alive ping is not answered `answer_within`. `registry` is that
-    /// of the poll its driver runs ([`Lot::drive`]).
+    /// keep-alive ping is not answered `answer_within`, keeping `lives`.
+    /// `registry` is that of the poll its driver runs ([`Lot::drive`]).
     pub(crate) fn new(
         owner: Box<dyn Owner<T, C>>,
         slack: Duration,
         answer_within: Duration,
+        lives: Lives,
         registry: mio::Registry,
     ) -> Self {
         Lot(Arc::new(Shared {
             slack,
             answer_within,
+            lives,
             registry,
             inner: Mutex::new(Inner {
                 slots: Slab::default(),
+                lives: Vec::new(),
+                next_sweep: None,
                 parked_deadlines: Deadlines::default(),
                 dormant_deadlines: Deadlines::default(),
                 ping_deadlines: Deadlines::default(),
@@ -503,9 +592,12 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
 
     /// PARKED without a task, from `now`: the lot keeps `stream`'s parked
     /// form and what it `carries`, and hands them to [`Owner::woken`] when
-    /// bytes arrive, with how long it slept. At `dormant_at` the lot moves it to DORMANT, at
-    /// `idle_at` (if earlier) closes it; at `ping_at` it pings it (see
-    /// [`Carry::ping`]; only a connection that carries something). Gives
+    /// bytes arrive, with how long it slept. When it is [`Due`]: at
+    /// `dormant_at` the lot moves it to DORMANT, at `idle_at` (if earlier)
+    /// closes it; at `ping_at` it pings it (see
+    /// [`Carry::ping`]; only a connection that carries something). Its
+    /// `life` is kept with [`Lives::keep`], handed back when it wakes, and
+    /// closes it when its age passes. Gives
     /// the stream back if a read may find bytes already, if its transport
     /// holds some, or if the lot is closed. The caller keeps counting the
     /// connection as held and parked until this returns `Ok`; from then on
@@ -514,11 +606,15 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         &self,
         stream: T,
         carries: Option<C>,
+        life: Life,
         now: Instant,
-        dormant_at: Option<Instant>,
-        idle_at: Option<Instant>,
-        ping_at: Option<Instant>,
+        due: Due,
     ) -> Result<(), (T, Option<C>)> {
+        let Due {
+            dormant_at,
+            idle_at,
+            ping_at,
+        } = due;
         let shared = &*self.0;
         let mut inner = shared.lock();
         // Checked under the lock the driver acts on events with: an event
@@ -559,9 +655,21 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             // A registration's slot is served until it parks or closes.
             _ => unreachable!("a served connection's slot is not served"),
         }
+        if shared.lives.keep {
+            inner.keep_life(key, &shared.clock, life, now);
+        }
         let first = |queue: &Deadlines, queued: bool| queued && queue.len() == 1;
+        let sweep = match shared.lives.sweep_every {
+            Some(every) if inner.next_sweep.is_none() => {
+                let at = shared.clock.millis(now + every);
+                inner.next_sweep = Some(at);
+                true
+            }
+            _ => false,
+        };
         if first(&inner.parked_deadlines, due.is_some())
             || first(&inner.ping_deadlines, ping != Ping::Off)
+            || sweep
         {
             shared.new_front.store(true, Ordering::Release);
             let driver = inner.driver.clone();

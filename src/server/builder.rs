@@ -10,6 +10,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use super::Server;
 use crate::config::{Config, H2Sleep, KeepAlive};
 use crate::error::Error;
+use crate::life::Limits;
 use crate::pool::Pool;
 use crate::state::Shared;
 use crate::stats::Counters;
@@ -32,6 +33,10 @@ const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest timeout or interval the server counts: the parking lot's
 /// deadlines are correct up to about 24 days apart (`lot::deadlines`).
 const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 24 * 3600);
+
+/// The longest `max_connection_age`: with its jitter, within the lot's
+/// range.
+const MAX_AGE: Duration = Duration::from_secs(20 * 24 * 3600);
 
 /// Configures and builds a [`Server`].
 ///
@@ -60,6 +65,7 @@ pub struct Builder {
     tls_info: bool,
     tls_handshake_timeout: Option<Duration>,
     h2: Http2,
+    limits: Limits,
 }
 
 impl Default for Builder {
@@ -84,6 +90,7 @@ impl Default for Builder {
             tls_info: false,
             tls_handshake_timeout: Some(DEFAULT_TLS_HANDSHAKE_TIMEOUT),
             h2: Http2::default(),
+            limits: Limits::default(),
         }
     }
 }
@@ -422,6 +429,53 @@ impl Builder {
         self
     }
 
+    /// Sets how long a connection may live, counted from accept and moved
+    /// by up to ±10% at random per connection, so that connections
+    /// accepted together are not closed together (grpc-go's
+    /// `MaxConnectionAge`). Bounding connections' lives lets a load
+    /// balancer spread long-lived clients over new instances.
+    ///
+    /// When its age passes, an HTTP/1.1 connection finishes the request in
+    /// flight, whose response says `Connection: close`, and closes; an
+    /// HTTP/2 connection sends GOAWAY and closes once its streams end.
+    /// Either has [`max_connection_age_grace`](Self::max_connection_age_grace)
+    /// to finish. A PARKED or DORMANT connection is closed where it waits
+    /// (HTTP/2: after a GOAWAY), by the parking lot, which looks for
+    /// connections past their age every thirty-second of it (at least every
+    /// 10 ms, at most every minute) rather than keeping a timer for each.
+    /// Each one counts in [`Stats::age_closes`](crate::Stats::age_closes).
+    /// Upgraded streams are their handlers' and live on. At most 20 days.
+    ///
+    /// Default is `None`: a connection lives as long as its client keeps it.
+    pub fn max_connection_age(&mut self, age: impl Into<Option<Duration>>) -> &mut Self {
+        self.limits.max_age = age.into();
+        self
+    }
+
+    /// Sets how long a connection past its
+    /// [`max_connection_age`](Self::max_connection_age) may take to finish
+    /// the requests in flight before it is closed anyway (grpc-go's
+    /// `MaxConnectionAgeGrace`). At most 24 days.
+    ///
+    /// Default is `None`: requests in flight take as long as they take.
+    pub fn max_connection_age_grace(&mut self, grace: impl Into<Option<Duration>>) -> &mut Self {
+        self.limits.age_grace = grace.into();
+        self
+    }
+
+    /// Sets how many requests a connection serves before it closes (nginx's
+    /// `keepalive_requests`). The last one's response says `Connection:
+    /// close` on HTTP/1.1; on HTTP/2 the connection sends GOAWAY once its
+    /// last stream started, and refuses streams the client opened before it
+    /// saw the GOAWAY with `REFUSED_STREAM`, which clients retry on a new
+    /// connection. The count holds across parks and dormancy.
+    ///
+    /// Default is `None`: no limit.
+    pub fn max_requests_per_connection(&mut self, max: impl Into<Option<u32>>) -> &mut Self {
+        self.limits.max_requests = max.into();
+        self
+    }
+
     /// Sets how long a graceful shutdown waits for requests in flight before it
     /// closes their connections anyway. `None` waits as long as they take.
     ///
@@ -440,7 +494,9 @@ impl Builder {
     /// is out of range: `max_header_bytes` below 8192, an `idle_timeout`
     /// over 24 days, a zero `header_read_timeout`, `read_timeout`,
     /// `write_timeout` or `tls_handshake_timeout` (`None` disables them),
-    /// a zero `max_connections` or `max_headers`, or an `http2_*` setting
+    /// a zero `max_connections`, `max_headers`, `max_connection_age` or
+    /// `max_requests_per_connection`, a `max_connection_age` over 20 days or
+    /// its grace over 24 days, or an `http2_*` setting
     /// out of the range its setter states (HTTP/2's bounds on windows and
     /// frame sizes, which would otherwise panic in `h2` when a connection
     /// starts).
@@ -476,6 +532,24 @@ impl Builder {
         if self.max_connections == Some(0) {
             return Err(Error::config("max_connections must be at least 1"));
         }
+        if self.limits.max_age == Some(Duration::ZERO) {
+            return Err(Error::config(
+                "max_connection_age must be longer than zero (None disables it)",
+            ));
+        }
+        if self.limits.max_age.is_some_and(|t| t > MAX_AGE) {
+            return Err(Error::config("max_connection_age must be at most 20 days"));
+        }
+        if self.limits.age_grace.is_some_and(|t| t > MAX_TIMEOUT) {
+            return Err(Error::config(
+                "max_connection_age_grace must be at most 24 days",
+            ));
+        }
+        if self.limits.max_requests == Some(0) {
+            return Err(Error::config(
+                "max_requests_per_connection must be at least 1 (None disables it)",
+            ));
+        }
         if self.max_headers == 0 {
             return Err(Error::config("max_headers must be at least 1"));
         }
@@ -504,6 +578,7 @@ impl Builder {
             tls_info: self.tls_info,
             shutdown_grace: self.shutdown_grace,
             tls_handshake_timeout: self.tls_handshake_timeout,
+            limits: self.limits,
         };
         Ok(Server {
             shared: Arc::new(Shared {

@@ -149,7 +149,14 @@ where
         let config = &shared.config;
         let answer_within =
             (config.h2_sleep.keep_alive).map_or(std::time::Duration::ZERO, |k| k.timeout);
-        let lot = StreamLot::new(Box::new(owner), config.lot_slack(), answer_within, registry);
+        let lives = config.lot_lives();
+        let lot = StreamLot::new(
+            Box::new(owner),
+            config.lot_slack(),
+            answer_within,
+            lives,
+            registry,
+        );
         ServeState {
             shared: shared.clone(),
             signal: Signal::default(),

@@ -13,6 +13,7 @@ use std::task::{Context, Poll, Waker};
 use tracing::error;
 
 use crate::conn::{self, Origin, Pause};
+use crate::life::Life;
 use crate::lot::{self, Closed, Rung, Slept, Turn};
 use crate::service::{HttpService, ResBody};
 use crate::state::{Open, ServeState};
@@ -38,9 +39,8 @@ use crate::wire::Asleep;
 fn serve_woken<T, S, B>(
     state: &Arc<ServeState<T>>,
     stream: T,
-    asleep: Option<Asleep>,
+    origin: Origin,
     service: &Arc<S>,
-    pause: Pause,
     first_poll: FirstPoll,
 ) where
     T: Seam,
@@ -60,7 +60,6 @@ fn serve_woken<T, S, B>(
             return;
         }
     };
-    let origin = Origin::Woken(pause, asleep.map(Box::new));
     let serve = conn::serve(stream, peer, service.clone(), open, origin);
     if first_poll == FirstPoll::InTask {
         tokio::spawn(serve);
@@ -136,7 +135,7 @@ where
     S: HttpService<B>,
     B: ResBody,
 {
-    fn woken(&self, conn: T, asleep: Option<Asleep>, slept: Slept, turn: Turn) {
+    fn woken(&self, conn: T, asleep: Option<Asleep>, life: Life, slept: Slept, turn: Turn) {
         let Some(state) = self.state.upgrade() else {
             return;
         };
@@ -159,7 +158,8 @@ where
             (Workers::One, _) | (Workers::Many, Turn::Last) => FirstPoll::InPlace,
             (Workers::Many, Turn::Before) => FirstPoll::InTask,
         };
-        serve_woken(&state, conn, asleep, &self.service, pause, first_poll);
+        let origin = Origin::Woken(pause, asleep.map(Box::new), life);
+        serve_woken(&state, conn, origin, &self.service, first_poll);
     }
 
     fn closed(&self, from: Rung, why: Closed, n: usize) {
@@ -182,6 +182,9 @@ where
                 stats
                     .keep_alive_timeouts
                     .fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Closed::Age => {
+                stats.age_closes.fetch_add(n as u64, Ordering::Relaxed);
             }
             Closed::ByPeer | Closed::Failed | Closed::Shutdown => {}
         }

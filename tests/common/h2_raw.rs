@@ -17,7 +17,11 @@ use super::transport::AsyncStream;
 pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 // Frame types and flags (RFC 9113, 6).
+#[allow(dead_code, reason = "only some binaries look at DATA frames")]
+pub(crate) const DATA: u8 = 0x0;
 pub(crate) const HEADERS: u8 = 0x1;
+#[allow(dead_code, reason = "only some binaries look at resets")]
+pub(crate) const RST_STREAM: u8 = 0x3;
 pub(crate) const SETTINGS: u8 = 0x4;
 pub(crate) const PING: u8 = 0x6;
 pub(crate) const GOAWAY: u8 = 0x7;
@@ -27,6 +31,9 @@ pub(crate) const END_HEADERS: u8 = 0x4;
 
 /// GOAWAY's and RST_STREAM's error code for a graceful end.
 pub(crate) const NO_ERROR: u32 = 0x0;
+/// RST_STREAM's error code for a stream the server did not process.
+#[allow(dead_code, reason = "only some binaries look at resets")]
+pub(crate) const REFUSED_STREAM: u32 = 0x7;
 
 /// One frame as read off the wire.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +66,24 @@ pub(crate) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8>
     out.extend_from_slice(&stream.to_be_bytes());
     out.extend_from_slice(payload);
     out
+}
+
+/// The HEADERS frame of `GET path` on `stream`, with no body.
+pub(crate) fn get_frame(stream: u32, path: &str) -> Vec<u8> {
+    // HPACK: `:method: GET` and `:scheme: http` from the static table,
+    // `:path` (`/` from the static table too), and `:authority: localhost`
+    // as literals that enter no table.
+    let mut block = vec![0x82, 0x86];
+    match path {
+        "/" => block.push(0x84),
+        path => {
+            block.extend([0x04, u8::try_from(path.len()).unwrap()]);
+            block.extend_from_slice(path.as_bytes());
+        }
+    }
+    block.extend([0x01, 9]);
+    block.extend_from_slice(b"localhost");
+    frame(HEADERS, END_STREAM | END_HEADERS, stream, &block)
 }
 
 /// An HTTP/2 client connection whose frames the test writes; a task reads
@@ -133,13 +158,7 @@ impl RawClient {
     /// Sends `GET /` on `stream` (an odd id above the last one) and waits
     /// for the end of its response.
     pub(crate) async fn get(&mut self, stream: u32) {
-        // HPACK: `:method: GET`, `:scheme: http`, `:path: /` from the
-        // static table, and `:authority: localhost` as a literal that
-        // enters no table.
-        let mut block = vec![0x82, 0x86, 0x84, 0x01, 9];
-        block.extend_from_slice(b"localhost");
-        self.send(&frame(HEADERS, END_STREAM | END_HEADERS, stream, &block))
-            .await;
+        self.send(&get_frame(stream, "/")).await;
         loop {
             let f = self.next().await.expect("the connection closed");
             if f.stream == stream && f.flags & END_STREAM != 0 {

@@ -1,11 +1,14 @@
 //! The services the tests share.
 
 use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::service::service_fn;
+use tokio::sync::Semaphore;
 
 use super::runtime::Servable;
 
@@ -81,4 +84,22 @@ pub(crate) fn pattern(len: usize, seed: u64) -> Bytes {
     (0..len)
         .map(|i| ((i as u64 ^ salt).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8)
         .collect()
+}
+
+/// `/slow` waits for a permit of `gate` (the test decides when it answers,
+/// instead of a sleep); anything else answers `hello`.
+#[allow(dead_code, reason = "only the shutdown and limit tests gate requests")]
+pub(crate) fn gated(gate: Arc<Semaphore>, entered: Arc<AtomicUsize>) -> impl Servable<Full<Bytes>> {
+    service_fn(move |req: Request<dormant::Body>| {
+        let gate = gate.clone();
+        let entered = entered.clone();
+        async move {
+            if req.uri().path() == "/slow" {
+                entered.fetch_add(1, Ordering::SeqCst);
+                gate.acquire().await.unwrap().forget();
+                return Ok(Response::new(Full::new(Bytes::from_static(b"slow"))));
+            }
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello"))))
+        }
+    })
 }

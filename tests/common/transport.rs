@@ -6,12 +6,17 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::JoinHandle;
+use tokio::time::timeout;
 
 use super::client::Endpoint;
 use super::runtime::{ResponseBody, Servable, bind_tcp};
 use super::servers::{Serve, serve_on};
+use super::timeout::CLIENT_TIMEOUT;
 use super::unix::serve_unix;
 
 /// A way for clients to reach a dormant server.
@@ -49,6 +54,24 @@ pub(crate) trait Transport {
     /// HTTP/2 with prior knowledge.
     async fn connect_h2(addr: &Self::Addr) -> TokioIo<Box<dyn AsyncStream>>;
 
+    #[allow(dead_code, reason = "only some HTTP/2 tests use hyper's client")]
+    /// A connection of hyper's HTTP/2 client (its defaults: a 5 MiB
+    /// connection window, 2 MiB stream windows) to `addr`, driven by a task
+    /// of its own on the caller's runtime.
+    async fn hyper_h2(addr: &Self::Addr) -> (HyperSend, JoinHandle<hyper::Result<()>>) {
+        let io = timeout(CLIENT_TIMEOUT, Self::connect_h2(addr))
+            .await
+            .expect("connect timed out");
+        let (send, conn) = timeout(
+            CLIENT_TIMEOUT,
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), io),
+        )
+        .await
+        .expect("h2 handshake timed out")
+        .expect("h2 handshake");
+        (send, tokio::spawn(conn))
+    }
+
     /// [`serve_with_workers`](Transport::serve_with_workers) with two
     /// workers.
     fn serve<B: ResponseBody>(
@@ -58,6 +81,10 @@ pub(crate) trait Transport {
         Self::serve_with_workers(builder, service, 2)
     }
 }
+
+/// The request side of hyper's HTTP/2 client connection.
+#[allow(dead_code, reason = "only some HTTP/2 tests use hyper's client")]
+pub(crate) type HyperSend = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
 
 /// A client's async stream, whatever the transport.
 pub(crate) trait AsyncStream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}

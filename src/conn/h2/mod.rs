@@ -34,11 +34,12 @@ use tracing::debug;
 use super::parked::Clocks;
 use crate::config::H2Sleep;
 use crate::io::Replay;
+use crate::life::Life;
 use crate::lot::Carry;
 use crate::service::{ConnService, HttpService, ResBody};
 use crate::shutdown::Level;
 use crate::state::{ServeState, Shared};
-use crate::timeout::{Timeouts, Watchdog};
+use crate::timeout::{Expiry, Timeouts, Watchdog};
 use crate::track::Tracker;
 use crate::transport::Seam;
 use crate::wire::{Asleep, Decline, Watch};
@@ -72,7 +73,10 @@ impl Carry for Asleep {
 }
 
 /// Serves an HTTP/2 connection until it ends or sleeps; `asleep` is what
-/// it kept if it wakes from a sleep.
+/// it kept if it wakes from a sleep. Counts its streams in `life`, whose
+/// limits it keeps: past its age, or once its last request started, it
+/// sends GOAWAY and ends with its streams (past the age's grace, at once).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn serve<T, S, B>(
     mut stream: T,
     replay: Replay,
@@ -81,6 +85,7 @@ pub(super) async fn serve<T, S, B>(
     service: Arc<S>,
     state: &ServeState<T>,
     park_after: Option<Duration>,
+    life: &mut Life,
 ) -> Ended<T>
 where
     T: Seam,
@@ -98,13 +103,19 @@ where
         #[cfg(feature = "tls-no-provider")]
         tls,
         tracker: tracker.clone(),
+        requests_left: shared.config.limits.requests_left(life),
     };
+    let requests_left = svc.requests_left;
     let stats = &shared.stats;
     let idle_only = Timeouts {
         idle: shared.config.timeouts.idle,
         ..Timeouts::default()
     };
     let mut watchdog = Watchdog::new(idle_only, None, None);
+    watchdog.set_end(life.ends_at.map(|at| (at, Expiry::Age)));
+    let age_grace = shared.config.limits.age_grace;
+    // Closing, and its end is on the watchdog: the grace after the age.
+    let mut graced = false;
     let mut bedtime = park_after.map(|after| Bedtime::new(after, shared.config.h2_sleep));
     let mut timer = pin!(tokio::time::sleep(Duration::ZERO));
     let mut park_timer = pin!(tokio::time::sleep(Duration::ZERO));
@@ -133,16 +144,37 @@ where
                 }
                 Poll::Pending => {}
             }
-            if closing {
+            if closing && !graced {
                 return Poll::Pending;
             }
             let seen = tracker.observe_streams();
-            if let Poll::Ready(why) = watchdog.poll(cx, timer.as_mut(), seen) {
-                debug!(?why, "h2 idle timeout");
-                why.count(stats);
+            if requests_left.is_some_and(|left| seen.requests >= u64::from(left)) && !closing {
+                debug!("h2 request limit reached: GOAWAY");
                 closing = true;
                 conn.as_mut().graceful_shutdown();
                 cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            match watchdog.poll(cx, timer.as_mut(), seen) {
+                Poll::Ready(Expiry::AgeGrace) => return Poll::Ready(None),
+                Poll::Ready(_) if closing => {}
+                Poll::Ready(why) => {
+                    debug!(?why, "h2 connection closing: GOAWAY");
+                    why.count(stats);
+                    closing = true;
+                    if let (Expiry::Age, Some(grace)) = (why, age_grace) {
+                        // From now on the watchdog watches the grace alone.
+                        graced = true;
+                        watchdog = Watchdog::new(Timeouts::default(), None, None);
+                        watchdog.set_end(Some((Instant::now() + grace, Expiry::AgeGrace)));
+                    }
+                    conn.as_mut().graceful_shutdown();
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                Poll::Pending => {}
+            }
+            if closing {
                 return Poll::Pending;
             }
             if let Some(bedtime) = &mut bedtime {
@@ -155,7 +187,9 @@ where
         })
         .await
     };
-    shared.stats.requests.fetch_add(tracker.requests(), Relaxed);
+    let requests = tracker.requests();
+    shared.stats.requests.fetch_add(requests, Relaxed);
+    life.add_requests(requests, &shared.config.limits, &shared.stats);
     match outcome {
         Some((asleep, quiet_since)) => {
             let clocks = Clocks {
