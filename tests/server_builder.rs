@@ -44,7 +44,8 @@ fn defaults_build() {
 fn connection_limits_out_of_range_are_config_errors() {
     use std::time::Duration;
     const DAY: Duration = Duration::from_secs(24 * 3600);
-    let cases: [(fn(&mut dormant::Builder), &str); 4] = [
+    type Set = fn(&mut dormant::Builder);
+    let cases: [(Set, &str); 4] = [
         (
             |b| _ = b.max_connection_age(Duration::ZERO),
             "max_connection_age",
