@@ -83,6 +83,7 @@ mod config;
 mod conn;
 pub mod context;
 mod error;
+mod hooks;
 mod io;
 mod life;
 mod listener;
@@ -107,6 +108,7 @@ mod wire;
 
 pub use body::Body;
 pub use error::Error;
+pub use hooks::{Admit, ConnState};
 pub use hyper_util::service::TowerToHyperService;
 pub use listener::{Addr, Listener, UnixListener};
 pub use pool::PoolStats;

@@ -10,6 +10,7 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::accounting::Held;
 use crate::config::Config;
+use crate::hooks::Hooks;
 use crate::pool::Pool;
 use crate::shutdown::Signal;
 use crate::stats::Counters;
@@ -48,6 +49,8 @@ pub(crate) struct ServeState<T: Seam> {
     /// The same lot, as upgraded streams see it.
     pub(crate) upgrade_lot: upgrade::Lot,
     pub(crate) held: Held,
+    /// The call's connection hooks; `None` without any.
+    pub(crate) hooks: Option<Hooks<T::Addr>>,
 }
 
 /// A connection task's handle on its `serve` call. The connection counts as

@@ -16,6 +16,9 @@ use crate::pool::PoolStats;
 pub struct Stats {
     /// Connections accepted.
     pub accepted: u64,
+    /// Accepted connections an admission hook
+    /// ([`Serve::on_accept`](crate::Serve::on_accept)) rejected.
+    pub rejected: u64,
     /// Open connections being served by hyper right now (ACTIVE), HTTP/2
     /// included.
     pub active: usize,
@@ -106,6 +109,7 @@ pub struct H2SleepDeclines {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) accepted: AtomicU64,
+    pub(crate) rejected: AtomicU64,
     pub(crate) active: AtomicUsize,
     pub(crate) parked: AtomicUsize,
     pub(crate) dormant: AtomicUsize,
@@ -135,6 +139,7 @@ impl Counters {
     pub(crate) fn snapshot(&self, pool: PoolStats) -> Stats {
         Stats {
             accepted: self.accepted.load(Relaxed),
+            rejected: self.rejected.load(Relaxed),
             active: self.active.load(Relaxed),
             parked: self.parked.load(Relaxed),
             dormant: self.dormant.load(Relaxed),

@@ -425,7 +425,7 @@ trait Beds: Send + Sync {
 
 /// A lot whose sleepers are upgraded streams, and whose sleeping HTTP/2
 /// connections carry their facts.
-pub(crate) type StreamLot<T> = lot::Lot<T, Box<dyn Handler>, crate::wire::Asleep>;
+pub(crate) type StreamLot<T> = lot::Lot<T, Box<dyn Handler>, crate::hooks::Kept<<T as Seam>::Addr>>;
 
 impl<T: Seam> Beds for StreamLot<T> {
     fn sleep(&self, stream: Stream, callback: Box<dyn Handler>) {

@@ -282,12 +282,13 @@ where
                 why.count(&shared.stats);
                 Active::Closed
             }
-            Stop::Finished => {
-                if let Some(tx) = self.tracker.upgrade.take() {
-                    hand_off(self.conn, tx, state);
-                }
-                Active::Closed
-            }
+            Stop::Finished => match self.tracker.upgrade.take() {
+                Some(tx) => match hand_off(self.conn, tx, state) {
+                    true => Active::Upgraded,
+                    false => Active::Closed,
+                },
+                None => Active::Closed,
+            },
             Stop::Failed => Active::Closed,
         }
     }
@@ -320,12 +321,13 @@ where
 
 /// Hands the connection hyper has finished with to the handler's
 /// `OnUpgrade`; everything else of it is dropped here (I5). If the future
-/// is gone, the connection is closed.
+/// is gone, the connection is closed. Whether the handler has it.
 fn hand_off<T, S, B>(
     conn: Connection<T, S>,
     tx: oneshot::Sender<HandOffResult>,
     state: &ServeState<T>,
-) where
+) -> bool
+where
     T: Seam,
     S: HttpService<B>,
     B: ResBody,
@@ -353,7 +355,7 @@ fn hand_off<T, S, B>(
             // its registration): the socket is closed.
             debug!(%error, "upgrade hand-off failed");
             let _ = tx.send(Err(Error::closed()));
-            return;
+            return false;
         }
     };
     let parts = upgrade::Parts::new(
@@ -365,7 +367,11 @@ fn hand_off<T, S, B>(
     match tx.send(Ok(parts)) {
         Ok(()) => {
             state.shared.stats.upgrades.fetch_add(1, Relaxed);
+            true
         }
-        Err(_) => debug!("upgrade future dropped before the hand-off: closing"),
+        Err(_) => {
+            debug!("upgrade future dropped before the hand-off: closing");
+            false
+        }
     }
 }

@@ -51,9 +51,10 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, debug_span, trace};
 
 use crate::config::Config;
+use crate::hooks::{ConnState, Kept, Watched};
 use crate::io::Replay;
 use crate::life::Life;
-use crate::lot::{Carry, Due};
+use crate::lot::Due;
 use crate::service::{HttpService, ResBody};
 use crate::state::{Open, ServeState};
 use crate::stats::Gauge;
@@ -65,13 +66,14 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Where a connection the driver starts on comes from.
 #[derive(Debug)]
-pub(crate) enum Origin {
-    /// Just accepted: its first request is on the header clock from now.
-    Accepted,
+pub(crate) enum Origin<A> {
+    /// Just accepted (and reported `New` to the state hook, which it
+    /// carries): its first request is on the header clock from now.
+    Accepted(Option<Box<Watched<A>>>),
     /// Handed back by the parking lot, with bytes waiting (or a close),
-    /// after a pause of its client; an HTTP/2 connection with what it
-    /// kept while asleep; with what it used of its limits.
-    Woken(Pause, Option<Box<Asleep>>, Life),
+    /// after a pause of its client, with what it carried there and what it
+    /// used of its limits.
+    Woken(Pause, Option<Kept<A>>, Life),
 }
 
 /// How long a woken connection's client paused, against `park_after`: a
@@ -94,8 +96,10 @@ enum Active<T> {
     /// and what a fresh connection needs.
     Asleep(T, Box<Asleep>, Clocks),
     /// The connection is finished (closed by either side, an error, a
-    /// timeout, shutdown, or an upgrade).
+    /// timeout, or shutdown).
     Closed,
+    /// The connection was handed to an upgrade's handler.
+    Upgraded,
 }
 
 /// What the first bytes of a connection say it speaks.
@@ -139,6 +143,12 @@ impl<A: fmt::Debug> fmt::Debug for ShowPeer<'_, A> {
     }
 }
 
+/// Reports `state` to the connection's state hook, if it has one; `false`
+/// if the hook panicked: the connection is then closed.
+fn report<A>(watched: &Option<Box<Watched<A>>>, state: ConnState) -> bool {
+    watched.as_ref().is_none_or(|w| w.report(state))
+}
+
 /// Logs a connection its peer closed, or reset, while it waited: a normal
 /// end, logged the same way on every rung. Other errors are logged at
 /// debug.
@@ -178,7 +188,7 @@ pub(crate) fn serve<T, S, B>(
     peer: Option<T::Addr>,
     service: Arc<S>,
     state: Open<T>,
-    origin: Origin,
+    origin: Origin<T::Addr>,
 ) -> impl Future<Output = ()> + Send
 where
     T: Seam,
@@ -189,16 +199,22 @@ where
         let mut gauge = Gauge::parked(&state.shared.stats);
         let mut carried = Bytes::new();
         let accepted = Instant::now();
-        let mut first = matches!(origin, Origin::Accepted);
+        let mut first = matches!(origin, Origin::Accepted(_));
         let mut clocks = Clocks {
             quiet_since: accepted,
             // Like Go's, the header read timeout of a new connection counts
             // from accept.
             head_since: first.then_some(accepted),
         };
-        let (mut park_at_once, mut asleep, mut life) = match origin {
-            Origin::Accepted => (false, None, state.shared.config.limits.born(accepted)),
-            Origin::Woken(pause, asleep, life) => (pause == Pause::Long, asleep, life),
+        let (mut park_at_once, mut asleep, mut watched, mut life) = match origin {
+            Origin::Accepted(watched) => {
+                let life = state.shared.config.limits.born(accepted);
+                (false, None, watched, life)
+            }
+            Origin::Woken(pause, kept, life) => {
+                let (asleep, watched) = Kept::split(kept);
+                (pause == Pause::Long, asleep, watched, life)
+            }
         };
         loop {
             // PARKED: no hyper state, no buffer. Whatever is not needed
@@ -209,7 +225,7 @@ where
                 let replay = match wait.await {
                     Woken::Readable(replay) => replay,
                     Woken::Shutdown => {
-                        match asleep.as_deref().map(Carry::goodbye) {
+                        match asleep.as_deref().map(Asleep::goaway) {
                             // A sleeping HTTP/2 connection says GOAWAY.
                             Some(goaway) => match stream.into_dormant() {
                                 Ok((dormant, _)) => T::close_dormant(dormant, &goaway),
@@ -220,14 +236,16 @@ where
                         return;
                     }
                     Woken::Quiet => {
-                        match park_taskless(stream, asleep, &Bytes::new(), &clocks, life, &state) {
+                        let kept = Kept::new(asleep, watched);
+                        match park_taskless(stream, kept, &Bytes::new(), &clocks, life, &state) {
                             Ok(()) => {
                                 gauge.into_lot();
                                 state.into_lot();
                                 return;
                             }
-                            Err((s, a)) => {
-                                (stream, asleep) = (s, a);
+                            Err((s, k)) => {
+                                stream = s;
+                                (asleep, watched) = Kept::split(k);
                                 carried = Bytes::new();
                                 continue;
                             }
@@ -252,6 +270,9 @@ where
                 }
                 first = false;
                 gauge.set_active();
+                if !report(&watched, ConnState::Active) {
+                    return;
+                }
                 let timing = h1::Timing {
                     head_since: clocks.head_since,
                     park_after: if park_at_once {
@@ -275,7 +296,10 @@ where
                     park_at_once &= !c.is_empty();
                     state.shared.stats.parks.fetch_add(1, Relaxed);
                     gauge.set_parked();
-                    match park_taskless(s, None, &c, &k, life, &state) {
+                    if !report(&watched, ConnState::Parked) {
+                        return;
+                    }
+                    match park_taskless(s, Kept::new(None, watched), &c, &k, life, &state) {
                         Ok(()) => {
                             // The lot counts it as parked and held from
                             // here on.
@@ -283,7 +307,10 @@ where
                             state.into_lot();
                             return;
                         }
-                        Err((s, _)) => stream = s,
+                        Err((s, k)) => {
+                            stream = s;
+                            (_, watched) = Kept::split(k);
+                        }
                     }
                     carried = c;
                     clocks = k;
@@ -293,18 +320,31 @@ where
                     park_at_once = false;
                     state.shared.stats.parks.fetch_add(1, Relaxed);
                     gauge.set_parked();
-                    match park_taskless(s, Some(a), &Bytes::new(), &k, life, &state) {
+                    if !report(&watched, ConnState::Parked) {
+                        return;
+                    }
+                    let kept = Kept::new(Some(a), watched);
+                    match park_taskless(s, kept, &Bytes::new(), &k, life, &state) {
                         Ok(()) => {
                             gauge.into_lot();
                             state.into_lot();
                             return;
                         }
-                        Err((s, a)) => (stream, asleep) = (s, a),
+                        Err((s, k)) => {
+                            stream = s;
+                            (asleep, watched) = Kept::split(k);
+                        }
                     }
                     carried = Bytes::new();
                     clocks = k;
                 }
                 Active::Closed => return,
+                Active::Upgraded => {
+                    if let Some(watched) = &mut watched {
+                        watched.upgraded();
+                    }
+                    return;
+                }
             }
         }
     }
@@ -368,34 +408,39 @@ where
     }
 }
 
+/// A connection the lot did not take, with what it would have kept.
+type Refused<T> = (T, Option<Kept<<T as Seam>::Addr>>);
+
 /// Puts a parked connection in the lot without its task (with what a
 /// sleeping HTTP/2 connection keeps), if it carries no bytes and has no
 /// request head on the clock; gives it back otherwise, or if the lot
 /// refuses it. The lot keeps its `life`.
 fn park_taskless<T: Seam>(
     stream: T,
-    asleep: Option<Box<Asleep>>,
+    kept: Option<Kept<T::Addr>>,
     carried: &Bytes,
     clocks: &Clocks,
     life: Life,
     state: &ServeState<T>,
-) -> Result<(), (T, Option<Box<Asleep>>)> {
+) -> Result<(), Refused<T>> {
     let lot = &state.lot;
     if !carried.is_empty() || clocks.head_since.is_some() {
-        return Err((stream, asleep));
+        return Err((stream, kept));
     }
     let config = &state.shared.config;
     let now = Instant::now();
     let dormant_at = config.dormant_after.map(|d| now + d);
     let idle_at = config.timeouts.idle_deadline(clocks.quiet_since);
     let idle_at = idle_at.map(|(at, _)| at);
-    // As hyper times it: from the client's last frame.
-    let ping_at = (config.h2_sleep.keep_alive).map(|k| clocks.quiet_since + k.interval);
+    // As hyper times it: from the client's last frame; HTTP/2 only.
+    let asleep = kept.as_ref().and_then(Kept::asleep).is_some();
+    let ping_at = (config.h2_sleep.keep_alive)
+        .filter(|_| asleep)
+        .map(|k| clocks.quiet_since + k.interval);
     let due = Due {
         dormant_at,
         idle_at,
         ping_at,
     };
-    lot.park(stream, asleep.map(|a| *a), life, now, due)
-        .map_err(|(stream, asleep)| (stream, asleep.map(Box::new)))
+    lot.park(stream, kept, life, now, due)
 }

@@ -215,6 +215,8 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             }
         }
         let mut entered = 0;
+        // Carrying connections that declined to go DORMANT.
+        let mut refused = Vec::new();
         while let Some((due, key)) = inner.parked_deadlines.pop_due(now) {
             // A key reused since has a later deadline of its own (or the
             // same one, which has passed as well).
@@ -241,6 +243,12 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             if let Some(Slot::Carrying { with, .. }) = inner.slots.get_mut(key) {
                 with.cell = None;
                 with.deadline = deadline;
+                if !with.value.went_dormant() {
+                    if let Some(slot) = inner.remove(key) {
+                        refused.push(slot);
+                    }
+                    continue;
+                }
             } else if let Some(Slot::Parked { conn, .. }) = inner.slots.remove(key) {
                 inner.slots.put_back(key, Slot::Dormant { conn, deadline });
             }
@@ -275,6 +283,13 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         }
         shared.owner.closed(Rung::Dormant, Closed::Idle, n_dormant);
         shared.owner.closed(Rung::Parked, Closed::Idle, n_parked);
+        let n_refused = refused.len();
+        for slot in refused {
+            if let Slot::Carrying { conn, with } = slot {
+                T::close_dormant(conn, &with.value.goodbye());
+            }
+        }
+        shared.owner.closed(Rung::Parked, Closed::Failed, n_refused);
         shared.owner.went_dormant(entered);
         let (mut n_parked, mut n_dormant) = (0, 0);
         for (slot, rung) in aged {

@@ -295,6 +295,9 @@ pub(crate) trait Carry: Send + 'static {
     /// `answer_within`. The answer wakes the connection, whose protocol
     /// takes it from there.
     fn ping(&mut self) -> Vec<u8>;
+
+    /// The connection went DORMANT; `false` closes it (after its goodbye).
+    fn went_dormant(&mut self) -> bool;
 }
 
 /// A registered connection, by what it is doing.

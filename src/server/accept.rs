@@ -10,6 +10,7 @@ use std::time::Duration;
 use tracing::{debug, error, trace};
 
 use crate::conn::{self, Origin};
+use crate::hooks::Admit;
 use crate::listener::Listener;
 use crate::service::{HttpService, ResBody};
 use crate::shutdown::Level;
@@ -73,7 +74,23 @@ pub(super) async fn accept_until<L, S, B, F>(
         let error = match accepted {
             Ok((stream, peer)) => {
                 backoff = MIN_BACKOFF;
-                state.shared.stats.accepted.fetch_add(1, Ordering::Relaxed);
+                let stats = &state.shared.stats;
+                stats.accepted.fetch_add(1, Ordering::Relaxed);
+                let watched = match &state.hooks {
+                    None => None,
+                    Some(hooks) => {
+                        if hooks.admit(&peer) == Admit::Reject {
+                            trace!(?peer, "connection rejected by the admission hook");
+                            stats.rejected.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                        match hooks.watch(&peer) {
+                            Ok(watched) => watched,
+                            // Its state hook panicked: closed.
+                            Err(()) => continue,
+                        }
+                    }
+                };
                 let stream = match stream.serve_in(&serving) {
                     Ok(stream) => stream,
                     Err(error) => {
@@ -89,7 +106,7 @@ pub(super) async fn accept_until<L, S, B, F>(
                     Some(peer),
                     service.clone(),
                     open,
-                    Origin::Accepted,
+                    Origin::Accepted(watched),
                 ));
                 continue;
             }

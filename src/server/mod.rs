@@ -27,6 +27,7 @@ pub use serve::{Serve, ServeFuture, WithGracefulShutdown};
 
 use crate::accounting::Held;
 use crate::body::Body;
+use crate::hooks::Hooks;
 use crate::listener::Listener;
 use crate::service::{BoxError, HttpService, ResBody};
 use crate::shutdown::{Level, Signal};
@@ -134,7 +135,11 @@ impl fmt::Debug for Server {
 
 /// Makes the state of a `serve` call and starts its parking lot, which
 /// every connection is registered with: without it nothing is served.
-fn start<T, S, B>(shared: &Arc<Shared>, service: &Arc<S>) -> io::Result<Arc<ServeState<T>>>
+fn start<T, S, B>(
+    shared: &Arc<Shared>,
+    service: &Arc<S>,
+    hooks: Hooks<T::Addr>,
+) -> io::Result<Arc<ServeState<T>>>
 where
     T: Seam,
     S: HttpService<B>,
@@ -163,6 +168,7 @@ where
             upgrade_lot: upgrade::Lot::new(lot.clone()),
             lot,
             held: Held::new(shared.config.max_connections),
+            hooks: hooks.any().then_some(hooks),
         }
     });
     tokio::spawn(drive_lot(state.clone(), poll));

@@ -13,12 +13,12 @@ use std::task::{Context, Poll, Waker};
 use tracing::error;
 
 use crate::conn::{self, Origin, Pause};
+use crate::hooks::Kept;
 use crate::life::Life;
 use crate::lot::{self, Closed, Rung, Slept, Turn};
 use crate::service::{HttpService, ResBody};
 use crate::state::{Open, ServeState};
 use crate::transport::Seam;
-use crate::wire::Asleep;
 
 /// Serves a connection the parking lot handed back with bytes waiting (or
 /// the peer's close). It still counts as held.
@@ -39,7 +39,7 @@ use crate::wire::Asleep;
 fn serve_woken<T, S, B>(
     state: &Arc<ServeState<T>>,
     stream: T,
-    origin: Origin,
+    origin: Origin<T::Addr>,
     service: &Arc<S>,
     first_poll: FirstPoll,
 ) where
@@ -129,13 +129,13 @@ impl<T: Seam, S, B> LotOwner<T, S, B> {
     }
 }
 
-impl<T, S, B> lot::Owner<T, Asleep> for LotOwner<T, S, B>
+impl<T, S, B> lot::Owner<T, Kept<T::Addr>> for LotOwner<T, S, B>
 where
     T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
-    fn woken(&self, conn: T, asleep: Option<Asleep>, life: Life, slept: Slept, turn: Turn) {
+    fn woken(&self, conn: T, kept: Option<Kept<T::Addr>>, life: Life, slept: Slept, turn: Turn) {
         let Some(state) = self.state.upgrade() else {
             return;
         };
@@ -158,7 +158,7 @@ where
             (Workers::One, _) | (Workers::Many, Turn::Last) => FirstPoll::InPlace,
             (Workers::Many, Turn::Before) => FirstPoll::InTask,
         };
-        let origin = Origin::Woken(pause, asleep.map(Box::new), life);
+        let origin = Origin::Woken(pause, kept, life);
         serve_woken(&state, conn, origin, &self.service, first_poll);
     }
 

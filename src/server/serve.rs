@@ -19,6 +19,7 @@ use super::accept::{accept_until, drain};
 use super::handle::{Command, Count, Handle, Serving};
 use super::start;
 use crate::body::Body;
+use crate::hooks::{Admit, ConnState, Hooks};
 use crate::listener::{Addr, Listener};
 use crate::service::{BoxError, HttpService, ResBody};
 use crate::state::ServeState;
@@ -32,6 +33,7 @@ pub struct Serve<L: Listener, S> {
     listener: L,
     service: S,
     handle: Option<Handle<Addr<L>>>,
+    hooks: Hooks<Addr<L>>,
 }
 
 impl<L: Listener, S> Serve<L, S> {
@@ -41,7 +43,49 @@ impl<L: Listener, S> Serve<L, S> {
             listener,
             service,
             handle: None,
+            hooks: Hooks::default(),
         }
+    }
+
+    /// Decides, for each accepted connection, whether to serve it, by its
+    /// peer's address, before a byte is read: a rejected connection is
+    /// closed at once and counted in [`Stats::rejected`](crate::Stats::rejected)
+    /// (Go's listeners wrapped for admission, actix-web's `on_connect`).
+    /// For example, a limit of connections per client address, with
+    /// [`on_conn_state`](Serve::on_conn_state) counting closes; see
+    /// `examples/admission.rs`.
+    ///
+    /// It runs in the accept loop, so it must be quick; one that panics
+    /// rejects that connection. Without it, accepting costs nothing more.
+    pub fn on_accept<F>(mut self, admit: F) -> Self
+    where
+        F: Fn(&Addr<L>) -> Admit + Send + Sync + 'static,
+    {
+        self.hooks.accept = Some(Box::new(admit));
+        self
+    }
+
+    /// Calls `hook` with a connection's peer address each time the
+    /// connection changes [`ConnState`], on every transport and rung: `New`
+    /// at accept, `Active` when a request's bytes arrive, `Parked` when it
+    /// waits between requests without hyper's state, `Dormant`, and last
+    /// `Closed` (or `Upgraded`). Go's `Server.ConnState`, for metrics.
+    ///
+    /// A busy connection reports `Active` once, and `Parked` only when it
+    /// pauses for `park_after`: a hook costs an indirect call per state
+    /// change, not per request. It runs on the connection's task, or on the
+    /// parking lot's (for `Dormant`, and `Closed` where the lot closes a
+    /// connection), so it must be quick. One that panics closes that
+    /// connection only. Each connection then carries the hook and its peer
+    /// address (one allocation per connection), also while it sleeps in
+    /// the parking lot (BENCHMARKS.md has what it costs). Without a hook,
+    /// connections carry nothing more.
+    pub fn on_conn_state<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&Addr<L>, ConnState) + Send + Sync + 'static,
+    {
+        self.hooks.state = Some(Arc::new(Box::new(hook)));
+        self
     }
 
     /// Steers this call with `handle`, from outside its future: the
@@ -89,6 +133,24 @@ impl<L: Listener, S, F> WithGracefulShutdown<L, S, F> {
     /// [`Serve::with_handle`], after the signal was given.
     pub fn with_handle(mut self, handle: Handle<Addr<L>>) -> Self {
         self.serve.handle = Some(handle);
+        self
+    }
+
+    /// [`Serve::on_accept`], after the signal was given.
+    pub fn on_accept<A>(mut self, admit: A) -> Self
+    where
+        A: Fn(&Addr<L>) -> Admit + Send + Sync + 'static,
+    {
+        self.serve = self.serve.on_accept(admit);
+        self
+    }
+
+    /// [`Serve::on_conn_state`], after the signal was given.
+    pub fn on_conn_state<H>(mut self, hook: H) -> Self
+    where
+        H: Fn(&Addr<L>, ConnState) + Send + Sync + 'static,
+    {
+        self.serve = self.serve.on_conn_state(hook);
         self
     }
 }
@@ -171,9 +233,10 @@ where
         listener,
         service,
         handle,
+        hooks,
     } = serve;
     let service = Arc::new(service);
-    let state = start(&server.shared, &service)?;
+    let state = start(&server.shared, &service, hooks)?;
     if let Some(serving) = &serving {
         let addr = listener.local_addr();
         if let Err(error) = &addr {

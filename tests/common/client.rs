@@ -22,6 +22,11 @@ pub(crate) trait Stream: Read + Write + Send + Sized + 'static {
     /// Ends the client's sending side and keeps reading: a TCP or Unix
     /// `shutdown(Write)`; over TLS, `close_notify` and then that.
     fn close_write(&mut self) -> io::Result<()>;
+
+    #[allow(dead_code, reason = "only the hook tests look at the client's address")]
+    /// The client's own address, as the server sees it as its peer: over
+    /// TCP; `None` over a Unix socket, whose clients are unnamed.
+    fn local(&self) -> Option<std::net::SocketAddr>;
 }
 
 impl Stream for TcpStream {
@@ -31,6 +36,10 @@ impl Stream for TcpStream {
 
     fn close_write(&mut self) -> io::Result<()> {
         self.shutdown(Shutdown::Write)
+    }
+
+    fn local(&self) -> Option<std::net::SocketAddr> {
+        self.local_addr().ok()
     }
 }
 
@@ -42,6 +51,10 @@ impl Stream for UnixStream {
     fn close_write(&mut self) -> io::Result<()> {
         self.shutdown(Shutdown::Write)
     }
+
+    fn local(&self) -> Option<std::net::SocketAddr> {
+        None
+    }
 }
 
 /// Where a test server listens (a TCP address, a Unix socket's path, a
@@ -52,7 +65,13 @@ pub(crate) trait Endpoint {
 
     /// A new connection, ready for requests (over TLS, after the
     /// handshake).
-    fn connect(&self) -> Client<Self::Stream>;
+    fn connect(&self) -> Client<Self::Stream> {
+        self.try_connect().expect("connect")
+    }
+
+    /// [`connect`](Endpoint::connect), or why it failed (the server closed
+    /// a TLS connection during its handshake).
+    fn try_connect(&self) -> io::Result<Client<Self::Stream>>;
 
     #[allow(
         dead_code,
@@ -65,10 +84,10 @@ pub(crate) trait Endpoint {
 impl Endpoint for SocketAddr {
     type Stream = TcpStream;
 
-    fn connect(&self) -> Client {
-        let stream = TcpStream::connect(self).expect("connect");
-        stream.set_nodelay(true).unwrap();
-        Client::new(stream)
+    fn try_connect(&self) -> io::Result<Client> {
+        let stream = TcpStream::connect(self)?;
+        stream.set_nodelay(true)?;
+        Ok(Client::new(stream))
     }
 
     fn refuses(&self) -> bool {
@@ -79,10 +98,10 @@ impl Endpoint for SocketAddr {
 impl Endpoint for PathBuf {
     type Stream = UnixStream;
 
-    fn connect(&self) -> Client<UnixStream> {
+    fn try_connect(&self) -> io::Result<Client<UnixStream>> {
         let stream = UnixStream::connect(self)
-            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.display()));
-        Client::new(stream)
+            .map_err(|e| io::Error::new(e.kind(), format!("connect to {}: {e}", self.display())))?;
+        Ok(Client::new(stream))
     }
 
     fn refuses(&self) -> bool {

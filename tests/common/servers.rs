@@ -4,6 +4,7 @@
 use std::any::Any;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::client::{Client, Endpoint};
@@ -127,12 +128,41 @@ impl<A> Drop for Serve<A> {
 /// it), on the listener `bind` makes there (it runs inside the runtime and
 /// returns the listener and the address clients connect to). `keep` lives
 /// as long as the server.
+#[allow(dead_code, reason = "only some binaries bind listeners of their own")]
 pub(crate) fn serve_on<L, A, Bind, Fut, S, B>(
     builder: &dormant::Builder,
     service: S,
     workers: usize,
     keep: impl Any + Send + Sync,
     bind: Bind,
+) -> Serve<A>
+where
+    L: dormant::Listener,
+    A: Send + 'static,
+    Bind: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = (L, A)>,
+    S: Servable<B>,
+    B: ResponseBody,
+{
+    serve_hooked_on(builder, service, workers, keep, bind, Hooks::default())
+}
+
+/// The connection hooks a test sets, with the peer address as its `Debug`
+/// form (whatever the listener's address type).
+#[derive(Clone, Default)]
+pub(crate) struct Hooks {
+    pub(crate) accept: Option<Arc<dyn Fn(String) -> dormant::Admit + Send + Sync>>,
+    pub(crate) state: Option<Arc<dyn Fn(String, dormant::ConnState) + Send + Sync>>,
+}
+
+/// [`serve_on`], with `hooks` set on the `serve` call.
+pub(crate) fn serve_hooked_on<L, A, Bind, Fut, S, B>(
+    builder: &dormant::Builder,
+    service: S,
+    workers: usize,
+    keep: impl Any + Send + Sync,
+    bind: Bind,
+    hooks: Hooks,
 ) -> Serve<A>
 where
     L: dormant::Listener,
@@ -155,11 +185,17 @@ where
             addr_tx
                 .send((addr, tokio::runtime::Handle::current()))
                 .unwrap_or_else(|_| panic!("the test went away"));
-            srv.serve(listener, service)
+            let mut serve = srv.serve(listener, service).with_handle(handle);
+            if let Some(accept) = hooks.accept {
+                serve = serve.on_accept(move |peer| accept(format!("{peer:?}")));
+            }
+            if let Some(state) = hooks.state {
+                serve = serve.on_conn_state(move |peer, s| state(format!("{peer:?}"), s));
+            }
+            serve
                 .with_graceful_shutdown(async {
                     let _ = rx.await;
                 })
-                .with_handle(handle)
                 .await
                 .unwrap();
         });

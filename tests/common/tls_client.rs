@@ -104,4 +104,8 @@ impl Stream for TlsStream {
     fn close_write(&mut self) -> io::Result<()> {
         block("close_notify and FIN", self.tls.shutdown())
     }
+
+    fn local(&self) -> Option<SocketAddr> {
+        self.tls.get_ref().0.tcp.local_addr().ok()
+    }
 }

@@ -15,9 +15,9 @@ use tokio::time::timeout;
 
 use super::client::Endpoint;
 use super::runtime::{ResponseBody, Servable, bind_tcp};
-use super::servers::{Serve, serve_on};
+use super::servers::{Hooks, Serve, serve_hooked_on};
 use super::timeout::CLIENT_TIMEOUT;
-use super::unix::serve_unix;
+use super::unix::serve_unix_hooked;
 
 /// A way for clients to reach a dormant server.
 pub(crate) trait Transport {
@@ -41,10 +41,22 @@ pub(crate) trait Transport {
     /// Starts `service` on a dormant server built by `builder`, on a
     /// runtime of its own with `workers` worker threads (with one, the
     /// server serves a woken connection's first poll in the lot's task).
+    #[allow(dead_code, reason = "the hook tests serve with hooks only")]
     fn serve_with_workers<B: ResponseBody>(
         builder: &dormant::Builder,
         service: impl Servable<B>,
         workers: usize,
+    ) -> Serve<Self::Addr> {
+        Self::serve_hooked(builder, service, workers, Hooks::default())
+    }
+
+    /// [`serve_with_workers`](Transport::serve_with_workers), with `hooks`
+    /// set on the `serve` call.
+    fn serve_hooked<B: ResponseBody>(
+        builder: &dormant::Builder,
+        service: impl Servable<B>,
+        workers: usize,
+        hooks: Hooks,
     ) -> Serve<Self::Addr>;
 
     #[allow(dead_code, reason = "only the HTTP/2 tests connect asynchronously")]
@@ -74,6 +86,7 @@ pub(crate) trait Transport {
 
     /// [`serve_with_workers`](Transport::serve_with_workers) with two
     /// workers.
+    #[allow(dead_code, reason = "the hook tests serve with hooks only")]
     fn serve<B: ResponseBody>(
         builder: &dormant::Builder,
         service: impl Servable<B>,
@@ -99,12 +112,13 @@ impl Transport for Tcp {
     const HANDSHAKES: u64 = 0;
     const PEEKS: bool = true;
 
-    fn serve_with_workers<B: ResponseBody>(
+    fn serve_hooked<B: ResponseBody>(
         builder: &dormant::Builder,
         service: impl Servable<B>,
         workers: usize,
+        hooks: Hooks,
     ) -> Serve<SocketAddr> {
-        serve_on(builder, service, workers, (), bind_tcp)
+        serve_hooked_on(builder, service, workers, (), bind_tcp, hooks)
     }
 
     async fn connect_h2(addr: &SocketAddr) -> TokioIo<Box<dyn AsyncStream>> {
@@ -123,12 +137,13 @@ impl Transport for Unix {
     const HANDSHAKES: u64 = 0;
     const PEEKS: bool = false;
 
-    fn serve_with_workers<B: ResponseBody>(
+    fn serve_hooked<B: ResponseBody>(
         builder: &dormant::Builder,
         service: impl Servable<B>,
         workers: usize,
+        hooks: Hooks,
     ) -> Serve<PathBuf> {
-        serve_unix(builder, service, workers)
+        serve_unix_hooked(builder, service, workers, hooks)
     }
 
     async fn connect_h2(addr: &PathBuf) -> TokioIo<Box<dyn AsyncStream>> {
@@ -170,10 +185,9 @@ pub(crate) mod tls {
     impl Endpoint for TlsAddr {
         type Stream = TlsStream;
 
-        fn connect(&self) -> Client<TlsStream> {
-            let tls = TlsStream::handshake(Tap::new(tcp(self.addr)), &self.config, "localhost")
-                .expect("TLS handshake");
-            Client::new(tls)
+        fn try_connect(&self) -> std::io::Result<Client<TlsStream>> {
+            let tls = TlsStream::handshake(Tap::new(tcp(self.addr)), &self.config, "localhost")?;
+            Ok(Client::new(tls))
         }
 
         fn refuses(&self) -> bool {
@@ -191,14 +205,15 @@ pub(crate) mod tls {
         const HANDSHAKES: u64 = 1;
         const PEEKS: bool = false;
 
-        fn serve_with_workers<B: ResponseBody>(
+        fn serve_hooked<B: ResponseBody>(
             builder: &dormant::Builder,
             service: impl Servable<B>,
             workers: usize,
+            hooks: Hooks,
         ) -> Serve<TlsAddr> {
             let cert = Cert::new();
             let (server, client, ca) = (cert.config(), tls13(&cert), cert.cert.clone());
-            serve_on(builder, service, workers, cert, move || async move {
+            let bind = move || async move {
                 let (tcp, addr) = bind_tcp().await;
                 let listener = dormant::tls::TlsListener::new(tcp, server);
                 (
@@ -209,7 +224,8 @@ pub(crate) mod tls {
                         ca,
                     },
                 )
-            })
+            };
+            serve_hooked_on(builder, service, workers, cert, bind, hooks)
         }
 
         async fn connect_h2(addr: &TlsAddr) -> TokioIo<Box<dyn AsyncStream>> {

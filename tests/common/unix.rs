@@ -3,22 +3,34 @@
 use std::path::PathBuf;
 
 use super::runtime::{ResponseBody, Servable};
-use super::servers::{Serve, serve_on};
+use super::servers::{Hooks, Serve, serve_hooked_on};
 use super::temp_dir::TempDir;
 
 /// Starts `service` on a dormant server built by `builder`, on its own
 /// runtime of `workers` worker threads, on a `dormant::UnixListener` at a
 /// fresh path (`http.sock`) in a fresh temporary directory, removed when
 /// the server is dropped.
+#[allow(dead_code, reason = "only the Unix socket tests call it by name")]
 pub(crate) fn serve_unix<B: ResponseBody>(
     builder: &dormant::Builder,
     service: impl Servable<B>,
     workers: usize,
 ) -> Serve<PathBuf> {
+    serve_unix_hooked(builder, service, workers, Hooks::default())
+}
+
+/// [`serve_unix`], with `hooks` set on the `serve` call.
+pub(crate) fn serve_unix_hooked<B: ResponseBody>(
+    builder: &dormant::Builder,
+    service: impl Servable<B>,
+    workers: usize,
+    hooks: Hooks,
+) -> Serve<PathBuf> {
     let dir = TempDir::new();
     let path = dir.path.join("http.sock");
-    serve_on(builder, service, workers, dir, move || async move {
+    let bind = move || async move {
         let listener = dormant::UnixListener::bind(&path).expect("bind the Unix socket");
         (listener, path)
-    })
+    };
+    serve_hooked_on(builder, service, workers, dir, bind, hooks)
 }

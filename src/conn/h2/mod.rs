@@ -35,7 +35,6 @@ use super::parked::Clocks;
 use crate::config::H2Sleep;
 use crate::io::Replay;
 use crate::life::Life;
-use crate::lot::Carry;
 use crate::service::{ConnService, HttpService, ResBody};
 use crate::shutdown::Level;
 use crate::state::{ServeState, Shared};
@@ -60,16 +59,6 @@ pub(super) enum Ended<T> {
     /// Quiet (and fenced, if it needed it): asleep, with what a fresh
     /// connection needs.
     Asleep(T, Box<Asleep>, Clocks),
-}
-
-impl Carry for Asleep {
-    fn goodbye(&self) -> Vec<u8> {
-        self.goaway()
-    }
-
-    fn ping(&mut self) -> Vec<u8> {
-        self.keep_alive_ping()
-    }
 }
 
 /// Serves an HTTP/2 connection until it ends or sleeps; `asleep` is what

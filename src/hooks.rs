@@ -1,0 +1,260 @@
+//! Connection hooks: admission at accept ([`Serve::on_accept`]) and the
+//! changes of a connection's state, for metrics ([`Serve::on_conn_state`],
+//! Go's `Server.ConnState`).
+//!
+//! Unset, they cost nothing: the accept loop and the driver look at an
+//! `Option` that is `None`, and no connection carries anything more.
+//!
+//! With a state hook, each connection carries a [`Watched`] from accept to
+//! close: the hook and the peer's address, boxed once per connection. It
+//! travels with the connection on every rung (in its task while it is
+//! served or PARKED there, with what a task-less connection carries in the
+//! parking lot otherwise, see `lot::Carry`), and reports
+//! [`ConnState::Closed`] when it is dropped, wherever that happens: the
+//! connection's task ending, the lot closing it (the peer's close, an idle
+//! timeout, its age, shutdown). A connection handed to an upgrade reports
+//! [`ConnState::Upgraded`] last: the stream is its handler's.
+//!
+//! What a task-less connection carries in the lot is a [`Kept`]: its
+//! `Watched`, and an HTTP/2 connection's facts while it sleeps.
+//!
+//! A hook runs on the connection's task or the lot's, so it must be quick
+//! (count, not log to a slow sink). One that panics closes that connection
+//! only: an admission hook that panics rejects it.
+//!
+//! [`Serve::on_accept`]: crate::Serve::on_accept
+//! [`Serve::on_conn_state`]: crate::Serve::on_conn_state
+
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
+
+use tracing::error;
+
+use crate::lot::Carry;
+use crate::wire::Asleep;
+
+/// What an admission hook ([`Serve::on_accept`](crate::Serve::on_accept))
+/// decides for a new connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admit {
+    /// Serve it.
+    Accept,
+    /// Close it before reading a byte (counted in
+    /// [`Stats::rejected`](crate::Stats::rejected)).
+    Reject,
+}
+
+/// A connection's state, as a state hook
+/// ([`Serve::on_conn_state`](crate::Serve::on_conn_state)) sees it.
+///
+/// A connection goes `New`, then between `Active` and `Parked` (and
+/// `Dormant`, from `Parked`) for as long as it lives, and ends `Closed`, or
+/// `Upgraded`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnState {
+    /// Accepted (and admitted); nothing read yet. Go's `StateNew`.
+    New,
+    /// Bytes of a request arrived: hyper serves it. Go's `StateActive`.
+    Active,
+    /// Idle between requests, without hyper's state (PARKED; an HTTP/2
+    /// connection asleep). Go's `StateIdle`.
+    Parked,
+    /// Idle for `dormant_after`: DORMANT in the parking lot.
+    Dormant,
+    /// Handed to an upgrade's handler ([`upgrade::on`](crate::upgrade::on)):
+    /// the last state reported, as Go's `StateHijacked`.
+    Upgraded,
+    /// Closed, by either side. Go's `StateClosed`.
+    Closed,
+}
+
+/// An admission hook.
+pub(crate) type AcceptHook<A> = Box<dyn Fn(&A) -> Admit + Send + Sync>;
+
+/// A state hook.
+pub(crate) type StateHook<A> = Box<dyn Fn(&A, ConnState) + Send + Sync>;
+
+/// The hooks of a `serve` call, for peers of address type `A`.
+pub(crate) struct Hooks<A> {
+    pub(crate) accept: Option<AcceptHook<A>>,
+    pub(crate) state: Option<Arc<StateHook<A>>>,
+}
+
+impl<A> Default for Hooks<A> {
+    fn default() -> Self {
+        Hooks {
+            accept: None,
+            state: None,
+        }
+    }
+}
+
+impl<A> fmt::Debug for Hooks<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hooks")
+            .field("accept", &self.accept.is_some())
+            .field("state", &self.state.is_some())
+            .finish()
+    }
+}
+
+impl<A> Hooks<A> {
+    /// Whether any hook is set.
+    pub(crate) fn any(&self) -> bool {
+        self.accept.is_some() || self.state.is_some()
+    }
+
+    /// What the admission hook decides for `peer`; [`Admit::Reject`] if
+    /// it panics.
+    pub(crate) fn admit(&self, peer: &A) -> Admit {
+        let Some(accept) = &self.accept else {
+            return Admit::Accept;
+        };
+        panic::catch_unwind(AssertUnwindSafe(|| accept(peer))).unwrap_or_else(|_| {
+            error!("the admission hook panicked; connection rejected");
+            Admit::Reject
+        })
+    }
+
+    /// A new connection from `peer`, reported [`ConnState::New`]: what it
+    /// carries for the state hook from now on, `None` without one. `Err`
+    /// if the hook panicked: the connection is to be closed.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn watch(&self, peer: &A) -> Result<Option<Box<Watched<A>>>, ()>
+    where
+        A: Clone,
+    {
+        let Some(hook) = &self.state else {
+            return Ok(None);
+        };
+        let watched = Box::new(Watched {
+            hook: hook.clone(),
+            peer: peer.clone(),
+            upgraded: false,
+        });
+        match watched.report(ConnState::New) {
+            true => Ok(Some(watched)),
+            false => Err(()),
+        }
+    }
+}
+
+/// A connection's link to its `serve` call's state hook: reports its
+/// states, and [`ConnState::Closed`] when dropped.
+pub(crate) struct Watched<A> {
+    hook: Arc<StateHook<A>>,
+    peer: A,
+    /// Handed to an upgrade: `Closed` is not the server's to report.
+    upgraded: bool,
+}
+
+impl<A> Watched<A> {
+    /// Reports `state`; `false` if the hook panicked (the connection is to
+    /// be closed).
+    #[must_use]
+    pub(crate) fn report(&self, state: ConnState) -> bool {
+        let reported = panic::catch_unwind(AssertUnwindSafe(|| (self.hook)(&self.peer, state)));
+        if reported.is_err() {
+            error!(
+                ?state,
+                "the connection state hook panicked; connection closed"
+            );
+        }
+        reported.is_ok()
+    }
+
+    /// Reports [`ConnState::Upgraded`], the last state: the stream is the
+    /// handler's now.
+    pub(crate) fn upgraded(&mut self) {
+        self.upgraded = true;
+        let _ = self.report(ConnState::Upgraded);
+    }
+}
+
+impl<A> fmt::Debug for Watched<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Watched").finish_non_exhaustive()
+    }
+}
+
+impl<A> Drop for Watched<A> {
+    fn drop(&mut self) {
+        // Never a hook's panic during another's unwinding, which would
+        // abort the process (a connection is not dropped while its task
+        // unwinds: tokio and the lot's owner catch the panic first).
+        if !self.upgraded && !std::thread::panicking() {
+            let _ = self.report(ConnState::Closed);
+        }
+    }
+}
+
+/// What a task-less connection carries in the parking lot beside its
+/// transport: an HTTP/2 connection's facts while asleep, and, with a state
+/// hook, its [`Watched`] (boxed with them: a sleeping HTTP/2 connection of
+/// a server without hooks keeps its facts in the lot's box alone).
+#[derive(Debug)]
+pub(crate) enum Kept<A> {
+    /// An HTTP/2 connection asleep, on a server without a state hook.
+    Asleep(Asleep),
+    /// A connection with a state hook, asleep if HTTP/2.
+    Watched {
+        asleep: Option<Box<Asleep>>,
+        watched: Box<Watched<A>>,
+    },
+}
+
+impl<A> Kept<A> {
+    /// What a connection keeps, if anything.
+    pub(crate) fn new(
+        asleep: Option<Box<Asleep>>,
+        watched: Option<Box<Watched<A>>>,
+    ) -> Option<Self> {
+        match (asleep, watched) {
+            (asleep, Some(watched)) => Some(Kept::Watched { asleep, watched }),
+            (Some(asleep), None) => Some(Kept::Asleep(*asleep)),
+            (None, None) => None,
+        }
+    }
+
+    /// Back apart.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn split(kept: Option<Self>) -> (Option<Box<Asleep>>, Option<Box<Watched<A>>>) {
+        match kept {
+            None => (None, None),
+            Some(Kept::Asleep(asleep)) => (Some(Box::new(asleep)), None),
+            Some(Kept::Watched { asleep, watched }) => (asleep, Some(watched)),
+        }
+    }
+
+    pub(crate) fn asleep(&self) -> Option<&Asleep> {
+        match self {
+            Kept::Asleep(asleep) => Some(asleep),
+            Kept::Watched { asleep, .. } => asleep.as_deref(),
+        }
+    }
+}
+
+impl<A: Send + 'static> Carry for Kept<A> {
+    fn goodbye(&self) -> Vec<u8> {
+        self.asleep().map(Asleep::goaway).unwrap_or_default()
+    }
+
+    fn ping(&mut self) -> Vec<u8> {
+        match self {
+            Kept::Asleep(asleep) => asleep.keep_alive_ping(),
+            Kept::Watched { asleep, .. } => asleep
+                .as_deref_mut()
+                .map(Asleep::keep_alive_ping)
+                .unwrap_or_default(),
+        }
+    }
+
+    fn went_dormant(&mut self) -> bool {
+        match self {
+            Kept::Asleep(_) => true,
+            Kept::Watched { watched, .. } => watched.report(ConnState::Dormant),
+        }
+    }
+}
