@@ -13,6 +13,10 @@
 //!   the same way (`off` or `none`: parked connections stay in tokio);
 //! - `PEER_ADDR=on` turns the [`PeerAddr`](dormant::PeerAddr) extension on,
 //!   to measure its cost (`wrk.sh`, `instructions.sh`);
+//! - `HOOKS=on` sets a connection state hook
+//!   ([`on_conn_state`](dormant::Serve::on_conn_state)) that counts the
+//!   states it sees, as a metrics hook would, to measure what a hook costs
+//!   (`wrk.sh`, `load.sh`, `idle_memory`'s method);
 //! - `STATS=on` prints the server's [`Stats`](dormant::Stats) to stderr
 //!   when it stops on Ctrl-C (how often connections slept, say);
 //! - `RUST_LOG` filters the `tracing` output (stderr), as in the examples;
@@ -22,6 +26,7 @@
 //! Unset, the server has dormant's defaults, as `examples/hello.rs`.
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -75,20 +80,42 @@ fn millis(name: &str) -> Result<Option<Option<Duration>>, Box<dyn std::error::Er
     }))
 }
 
+/// What `HOOKS=on` counts: connections that went to each state.
+static STATES: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
+
+fn state_index(state: dormant::ConnState) -> usize {
+    use dormant::ConnState::*;
+    match state {
+        New => 0,
+        Active => 1,
+        Parked => 2,
+        Dormant => 3,
+        Upgraded => 4,
+        _ => 5,
+    }
+}
+
 /// Serves `hello` until Ctrl-C, then shuts down gracefully. (The scripts
 /// stop their servers with `kill`: SIGTERM ends the process at once.)
 pub(crate) async fn serve(
     server: dormant::Server,
     listener: impl dormant::Listener,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    server
-        .serve(listener, service_fn(hello))
+    let mut serve = server.serve(listener, service_fn(hello));
+    if std::env::var("HOOKS").is_ok_and(|v| v == "on") {
+        serve = serve.on_conn_state(|_peer, state| {
+            STATES[state_index(state)].fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    serve
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
     if std::env::var("STATS").is_ok_and(|v| v == "on") {
         eprintln!("{:#?}", server.stats());
+        let states = STATES.each_ref().map(|n| n.load(Ordering::Relaxed));
+        eprintln!("hook states (new, active, parked, dormant, upgraded, closed): {states:?}");
     }
     Ok(())
 }

@@ -53,6 +53,9 @@
 //!   (a task and a tokio registration, no hyper state, no buffer);
 //! - `dormant`: dormant's defaults, measured once every connection has gone
 //!   DORMANT (`dormant_after`, 1 s): fds in the parking lot, no task;
+//! - `hooked`: `dormant`'s server with a connection state hook
+//!   (`Serve::on_conn_state`, counting states as a metrics hook would):
+//!   what a hook costs a DORMANT connection;
 //! - `no-park`: dormant with `park_after(None)`: what a connection costs
 //!   while it keeps hyper, which shows what parking saves;
 //! - `unix-parked`, `unix-dormant`: `parked` and `dormant` over a Unix
@@ -173,6 +176,7 @@ static BENCH: Bench<Exchange> = Bench {
         "hyper-util",
         "parked",
         "dormant",
+        "hooked",
         "no-park",
         "unix-parked",
         "unix-dormant",
@@ -202,6 +206,7 @@ static BENCH: Bench<Exchange> = Bench {
     ratios: &[
         ("parked", "PARKED"),
         ("dormant", "DORMANT"),
+        ("hooked", "DORMANT, state hook"),
         ("unix-parked", "PARKED over Unix"),
         ("unix-dormant", "DORMANT over Unix"),
         ("h2c-no-park", "awake h2c"),
@@ -336,7 +341,7 @@ fn start_server(
     // the client speaks HTTP/2 to (both servers serve either protocol).
     let (server_kind, _) = served_as(kind);
     match server_kind {
-        "parked" | "dormant" | "no-park" => {
+        "parked" | "dormant" | "hooked" | "no-park" => {
             let mut builder = dormant::Server::builder();
             match server_kind {
                 "parked" => builder.dormant_after(None),
@@ -350,6 +355,16 @@ fn start_server(
                     let _ = stop.await;
                 };
                 match listener {
+                    Listening::Tcp(listener) if server_kind == "hooked" => {
+                        let states = Arc::new(AtomicUsize::new(0));
+                        serve
+                            .serve(listener, service_fn(hello_dormant))
+                            .on_conn_state(move |_peer, _state| {
+                                states.fetch_add(1, Relaxed);
+                            })
+                            .with_graceful_shutdown(stop)
+                            .await
+                    }
                     Listening::Tcp(listener) => {
                         serve
                             .serve(listener, service_fn(hello_dormant))

@@ -13,6 +13,11 @@
 #                                                       # handshake) per request
 #   H2=1 PAIRED=1 benches/scripts/wrk.sh                # HTTP/2: h2load instead of wrk
 #   H2=1 TLS=1 PAIRED=1 benches/scripts/wrk.sh          # HTTP/2 over TLS (ALPN h2)
+#   AGAINST=PATH PAIRED=1 benches/scripts/wrk.sh        # dormant against another server
+#                                                       # binary (another build of
+#                                                       # hello_dormant) instead of hyper-util
+#   HOOKS=on AGAINST_ENV=HOOKS=off AGAINST=PATH ...     # AGAINST_ENV: environment of the
+#                                                       # second server only
 #
 # Run it from anywhere: it works in the checkout that holds it.
 #
@@ -99,6 +104,9 @@ else
     cargo build --release --quiet --example hello_dormant --example hello_hyper
 fi
 TARGET=${CARGO_TARGET_DIR:-target}/release/examples
+if [ -n "${AGAINST:-}" ]; then
+    HYPER=$AGAINST
+fi
 
 # cpu PID: the process's user + system time so far, in clock ticks.
 cpu() {
@@ -141,14 +149,20 @@ if [ -n "${TLS:-}" ]; then
     fi
 fi
 
-# start BIN ADDR: starts BIN on ADDR (with the certificate, if TLS),
+# start BIN ADDR [ENV]: starts BIN (a bench binary's name, or a path) on
+# ADDR (with the certificate, if TLS) with the environment ENV added,
 # pinned, and waits until it listens; sets $pid.
 start() {
     out=$(mktemp)
+    case $1 in
+        */*) bin=$1 ;;
+        *) bin=$TARGET/$1 ;;
+    esac
+    # shellcheck disable=SC2086
     if [ -n "$CERT" ]; then
-        TOKIO_WORKER_THREADS=1 taskset -c "$SERVER_CPU" "$TARGET/$1" "$2" "$CERT" "$KEY" >"$out" 2>&1 &
+        env ${3:-} TOKIO_WORKER_THREADS=1 taskset -c "$SERVER_CPU" "$bin" "$2" "$CERT" "$KEY" >"$out" 2>&1 &
     else
-        TOKIO_WORKER_THREADS=1 taskset -c "$SERVER_CPU" "$TARGET/$1" "$2" >"$out" 2>&1 &
+        env ${3:-} TOKIO_WORKER_THREADS=1 taskset -c "$SERVER_CPU" "$bin" "$2" >"$out" 2>&1 &
     fi
     pid=$!
     listening "$1" "$pid" "$out"
@@ -245,9 +259,10 @@ now() {
     date +%s.%N
 }
 
-# run BIN: BIN alone; prints its requests and CPU microseconds per request.
+# run BIN [ENV]: BIN alone (with the environment ENV added); prints its
+# requests and CPU microseconds per request.
 run() {
-    start "$1" "$ADDR"
+    start "$1" "$ADDR" "${2:-}"
     # Warm-up on connections of its own, untimed.
     load "$ADDR" 1s >/dev/null
     if [ -n "$COUNT" ]; then
@@ -272,7 +287,7 @@ run() {
 pair() {
     start "$DORMANT" "$ADDR"
     d=$pid
-    start "$HYPER" "$ADDR2"
+    start "$HYPER" "$ADDR2" "${AGAINST_ENV:-}"
     h=$pid
     load "$ADDR" 1s >/dev/null &
     w=$!
@@ -322,7 +337,10 @@ echo "$client $SCHEME, $connections, $mode, servers: 1 worker thread on CPU $SER
 if [ -n "${TLS:-}" ]; then
     echo "dormant: hello_dormant_tls, hyper-util: hello_hyper_tls (tokio-rustls), one self-signed certificate"
 fi
-echo "dormant park_after: ${PARK_AFTER_MS:-default} ms, PeerAddr extension: ${PEER_ADDR:-off}"
+echo "dormant park_after: ${PARK_AFTER_MS:-default} ms, PeerAddr extension: ${PEER_ADDR:-off}, hooks: ${HOOKS:-off}"
+if [ -n "${AGAINST:-}" ]; then
+    echo "against: $AGAINST ${AGAINST_ENV:-} (in the hyper-util columns)"
+fi
 printf '%-6s %12s %12s %8s %12s %12s %8s\n' round "dormant req" "hyper req" ratio \
     "dormant µs" "hyper µs" "cpu h/d"
 ratios=""
@@ -332,7 +350,7 @@ while [ "$r" -le "$ROUNDS" ]; do
     if [ -n "${PAIRED:-}" ]; then
         set -- $(pair)
     else
-        set -- $(run "$DORMANT") $(run "$HYPER")
+        set -- $(run "$DORMANT") $(run "$HYPER" "${AGAINST_ENV:-}")
     fi
     ratio=$(echo "$1 $3" | awk '{ printf "%.3f", $1 / $2 }')
     # hyper's CPU per request over dormant's: above 1 means dormant is
