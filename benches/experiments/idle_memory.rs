@@ -350,12 +350,13 @@ fn start_server(
             };
             let server = builder.build().expect("build");
             let serve = server.clone();
+            let hooked = server_kind == "hooked";
             let task = tokio::spawn(async move {
                 let stop = async {
                     let _ = stop.await;
                 };
                 match listener {
-                    Listening::Tcp(listener) if server_kind == "hooked" => {
+                    Listening::Tcp(listener) if hooked => {
                         let states = Arc::new(AtomicUsize::new(0));
                         serve
                             .serve(listener, service_fn(hello_dormant))
