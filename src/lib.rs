@@ -23,7 +23,9 @@
 //! Handlers are hyper [`Service`](hyper::service::Service)s over
 //! `Request<`[`Body`]`>`; tower services (an axum `Router`) go through
 //! [`TowerToHyperService`]. With [`Builder::peer_addr`] on, every request
-//! carries the peer's address as a [`PeerAddr`] extension.
+//! carries the peer's address as a [`PeerAddr`] extension. A handler
+//! lifts or moves its own request's read and write deadlines with
+//! [`Deadlines`] (a server-sent events stream, a large upload).
 //!
 //! # TLS
 //!
@@ -82,6 +84,7 @@ mod body;
 mod config;
 mod conn;
 pub mod context;
+mod deadlines;
 mod error;
 mod io;
 mod listener;
@@ -105,6 +108,7 @@ pub mod upgrade;
 mod wire;
 
 pub use body::Body;
+pub use deadlines::Deadlines;
 pub use error::Error;
 pub use hyper_util::service::TowerToHyperService;
 pub use listener::{Addr, Listener, UnixListener};

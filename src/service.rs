@@ -100,7 +100,7 @@ where
         // entries and drop on every request (BENCHMARKS.md, "Instructions
         // per request").
         let span = (!span.is_disabled()).then_some(span);
-        let in_flight = self.tracker.request_started();
+        let (in_flight, number) = self.tracker.request_started();
         let upgrade = Pending::check(&mut req, &self.tracker);
         if let Some(peer) = &self.peer {
             req.extensions_mut().insert(PeerAddr(peer.clone()));
@@ -109,7 +109,9 @@ where
         if let Some(tls) = &self.tls {
             req.extensions_mut().insert(tls.clone());
         }
-        let req = req.map(|incoming| Body::new(incoming, Some(&self.tracker)));
+        // Handlers choose deadlines on HTTP/1 only (see `Deadlines`).
+        let number = (req.version() != Version::HTTP_2).then_some(number);
+        let req = req.map(|incoming| Body::new(incoming, &self.tracker, number));
         let inner = match &span {
             Some(span) => span.in_scope(|| self.inner.call(req)),
             None => self.inner.call(req),

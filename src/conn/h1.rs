@@ -225,9 +225,10 @@ where
             self.acked = abandons;
             self.tracker.abandon_seen();
         }
+        let seen = self.tracker.observe(self.acked);
         if let Poll::Ready(why) = self
             .watchdog
-            .poll(cx, timer, self.tracker.observe(self.acked))
+            .poll(cx, timer, seen, self.tracker.chosen_cell())
         {
             return Poll::Ready(Stop::Expired(why));
         }

@@ -137,7 +137,9 @@ where
                 return Poll::Pending;
             }
             let seen = tracker.observe_streams();
-            if let Poll::Ready(why) = watchdog.poll(cx, timer.as_mut(), seen) {
+            // No `Deadlines` on HTTP/2: nobody chooses (see `deadlines`).
+            let chosen = tracker.chosen_cell();
+            if let Poll::Ready(why) = watchdog.poll(cx, timer.as_mut(), seen, chosen) {
                 debug!(?why, "h2 idle timeout");
                 why.count(stats);
                 closing = true;
