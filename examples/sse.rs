@@ -116,6 +116,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("listening on {}", listener.local_addr()?);
     dormant::Server::builder()
         .write_timeout(WRITE_TIMEOUT)
+        // Event streams never end: Ctrl-C closes them after a second.
+        .shutdown_grace(Duration::from_secs(1))
         .build()?
         .serve(listener, service_fn(|req| handle(req, FEED)))
         .with_graceful_shutdown(async {

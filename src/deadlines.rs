@@ -7,7 +7,8 @@
 //! chose lives in the tracker's `Chosen` (see `timeout`), made the first
 //! time a handler on the connection asks; the watchdog reads it only for a
 //! body or response phase it sees. A server whose handlers never ask pays
-//! no allocation, no timer work and no extra poll for it.
+//! no allocation, no timer work and no indirect call for it: the body's
+//! reference to the tracker (a reference count, taken per request) is all.
 
 use std::any::Any;
 use std::fmt;
@@ -49,8 +50,8 @@ use crate::track::Tracker;
 ///   takes effect at once: a shorter one wakes the connection, which moves
 ///   its timer.
 /// - A deadline that has passed stays passed: setting another one after it
-///   does not extend it (Go's rule), since the connection is closed or
-///   about to be.
+///   changes nothing (Go's rule), so a late extension never races the
+///   connection's close.
 /// - The check is the server's own, made when the connection waits: a
 ///   response written and flushed at once is never cut, whatever its
 ///   deadline, as with `write_timeout`.
@@ -65,6 +66,11 @@ use crate::track::Tracker;
 /// the connection, and a connection parks only with no request in flight,
 /// so parking has nothing to keep. A handle kept past its request is
 /// harmless and does nothing.
+///
+/// A lifted deadline does not lift shutdown's: a graceful shutdown waits
+/// for a response in flight, an endless stream included, as long as
+/// [`shutdown_grace`](crate::Builder::shutdown_grace) allows, then closes
+/// its connection.
 ///
 /// # HTTP/2
 ///
@@ -81,7 +87,8 @@ use crate::track::Tracker;
 /// Making a handle clones a reference; the first one of a connection's
 /// ACTIVE phase allocates the small state that handlers' deadlines share
 /// with the connection. Setting a deadline takes a lock and wakes the
-/// connection's task. Requests whose handlers do not ask cost nothing.
+/// connection's task. Requests whose handlers do not ask cost no
+/// allocation and no timer work.
 ///
 /// Make the handle in the handler, and move it (it is `Clone`, `Send` and
 /// `Sync`) into the task that streams the response: the connection looks

@@ -76,9 +76,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Imports go one way (docs/architecture.md): lot → transport → upgrade →
-// track → body, io, service → state → conn → server; config, timeout,
-// stats, pool, shutdown, accounting and error are leaves any layer may use.
-// None imports `server`, and no two modules import each other.
+// track → body, io, service → deadlines, state → conn → server; config,
+// timeout, stats, pool, shutdown, accounting and error are leaves any layer
+// may use. None imports `server`, and no two modules import each other.
 mod accounting;
 mod body;
 mod config;
