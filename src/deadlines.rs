@@ -79,8 +79,10 @@ use crate::track::Tracker;
 /// an HTTP/2 connection knows only the idle timeout, counted while no
 /// stream is open. So a stream has no deadline to lift, and one that a
 /// client stops reading stalls on its own flow-control window without
-/// holding up the connection's other streams (hyper offers no way to reset
-/// one stream from outside it, which a deadline would need).
+/// holding up the connection's other streams. Cutting such a stream would
+/// take resetting it from outside: hyper resets a stream only when its
+/// response body fails, and does not poll the body of a stream that waits
+/// for the client's window.
 ///
 /// # Cost
 ///
