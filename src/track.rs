@@ -9,6 +9,9 @@
 //! and whether every write was flushed. All of it is relaxed atomics: one
 //! task polls the connection, and bodies moved to other tasks only ever
 //! delay parking.
+//!
+//! It also keeps the deadlines handlers chose for their requests
+//! (`Deadlines`), once one asks: the watchdog's `Chosen`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
