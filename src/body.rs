@@ -21,25 +21,53 @@ use crate::track::{BodyEnd, Tracker};
 /// the driver waits until hyper has done one or the other. Holding a body
 /// past the response, or dropping it unread, is therefore always safe; it
 /// only delays parking.
+///
+/// On HTTP/1 it also leads to the request's
+/// [`Deadlines`](crate::Deadlines) ([`Deadlines::of`](crate::Deadlines::of)).
 pub struct Body {
     inner: Incoming,
-    /// `Some` while the body has not reached its end on an HTTP/1
-    /// connection that may park.
-    watch: Option<Arc<Tracker>>,
+    /// The connection's tracker: the body counts as open on it while
+    /// `open`, and on HTTP/1 it is where the request's deadlines are set.
+    conn: Option<Arc<Tracker>>,
+    /// The body has not reached its end (it is counted open on `conn`).
+    open: bool,
+    /// The request's number on its HTTP/1 connection; 0 on HTTP/2, where
+    /// handlers choose no deadlines.
+    request: u64,
 }
 
 impl Body {
-    pub(crate) fn new(inner: Incoming, tracker: Option<&Arc<Tracker>>) -> Self {
+    /// The body of request number `request` on an HTTP/1 connection
+    /// (`None` on HTTP/2) tracked by `tracker`.
+    pub(crate) fn new(inner: Incoming, tracker: &Arc<Tracker>, request: Option<u64>) -> Self {
         use http_body::Body as _;
-        let watch = if inner.is_end_stream() {
-            None
-        } else {
-            tracker.cloned()
-        };
-        if let Some(tracker) = &watch {
+        let open = !inner.is_end_stream();
+        if open {
             tracker.body_opened();
         }
-        Body { inner, watch }
+        Body {
+            inner,
+            conn: (open || request.is_some()).then(|| tracker.clone()),
+            open,
+            request: request.unwrap_or(0),
+        }
+    }
+
+    /// The connection's tracker and the request's number on it, on HTTP/1
+    /// (for `Deadlines`).
+    pub(crate) fn request(&self) -> Option<(&Arc<Tracker>, u64)> {
+        let tracker = self.conn.as_ref().filter(|_| self.request != 0)?;
+        Some((tracker, self.request))
+    }
+
+    /// The body reached its end or is dropped: it no longer counts as open.
+    fn close(&mut self, end: BodyEnd) {
+        if self.open {
+            self.open = false;
+            if let Some(tracker) = &self.conn {
+                tracker.body_closed(end);
+            }
+        }
     }
 }
 
@@ -53,9 +81,7 @@ impl http_body::Body for Body {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let res = Pin::new(&mut self.inner).poll_frame(cx);
         if let Poll::Ready(None) = res {
-            if let Some(tracker) = self.watch.take() {
-                tracker.body_closed(BodyEnd::Complete);
-            }
+            self.close(BodyEnd::Complete);
         }
         res
     }
@@ -71,11 +97,11 @@ impl http_body::Body for Body {
 
 impl Drop for Body {
     fn drop(&mut self) {
-        if let Some(tracker) = self.watch.take() {
+        if self.open {
             // `is_end_stream` also covers a length-delimited body whose last
             // chunk was taken: hyper leaves the body state with that chunk.
             use http_body::Body as _;
-            tracker.body_closed(if self.inner.is_end_stream() {
+            self.close(if self.inner.is_end_stream() {
                 BodyEnd::Complete
             } else {
                 BodyEnd::Abandoned

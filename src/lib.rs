@@ -23,7 +23,9 @@
 //! Handlers are hyper [`Service`](hyper::service::Service)s over
 //! `Request<`[`Body`]`>`; tower services (an axum `Router`) go through
 //! [`TowerToHyperService`]. With [`Builder::peer_addr`] on, every request
-//! carries the peer's address as a [`PeerAddr`] extension.
+//! carries the peer's address as a [`PeerAddr`] extension. A handler
+//! lifts or moves its own request's read and write deadlines with
+//! [`Deadlines`] (a server-sent events stream, a large upload).
 //!
 //! # TLS
 //!
@@ -74,14 +76,15 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Imports go one way (docs/architecture.md): lot → transport → upgrade →
-// track → body, io, service → state → conn → server; config, timeout,
-// stats, pool, shutdown, accounting and error are leaves any layer may use.
-// None imports `server`, and no two modules import each other.
+// track → body, io, service → deadlines, state → conn → server; config,
+// timeout, stats, pool, shutdown, accounting and error are leaves any layer
+// may use. None imports `server`, and no two modules import each other.
 mod accounting;
 mod body;
 mod config;
 mod conn;
 pub mod context;
+mod deadlines;
 mod error;
 mod hooks;
 mod io;
@@ -107,6 +110,7 @@ pub mod upgrade;
 mod wire;
 
 pub use body::Body;
+pub use deadlines::Deadlines;
 pub use error::Error;
 pub use hooks::{Admit, ConnState};
 pub use hyper_util::service::TowerToHyperService;

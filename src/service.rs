@@ -103,11 +103,10 @@ where
         // entries and drop on every request (BENCHMARKS.md, "Instructions
         // per request").
         let span = (!span.is_disabled()).then_some(span);
-        let in_flight = self.tracker.request_started();
+        let (in_flight, number) = self.tracker.request_started();
         let mut last = false;
         if let Some(left) = self.requests_left {
-            let started = self.tracker.requests();
-            if started > u64::from(left) {
+            if number > u64::from(left) {
                 // HTTP/2 only: a stream the client opened before it saw the
                 // GOAWAY the limit sent. Refused, hyper resets it with
                 // REFUSED_STREAM, which tells the client it was not
@@ -123,7 +122,7 @@ where
             // HTTP/1: its response says `Connection: close`, and hyper
             // closes after it. (HTTP/2 has no such header: the driver sends
             // GOAWAY instead.)
-            last = started == u64::from(left) && req.version() <= Version::HTTP_11;
+            last = number == u64::from(left) && req.version() <= Version::HTTP_11;
         }
         let upgrade = Pending::check(&mut req, &self.tracker);
         if let Some(peer) = &self.peer {
@@ -133,7 +132,9 @@ where
         if let Some(tls) = &self.tls {
             req.extensions_mut().insert(tls.clone());
         }
-        let req = req.map(|incoming| Body::new(incoming, Some(&self.tracker)));
+        // Handlers choose deadlines on HTTP/1 only (see `Deadlines`).
+        let number = (req.version() != Version::HTTP_2).then_some(number);
+        let req = req.map(|incoming| Body::new(incoming, &self.tracker, number));
         let inner = match &span {
             Some(span) => span.in_scope(|| self.inner.call(req)),
             None => self.inner.call(req),

@@ -51,10 +51,12 @@ pub struct Stats {
     /// header read timeout.
     pub header_read_timeouts: u64,
     /// Connections closed because a request took longer than the read
-    /// timeout to arrive.
+    /// timeout to arrive, or than the read deadline its handler chose
+    /// ([`Deadlines`](crate::Deadlines)).
     pub read_timeouts: u64,
     /// Connections closed because a response took longer than the write
-    /// timeout to be written.
+    /// timeout to be written, or than the write deadline its handler chose
+    /// ([`Deadlines`](crate::Deadlines)).
     pub write_timeouts: u64,
     /// TLS handshakes completed.
     pub tls_handshakes: u64,

@@ -30,9 +30,18 @@
 //!
 //! PARKED connections use the same deadlines (see `conn`), and DORMANT ones
 //! the parking lot's ordered queue.
+//!
+//! A handler may choose its own request's read and write deadlines
+//! (`Deadlines`, Go's `ResponseController`): they replace the server's
+//! `read_timeout` for the body phase and `write_timeout` for the response
+//! phase of that request. What handlers chose lives in a [`Chosen`], made
+//! the first time a handler on the connection asks for its deadlines; the
+//! watchdog looks at it only for a body or response phase it sees, so a
+//! connection whose handlers never ask pays nothing for it.
 
 use std::future::Future;
 use std::pin::{Pin, pin};
+use std::sync::{Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -99,6 +108,100 @@ impl Expiry {
             Expiry::Handshake => &stats.tls_handshake_timeouts,
         };
         counter.fetch_add(1, Relaxed);
+    }
+}
+
+/// A request's phase whose deadline a handler may choose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// The request body, until read to its end (the server's `read_timeout`).
+    Read,
+    /// The response, until flushed to its end (the server's `write_timeout`).
+    Write,
+}
+
+/// A phase's deadline as a handler left it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Limit {
+    /// Not chosen: the server's timeout applies.
+    #[default]
+    Server,
+    /// This deadline, instead of the server's timeout.
+    At(Instant),
+    /// No deadline at all.
+    Lifted,
+}
+
+/// What handlers chose on one ACTIVE HTTP/1 connection: the deadlines of
+/// one request (its number on the connection) and the waker of the task
+/// that serves the connection, woken when they move. Requests follow each
+/// other on an HTTP/1 connection, so one request's choice is enough.
+#[derive(Debug, Default)]
+pub(crate) struct Chosen(Mutex<ChosenState>);
+
+/// Where a connection's [`Chosen`] lives: made when a handler first asks.
+pub(crate) type ChosenCell = OnceLock<Box<Chosen>>;
+
+#[derive(Debug, Default)]
+struct ChosenState {
+    request: u64,
+    read: Limit,
+    write: Limit,
+    waker: Option<Waker>,
+}
+
+impl Chosen {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ChosenState> {
+        // A panic while holding it leaves plain values.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets the deadline of `request`'s `phase` (`None` lifts it) and wakes
+    /// the connection's task, whose watchdog then looks again. A deadline
+    /// that has passed stays passed, as in Go: the connection is closed,
+    /// or is about to be. An earlier request's choice changes nothing.
+    pub(crate) fn set(&self, request: u64, phase: Phase, deadline: Option<Instant>) {
+        let waker = {
+            let mut state = self.lock();
+            if request < state.request {
+                return;
+            }
+            if request > state.request {
+                *state = ChosenState {
+                    request,
+                    waker: state.waker.take(),
+                    ..ChosenState::default()
+                };
+            }
+            let limit = match phase {
+                Phase::Read => &mut state.read,
+                Phase::Write => &mut state.write,
+            };
+            if let Limit::At(at) = *limit {
+                if at <= Instant::now() {
+                    return;
+                }
+            }
+            *limit = deadline.map_or(Limit::Lifted, Limit::At);
+            state.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// The read and write limits of `request`, with `waker` registered to
+    /// be woken when a handler moves them.
+    fn look(&self, request: u64, waker: &Waker) -> (Limit, Limit) {
+        let mut state = self.lock();
+        if !state.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            state.waker = Some(waker.clone());
+        }
+        if state.request == request {
+            (state.read, state.write)
+        } else {
+            (Limit::Server, Limit::Server)
+        }
     }
 }
 
@@ -194,13 +297,15 @@ impl Watchdog {
         (quiet_since, head_since)
     }
 
-    /// Checks the deadlines of what the connection is doing; `Ready` when
+    /// Checks the deadlines of what the connection is doing, with the
+    /// request's own where its handler chose them (`chosen`); `Ready` when
     /// one has passed. Registers the task with `timer` otherwise.
     pub(crate) fn poll(
         &mut self,
         cx: &mut Context<'_>,
         mut timer: Pin<&mut Sleep>,
         seen: Observed,
+        chosen: &ChosenCell,
     ) -> Poll<Expiry> {
         if seen.requests != self.requests {
             self.requests = seen.requests;
@@ -215,9 +320,15 @@ impl Watchdog {
             return Poll::Pending;
         }
         self.waiting_quiet = false;
+        // Looked at only for the phases a handler may time, and only on a
+        // connection where a handler asked to.
+        let limits = match chosen.get() {
+            Some(chosen) if seen.body || seen.writing => chosen.look(seen.requests, cx.waker()),
+            _ => (Limit::Server, Limit::Server),
+        };
         let mut now = None;
         loop {
-            let Some((at, why)) = self.deadline(seen, &mut now) else {
+            let Some((at, why)) = self.deadline(seen, limits, &mut now) else {
                 // Nothing to watch. A timer armed earlier may still fire;
                 // that only costs a poll.
                 return Poll::Pending;
@@ -286,10 +397,12 @@ impl Watchdog {
     }
 
     /// The earliest deadline of what `seen` shows, starting the clocks of
-    /// phases seen for the first time.
+    /// phases seen for the first time; `(read, write)` are the request's
+    /// limits.
     fn deadline(
         &mut self,
         seen: Observed,
+        (read, write): (Limit, Limit),
         clock: &mut Option<Instant>,
     ) -> Option<(Instant, Expiry)> {
         let mut now = || *clock.get_or_insert_with(Instant::now);
@@ -323,15 +436,23 @@ impl Watchdog {
             self.head_since = None;
         }
         if seen.body {
-            if let Some(t) = self.timeouts.read {
-                let since = *self.request_since.get_or_insert_with(&mut now);
-                consider(Some((since + t, Expiry::Read)));
+            match (read, self.timeouts.read) {
+                (Limit::Server, Some(t)) => {
+                    let since = *self.request_since.get_or_insert_with(&mut now);
+                    consider(Some((since + t, Expiry::Read)));
+                }
+                (Limit::At(at), _) => consider(Some((at, Expiry::Read))),
+                (Limit::Server, None) | (Limit::Lifted, _) => {}
             }
         }
         if seen.writing {
-            if let Some(t) = self.timeouts.write {
-                let since = *self.write_since.get_or_insert_with(&mut now);
-                consider(Some((since + t, Expiry::Write)));
+            match (write, self.timeouts.write) {
+                (Limit::Server, Some(t)) => {
+                    let since = *self.write_since.get_or_insert_with(&mut now);
+                    consider(Some((since + t, Expiry::Write)));
+                }
+                (Limit::At(at), _) => consider(Some((at, Expiry::Write))),
+                (Limit::Server, None) | (Limit::Lifted, _) => {}
             }
         }
         best
@@ -368,7 +489,7 @@ mod tests {
                 // is gone, with messages still queued.
                 while rx.poll_recv(cx).is_ready() {}
             }
-            watchdog.poll(cx, timer.as_mut(), quiet)
+            watchdog.poll(cx, timer.as_mut(), quiet, &ChosenCell::new())
         });
         // A hang guard that wins ties: once it fires, the watchdog's own
         // (elapsed) timer must not get a poll that would hide the hang.

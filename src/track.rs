@@ -9,6 +9,9 @@
 //! and whether every write was flushed. All of it is relaxed atomics: one
 //! task polls the connection, and bodies moved to other tasks only ever
 //! delay parking.
+//!
+//! It also keeps the deadlines handlers chose for their requests
+//! (`Deadlines`), once one asks: the watchdog's `Chosen`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -16,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 use crate::error::Error;
-use crate::timeout::Observed;
+use crate::timeout::{Chosen, ChosenCell, Observed};
 use crate::upgrade::Parts;
 
 /// How a request body ended.
@@ -71,21 +74,26 @@ pub(crate) struct Tracker {
     requests: AtomicU64,
     /// An upgrade the handler accepted, waiting for hyper to finish.
     pub(crate) upgrade: HandOff,
+    /// The deadlines handlers chose (`Deadlines`), once one asks.
+    chosen: ChosenCell,
 }
 
 const RESPONDING: u64 = 1 << 32;
 
 impl Tracker {
+    /// Marks a request in flight; returns the mark and the request's
+    /// number on the connection (from 1).
     #[inline]
-    pub(crate) fn request_started(self: &Arc<Self>) -> InFlight {
+    pub(crate) fn request_started(self: &Arc<Self>) -> (InFlight, u64) {
         self.in_flight.fetch_add(1, Relaxed);
-        self.requests.fetch_add(1, Relaxed);
+        let number = self.requests.fetch_add(1, Relaxed) + 1;
         self.head_pending.store(false, Relaxed);
         self.abandoned.store(false, Relaxed);
-        InFlight {
+        let in_flight = InFlight {
             tracker: self.clone(),
             responding: false,
-        }
+        };
+        (in_flight, number)
     }
 
     #[inline]
@@ -179,6 +187,17 @@ impl Tracker {
     #[inline]
     pub(crate) fn requests(&self) -> u64 {
         self.requests.load(Relaxed)
+    }
+
+    /// The deadlines handlers chose, for the watchdog.
+    #[inline]
+    pub(crate) fn chosen_cell(&self) -> &ChosenCell {
+        &self.chosen
+    }
+
+    /// The deadlines handlers chose, made when the first one asks.
+    pub(crate) fn chosen(&self) -> &Chosen {
+        self.chosen.get_or_init(Box::default)
     }
 
     /// What an HTTP/2 connection is doing: it is quiet when no stream is

@@ -1,5 +1,6 @@
 //! Services: an axum `Router` served unchanged through
-//! `TowerToHyperService`, and the peer address in request extensions.
+//! `TowerToHyperService`, the peer address in request extensions, and an
+//! axum handler's `Deadlines`.
 
 mod common {
     pub(crate) mod client;
@@ -165,4 +166,54 @@ async fn peer_addr_reaches_an_h2_handler() {
         .expect("h2 body")
         .to_bytes();
     assert_eq!(body, me);
+}
+
+/// An axum handler takes `Deadlines` from its extensions, where a step in
+/// front of the router put it for `/events` (dormant's body, which leads
+/// to the handle, is gone once axum has the request): its stream of 1.5 s
+/// runs past a 300 ms `write_timeout` because it lifted it, and a route
+/// that did not ask has no handle.
+#[test]
+fn an_axum_handler_lifts_its_write_deadline() {
+    use dormant::Deadlines;
+    use tower::ServiceBuilder;
+
+    let events = |Extension(deadlines): Extension<Deadlines>| async move {
+        deadlines.set_write_deadline(None);
+        let events = futures_util::stream::unfold(0, |n| async move {
+            if n == 15 {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Some((Ok::<_, Infallible>(format!("data: {n}\n\n")), n + 1))
+        });
+        axum::body::Body::from_stream(events)
+    };
+    let other = |deadlines: Option<Extension<Deadlines>>| async move {
+        if deadlines.is_some() { "some" } else { "none" }
+    };
+    let router = axum::Router::new()
+        .route("/events", get(events))
+        .route("/other", get(other));
+    let app = ServiceBuilder::new()
+        .map_request(|mut req: Request<dormant::Body>| {
+            if req.uri().path() == "/events" {
+                if let Some(deadlines) = Deadlines::of(&req) {
+                    req.extensions_mut().insert(deadlines);
+                }
+            }
+            req
+        })
+        .service(router);
+    let mut builder = fast_park();
+    builder.write_timeout(Duration::from_millis(300));
+    let srv = serve_with(&builder, dormant::TowerToHyperService::new(app));
+    let mut c = srv.connect();
+    c.send(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n");
+    let res = c.response();
+    assert!(res.starts_with("HTTP/1.1 200 OK\r\n"), "{res}");
+    assert_eq!(res.matches("data: ").count(), 15, "{res}");
+    assert_eq!(srv.stats().write_timeouts, 0);
+    c.send(b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(c.response(), text("none"));
 }

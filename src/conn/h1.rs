@@ -231,9 +231,10 @@ where
             self.acked = abandons;
             self.tracker.abandon_seen();
         }
+        let seen = self.tracker.observe(self.acked);
         match self
             .watchdog
-            .poll(cx, timer, self.tracker.observe(self.acked))
+            .poll(cx, timer, seen, self.tracker.chosen_cell())
         {
             Poll::Ready(Expiry::Age) => {
                 debug!("connection age passed: closing after the request in flight");

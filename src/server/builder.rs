@@ -184,7 +184,9 @@ impl Builder {
     /// `ReadTimeout`). It applies while the handler still reads the body; a
     /// handler that answers without reading the body stops it. On expiry
     /// the connection is closed and a handler still reading gets an error
-    /// from the body.
+    /// from the body. A handler may choose its own request's deadline
+    /// instead ([`Deadlines`](crate::Deadlines)). HTTP/1 only: HTTP/2
+    /// streams have no read timeout.
     ///
     /// Default is `None`: uploads take as long as they take, as in Go.
     pub fn read_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
@@ -197,7 +199,10 @@ impl Builder {
     /// connection is closed: this is what frees a connection whose client
     /// stopped reading. Unlike Go's `WriteTimeout`, the time the handler
     /// takes to produce the response is not counted, so long polls need no
-    /// special case; a streaming response body counts in full.
+    /// special case; a streaming response body counts in full, unless its
+    /// handler lifts or moves its own request's deadline
+    /// ([`Deadlines`](crate::Deadlines): a server-sent events stream, a long
+    /// download). HTTP/1 only: HTTP/2 streams have no write timeout.
     ///
     /// Default is `None`, as in Go: responses may stream for as long as
     /// they like.

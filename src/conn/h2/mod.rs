@@ -144,7 +144,9 @@ where
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            match watchdog.poll(cx, timer.as_mut(), seen) {
+            // No `Deadlines` on HTTP/2: nobody chooses (see `deadlines`).
+            let chosen = tracker.chosen_cell();
+            match watchdog.poll(cx, timer.as_mut(), seen, chosen) {
                 Poll::Ready(Expiry::AgeGrace) => return Poll::Ready(None),
                 Poll::Ready(_) if closing => {}
                 Poll::Ready(why) => {

@@ -1,0 +1,114 @@
+//! `examples/sse.rs`, served and read over every transport: its event
+//! stream runs past the server's `write_timeout`, and a client that stops
+//! reading it is closed at the deadline its handler pushes forward.
+
+mod common {
+    pub(crate) mod client;
+    pub(crate) mod ladder;
+    pub(crate) mod runtime;
+    pub(crate) mod servers;
+    pub(crate) mod temp_dir;
+    pub(crate) mod timeout;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    pub(crate) mod tls_client;
+    pub(crate) mod transport;
+    pub(crate) mod unix;
+}
+
+#[allow(dead_code, unreachable_pub)]
+#[path = "../examples/sse.rs"]
+mod sse;
+
+use std::io::ErrorKind;
+use std::time::Duration;
+
+use common::client::{Client, Stream};
+use common::ladder::ladder;
+use common::transport::{Transport, over_every_transport};
+use hyper::service::service_fn;
+use sse::Feed;
+
+/// The server's write timeout, and the stream's grace: far shorter than
+/// the 1.5 s the client reads for.
+const TIMEOUT: Duration = Duration::from_millis(300);
+
+/// Reads until `events` events have come, or the connection closes;
+/// returns how many came and whether it closed.
+fn read_events<S: Stream>(client: &mut Client<S>, events: usize) -> (usize, bool) {
+    let mut all = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        let seen = all.windows(6).filter(|w| w == b"data: ").count();
+        if seen >= events {
+            return (seen, false);
+        }
+        match client.stream.read(&mut chunk) {
+            Ok(0) => return (seen, true),
+            Ok(n) => all.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof
+                ) =>
+            {
+                return (seen, true);
+            }
+            Err(e) => panic!("read (timed out?): {e}"),
+        }
+    }
+}
+
+/// Fifteen events 100 ms apart (1.5 s) under a 300 ms `write_timeout`:
+/// the handler's own deadline, 300 ms after each event, lets them all
+/// through, and the connection is still open; other requests are served.
+fn the_stream_runs_past_the_write_timeout<T: Transport>() {
+    let mut b = ladder(Duration::from_secs(1));
+    b.write_timeout(TIMEOUT);
+    let feed = Feed {
+        every: Duration::from_millis(100),
+        grace: TIMEOUT,
+        size: 0,
+    };
+    let srv = T::serve(&b, service_fn(move |req| sse::handle(req, feed)));
+    let mut c = srv.connect();
+    c.send(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(read_events(&mut c, 15), (15, false));
+    assert_eq!(srv.stats().write_timeouts, 0);
+    let mut other = srv.connect();
+    other.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(
+        other
+            .response()
+            .ends_with("\r\n\r\nevents are at /events\n")
+    );
+}
+
+/// A client that reads nothing of a stream of 64 KiB events: the
+/// socket's buffers fill, the handler stops taking events and pushing its
+/// deadline, and the connection is closed 300 ms later, though the server
+/// has no `write_timeout`.
+fn a_client_that_stops_reading_is_closed<T: Transport>() {
+    let feed = Feed {
+        every: Duration::from_millis(1),
+        grace: TIMEOUT,
+        size: 64 * 1024,
+    };
+    let srv = T::serve(
+        &ladder(Duration::from_secs(1)),
+        service_fn(move |req| sse::handle(req, feed)),
+    );
+    let mut c = srv.connect();
+    c.send(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n");
+    srv.wait_for("the stream's deadline closed the connection", |s| {
+        s.write_timeouts == 1 && s.active == 0
+    });
+    let (events, closed) = read_events(&mut c, usize::MAX);
+    assert!(closed && events > 0, "{events} events");
+}
+
+over_every_transport!(
+    the_stream_runs_past_the_write_timeout,
+    a_client_that_stops_reading_is_closed,
+);
