@@ -41,6 +41,10 @@ use tokio::time::{Instant, Sleep};
 
 use crate::stats::Counters;
 
+/// hyper's default header read timeout (when it is given a timer): the
+/// server's default, and what bounds a PROXY header when no timeout does.
+pub(crate) const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The timeouts a server enforces.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Timeouts {
@@ -78,9 +82,25 @@ pub(crate) enum Expiry {
     Write,
     /// A TLS handshake took longer than `tls_handshake_timeout`.
     Handshake,
+    /// A PROXY header took longer than [`DEFAULT_HEADER_READ_TIMEOUT`],
+    /// with no timeout set that bounds it.
+    #[cfg(feature = "proxy-protocol")]
+    ProxyHeader,
 }
 
 impl Expiry {
+    /// Whether it bounds a transport's handshake (TLS, a PROXY header)
+    /// alone: once the handshake is done, the connection's other
+    /// deadlines take over.
+    pub(crate) fn bounds_handshake(self) -> bool {
+        match self {
+            Expiry::Handshake => true,
+            #[cfg(feature = "proxy-protocol")]
+            Expiry::ProxyHeader => true,
+            _ => false,
+        }
+    }
+
     /// Counts a connection closed for this reason.
     pub(crate) fn count(self, stats: &Counters) {
         use std::sync::atomic::Ordering::Relaxed;
@@ -88,6 +108,8 @@ impl Expiry {
             Expiry::Park => return,
             Expiry::Idle => &stats.idle_timeouts,
             Expiry::HeaderRead => &stats.header_read_timeouts,
+            #[cfg(feature = "proxy-protocol")]
+            Expiry::ProxyHeader => &stats.header_read_timeouts,
             Expiry::Read => &stats.read_timeouts,
             Expiry::Write => &stats.write_timeouts,
             Expiry::Handshake => &stats.tls_handshake_timeouts,

@@ -174,7 +174,7 @@ type ActiveFuture<'a, T> = Pin<Box<dyn Future<Output = Active<T>> + Send + 'a>>;
 )]
 pub(crate) fn serve<T, S, B>(
     mut stream: T,
-    peer: Option<T::Addr>,
+    #[cfg_attr(not(feature = "proxy-protocol"), allow(unused_mut))] mut peer: Option<T::Addr>,
     service: Arc<S>,
     state: Open<T>,
     origin: Origin,
@@ -236,6 +236,11 @@ where
                 };
                 let shared = &state.shared;
                 let protocol = if first {
+                    // Past a PROXY header now: its client is the peer.
+                    #[cfg(feature = "proxy-protocol")]
+                    if let Some(client) = stream.proxied_peer() {
+                        peer = Some(client);
+                    }
                     detect(&replay, &shared.config, stream.connected().alpn)
                 } else {
                     shared.stats.wakes.fetch_add(1, Relaxed);

@@ -97,6 +97,15 @@ impl<'a, T: Seam> ParkedWait<'a, T> {
                 deadline = Some((at, Expiry::Handshake));
             }
         }
+        // A PROXY header that no timeout bounds still has the default
+        // header read timeout, for itself alone (see `handshake_done`).
+        #[cfg(feature = "proxy-protocol")]
+        if let (Some(since), None) = (clocks.head_since, deadline) {
+            if stream.connected().handshake == Handshake::ProxyHeader {
+                let at = since + crate::timeout::DEFAULT_HEADER_READ_TIMEOUT;
+                deadline = Some((at, Expiry::ProxyHeader));
+            }
+        }
         ParkedWait {
             may_sleep: clocks.head_since.is_none() && carried.is_empty(),
             stream,
@@ -113,17 +122,22 @@ impl<'a, T: Seam> ParkedWait<'a, T> {
 }
 
 impl<T: Seam> ParkedWait<'_, T> {
-    /// The handshake deadline passed: closes the connection if it is
-    /// still handshaking (`Ready`); otherwise the handshake completed in
-    /// time, and the timer moves on to the request head's deadline,
-    /// counted from the same accept (`Pending`, the timer registered).
+    /// The deadline of a handshake (TLS, or a PROXY header) passed:
+    /// closes the connection if it is still handshaking (`Ready`);
+    /// otherwise the handshake completed in time, and the timer moves on to
+    /// the request head's deadline, counted from the same accept
+    /// (`Pending`, the timer registered).
     fn handshake_done(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Woken> {
         let mut this = self.project();
-        if this.stream.connected().handshake == Handshake::UnderWay {
-            return Poll::Ready(timed_out(Expiry::Handshake, this.state));
+        if this.stream.connected().handshake != Handshake::Settled {
+            return Poll::Ready(timed_out(*this.why, this.state));
         }
         let timeouts = &this.state.shared.config.timeouts;
-        let limit = this.state.shared.config.tls_handshake_timeout;
+        let limit = match *this.why {
+            #[cfg(feature = "proxy-protocol")]
+            Expiry::ProxyHeader => Some(crate::timeout::DEFAULT_HEADER_READ_TIMEOUT),
+            _ => this.state.shared.config.tls_handshake_timeout,
+        };
         let accepted = match (this.timer.as_ref().as_pin_ref(), limit) {
             (Some(timer), Some(limit)) => timer.deadline() - limit,
             _ => Instant::now(),
@@ -160,7 +174,7 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
     type Output = Woken;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Woken> {
-        if self.expired && self.why == Expiry::Handshake {
+        if self.expired && self.why.bounds_handshake() {
             std::task::ready!(self.as_mut().handshake_done(cx));
         }
         let this = self.as_mut().project();
@@ -211,7 +225,7 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
         }
         if let Some(timer) = this.timer.as_pin_mut() {
             if timer.poll(cx).is_ready() {
-                if *this.why == Expiry::Handshake {
+                if this.why.bounds_handshake() {
                     return self.handshake_done(cx);
                 }
                 return Poll::Ready(timed_out(*this.why, this.state));

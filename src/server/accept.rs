@@ -16,6 +16,8 @@ use crate::shutdown::Level;
 use crate::state::{Open, ServeState};
 #[cfg(feature = "tls-no-provider")]
 use crate::transport::Handshakes;
+#[cfg(feature = "proxy-protocol")]
+use crate::transport::ProxyHeaders;
 use crate::transport::{Seam, Serving, Transport};
 
 /// How a listener's connections are served.
@@ -50,12 +52,16 @@ pub(super) async fn accept_until<L, S, B, F>(
 {
     #[cfg(feature = "tls-no-provider")]
     let handshakes: Arc<dyn Handshakes> = state.shared.clone();
+    #[cfg(feature = "proxy-protocol")]
+    let proxy_headers: Arc<dyn ProxyHeaders> = state.shared.clone();
     let serving = Serving {
         lot: &state.lot,
         #[cfg(feature = "tls-no-provider")]
         config: &state.shared.config,
         #[cfg(feature = "tls-no-provider")]
         handshakes: &handshakes,
+        #[cfg(feature = "proxy-protocol")]
+        proxy_headers: &proxy_headers,
     };
     let mut signal = std::pin::pin!(signal);
     let mut backoff = MIN_BACKOFF;

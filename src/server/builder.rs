@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::pool::Pool;
 use crate::state::Shared;
 use crate::stats::Counters;
-use crate::timeout::Timeouts;
+use crate::timeout::{DEFAULT_HEADER_READ_TIMEOUT, Timeouts};
 
 /// hyper's own default for its read buffer limit, which bounds a request
 /// head.
@@ -25,9 +25,6 @@ const HYPER_MAX_HEADERS: usize = 100;
 /// axum-server's: long enough for a slow mobile client, short enough that
 /// stalled handshakes do not pile up.
 const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// hyper's default header read timeout (when it is given a timer).
-const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The longest timeout or interval the server counts: the parking lot's
 /// deadlines are correct up to about 24 days apart (`lot::deadlines`).
@@ -162,7 +159,8 @@ impl Builder {
     /// from holding a connection with a head that never ends.
     ///
     /// A connection that has not sent its first request stays PARKED (it
-    /// does not go dormant) until this deadline.
+    /// does not go dormant) until this deadline. It also bounds a PROXY
+    /// header before the first request (feature `proxy-protocol`).
     ///
     /// Default is 30 s (hyper's default when it has a timer): long enough
     /// for any real client, short enough that trickled heads cannot pile

@@ -28,6 +28,8 @@
 //! upgrade hand-off, back in tokio, so that one handler serves upgrades on
 //! any listener.
 
+#[cfg(feature = "proxy-protocol")]
+mod proxy;
 mod socket;
 mod stream;
 mod tcp;
@@ -43,7 +45,9 @@ use std::io;
 #[cfg(doc)]
 use crate::lot::Parkable;
 pub(crate) use crate::lot::Register;
-#[cfg(feature = "tls-no-provider")]
+#[cfg(feature = "proxy-protocol")]
+pub use proxy::{ProxiedStream, UnixPeer};
+#[cfg(any(feature = "tls-no-provider", feature = "proxy-protocol"))]
 pub(crate) use sealed::Connected;
 pub(crate) use sealed::{Alpn, Handshake, Peer, Seam};
 pub use stream::Stream;
@@ -93,6 +97,9 @@ pub struct Serving<'a> {
     /// Where a TLS session counts how its handshake ends.
     #[cfg(feature = "tls-no-provider")]
     pub(crate) handshakes: &'a std::sync::Arc<dyn Handshakes>,
+    /// Where a proxied connection counts a PROXY header that failed.
+    #[cfg(feature = "proxy-protocol")]
+    pub(crate) proxy_headers: &'a std::sync::Arc<dyn ProxyHeaders>,
 }
 
 impl fmt::Debug for Serving<'_> {
@@ -109,6 +116,14 @@ pub(crate) trait Handshakes: Send + Sync + 'static {
     /// A handshake completed.
     fn completed(&self);
     /// A connection closed before its handshake completed.
+    fn failed(&self);
+}
+
+/// Where a proxied connection counts a PROXY header that failed: the
+/// server's stats.
+#[cfg(feature = "proxy-protocol")]
+pub(crate) trait ProxyHeaders: Send + Sync + 'static {
+    /// A connection closed before its PROXY header was read.
     fn failed(&self);
 }
 
@@ -148,6 +163,10 @@ mod sealed {
     impl Sealed for tokio::net::UnixStream {}
     #[cfg(feature = "tls-no-provider")]
     impl<IO: Sealed> Sealed for super::TlsStream<IO> {}
+    #[cfg(feature = "proxy-protocol")]
+    impl Sealed for super::ProxiedStream<tokio::net::TcpStream> {}
+    #[cfg(feature = "proxy-protocol")]
+    impl Sealed for super::ProxiedStream<tokio::net::UnixStream> {}
 
     /// What the protocol drivers need of a served connection
     /// ([`Transport::Served`](super::Transport::Served)) beyond the lot's
@@ -158,6 +177,14 @@ mod sealed {
 
         /// Returns the address of the connection's peer.
         fn peer_addr(&self) -> io::Result<Self::Addr>;
+
+        /// Returns the client's address a PROXY header carried, once it is
+        /// read: it stands for the address the listener gave at accept.
+        /// `None` while it is not read, and for a header without one.
+        #[cfg(feature = "proxy-protocol")]
+        fn proxied_peer(&self) -> Option<Self::Addr> {
+            None
+        }
 
         /// Looks for the peer's close while a request is answered, without
         /// losing a byte. `Pending` (with the waker registered) while
@@ -208,6 +235,10 @@ mod sealed {
         /// Under way: the bytes that arrive are the handshake's, and the
         /// connection has the handshake's deadline.
         UnderWay,
+        /// A PROXY header is being read: the bytes that arrive are the
+        /// header's, and the peer is not known yet.
+        #[cfg(feature = "proxy-protocol")]
+        ProxyHeader,
     }
 
     /// The application protocol a handshake chose with ALPN.
