@@ -59,8 +59,10 @@ use header::Client;
 /// the header carried, or the socket's own peer if it carried none (a v2
 /// `LOCAL` health check, a v1 `UNKNOWN` line).
 pub struct ProxiedStream<IO> {
-    io: IO,
+    // Dropped first: a failed header is counted before the socket closes,
+    // so a client that sees the close sees the count.
     header: Header,
+    io: IO,
 }
 
 /// Where a stream's PROXY header is.
