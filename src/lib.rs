@@ -34,7 +34,7 @@
 //!
 //! # PROXY protocol
 //!
-//! With the `proxy-protocol` feature, the [`proxy`] module reads the PROXY
+//! With the `proxy-protocol` feature, the `proxy` module reads the PROXY
 //! header (v1 and v2) that a load balancer in TCP mode sends, and makes the
 //! client's address it carries the connection's peer:
 //! `ProxyProtocol::new(listener)`, under TLS if there is one.

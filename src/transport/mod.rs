@@ -22,6 +22,12 @@
 //!
 //! What a TLS handshake negotiated, for handlers, is `tls_info.rs`.
 //!
+//! A PROXY protocol header (feature `proxy-protocol`) is read by
+//! `ProxiedStream` over a TCP or Unix socket, under TLS if there is one
+//! (`proxy/`): inside its first reads, as a handshake
+//! (`Handshake::ProxyHeader`) after which the peer is the header's
+//! client; its parked form is the socket's plus that address.
+//!
 //! The trait is sealed: the lot's slot layout and the parking rules
 //! (nothing half-read may be dropped) depend on each implementation, so
 //! the crate provides them all. [`Stream`] erases the transport for the

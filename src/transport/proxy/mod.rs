@@ -346,7 +346,8 @@ impl ProxyPeer for tokio::net::unix::SocketAddr {
 /// [`PeerAddr`](crate::PeerAddr) of a [`ProxyProtocol`](crate::proxy::ProxyProtocol)
 /// over a Unix listener): the client's IP address the PROXY header
 /// carried, or the socket's own peer when it carried none. Its `Debug`
-/// form is the address's, which logs show.
+/// form is the address's, which logs show. (The listener's own address,
+/// from `local_addr`, is a `Socket` too.)
 #[derive(Clone)]
 pub enum UnixPeer {
     /// The client's address, from the PROXY header.
