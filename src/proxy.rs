@@ -31,16 +31,17 @@
 //!   [`UnixPeer`]. A header without a client address (a v2 `LOCAL` health
 //!   check, a v1 `UNKNOWN` line, an AF_UNIX or unspecified family) keeps
 //!   the socket's own peer.
-//! - **How long it may take.** The header counts as the start of the
-//!   first request: the server's
-//!   [`header_read_timeout`](crate::Builder::header_read_timeout),
-//!   counted from accept, bounds the header and the first request head
-//!   together. With `header_read_timeout` off, the idle timeout bounds the
-//!   header, as it bounds a first request; with both off, the header alone
-//!   still has the default header read timeout (30 s), so a client that
-//!   trickles a header never holds a connection for ever. Over TLS, the
+//! - **How long it may take.** The header is the transport's handshake, as
+//!   a TLS handshake is: the server's
 //!   [`tls_handshake_timeout`](crate::Builder::tls_handshake_timeout)
-//!   bounds the header and the handshake too.
+//!   (default 10 s, like the `ReadHeaderTimeout` of Go's go-proxyproto)
+//!   bounds it, and its
+//!   [`header_read_timeout`](crate::Builder::header_read_timeout) bounds it
+//!   and the first request head together, both counted from accept. A
+//!   client that trickles a header is thus cut after 10 s, whatever the
+//!   header read timeout; with both timeouts off, only the idle timeout
+//!   bounds it, as it bounds a first request. Under TLS, the handshake
+//!   timeout covers the header and the TLS handshake together.
 //! - **What it refuses.** A connection whose first bytes are not a valid
 //!   header (malformed, longer than the specification allows, a version 2
 //!   header with addresses and TLVs over 4 KiB, or no header at all) is

@@ -65,10 +65,9 @@ pub struct Stats {
     /// `proxy-protocol`) closed before their PROXY
     /// header was read: the header was malformed or missing (the client
     /// sent something else), the client left in the middle of it, or took
-    /// too long (those are also counted by the timeout that cut them,
-    /// `header_read_timeouts` unless the idle timeout came first). A client
-    /// that closes without sending a byte (a TCP health check) is not
-    /// counted.
+    /// too long (cut by the handshake timeout, or by a header read or idle
+    /// timeout, which counts it too). A client that closes without sending
+    /// a byte (a TCP health check) is not counted.
     pub proxy_header_failures: u64,
     /// Accept errors that were not about one connection (running out of
     /// file descriptors and the like); each one pauses accepting.

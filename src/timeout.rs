@@ -41,10 +41,6 @@ use tokio::time::{Instant, Sleep};
 
 use crate::stats::Counters;
 
-/// hyper's default header read timeout (when it is given a timer): the
-/// server's default, and what bounds a PROXY header when no timeout does.
-pub(crate) const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// The timeouts a server enforces.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Timeouts {
@@ -82,8 +78,8 @@ pub(crate) enum Expiry {
     Write,
     /// A TLS handshake took longer than `tls_handshake_timeout`.
     Handshake,
-    /// A PROXY header took longer than [`DEFAULT_HEADER_READ_TIMEOUT`],
-    /// with no timeout set that bounds it.
+    /// A PROXY header took longer than `tls_handshake_timeout`, the bound
+    /// of a transport's handshake.
     #[cfg(feature = "proxy-protocol")]
     ProxyHeader,
 }
@@ -108,8 +104,9 @@ impl Expiry {
             Expiry::Park => return,
             Expiry::Idle => &stats.idle_timeouts,
             Expiry::HeaderRead => &stats.header_read_timeouts,
+            // The stream counts its failed header itself.
             #[cfg(feature = "proxy-protocol")]
-            Expiry::ProxyHeader => &stats.header_read_timeouts,
+            Expiry::ProxyHeader => return,
             Expiry::Read => &stats.read_timeouts,
             Expiry::Write => &stats.write_timeouts,
             Expiry::Handshake => &stats.tls_handshake_timeouts,

@@ -10,9 +10,9 @@
 //! parks in the middle of that request. `PeerAddr` stays the header's on
 //! every rung of the idle ladder and over HTTP/2. Malformed and missing
 //! headers close their connection and no other, counted; a slowloris
-//! header is cut by the header read timeout, by the idle timeout without
-//! one, and with neither by the default header read timeout, on a paused
-//! clock, which is lifted once the header is read.
+//! header is cut by the header read timeout, or by the handshake timeout
+//! that bounds it alone (and ends with it), or with neither by the idle
+//! timeout.
 
 // The proxied transports (`common::proxied`) connect their own clients:
 // the plain transports' servers and clients are not used here.
@@ -44,7 +44,7 @@ mod common {
 }
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpStream};
+
 use std::time::Duration;
 
 use common::client::{Client, Stream, get, ok};
@@ -70,6 +70,8 @@ over_every_proxied_transport!(
     malformed_headers_close_their_connection_only,
     a_client_that_leaves_before_its_header_is_whole,
     a_slowloris_header_is_cut_by_the_header_read_timeout,
+    a_slowloris_header_is_cut_by_the_handshake_timeout,
+    the_handshake_timeout_ends_with_the_header,
     http2_behind_the_header_keeps_the_address_across_a_sleep,
 );
 
@@ -372,16 +374,7 @@ fn a_slowloris_header_is_cut_by_the_header_read_timeout<T: Proxied>() {
     let mut good = T::connect(&srv.addr, &v2_tcp4(&tlvs()), HeaderWrite::Apart);
     good.send(get("/").as_bytes());
     assert_eq!(good.response(), answer::<T>(&good, Some(CLIENT4), "/", ""));
-    // A header that keeps coming and never ends.
-    let mut slow = T::socket(&srv.addr);
-    for byte in &V1_TCP4[..V1_TCP4.len() - 2] {
-        if slow.stream.write_all(std::slice::from_ref(byte)).is_err() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(15));
-    }
-    let (got, _) = slow.read_to_end();
-    assert_eq!(got, "");
+    assert_eq!(trickle::<T>(&srv.addr), "");
     srv.wait_for("the slow header cut and counted", |s| {
         s.header_read_timeouts == 1 && s.proxy_header_failures == 1
     });
@@ -390,6 +383,53 @@ fn a_slowloris_header_is_cut_by_the_header_read_timeout<T: Proxied>() {
         good.response(),
         answer::<T>(&good, Some(CLIENT4), "/after", "")
     );
+}
+
+/// Sends `V1_TCP4` but its CRLF one byte at a time, slowly: a header that
+/// keeps coming and never ends. Returns what the server answered before it
+/// closed the connection.
+fn trickle<T: Proxied>(addr: &T::Addr) -> String {
+    let mut slow = T::socket(addr);
+    for byte in &V1_TCP4[..V1_TCP4.len() - 2] {
+        if slow.stream.write_all(std::slice::from_ref(byte)).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(15));
+    }
+    slow.read_to_end().0
+}
+
+fn a_slowloris_header_is_cut_by_the_handshake_timeout<T: Proxied>() {
+    // The header read timeout (30 s by default) would come much later.
+    let mut builder = with_peer_addr(dormant::Server::builder());
+    builder.tls_handshake_timeout(Duration::from_millis(300));
+    let srv = T::serve(&builder);
+    let mut good = T::connect(&srv.addr, V1_TCP6, HeaderWrite::Apart);
+    assert_eq!(trickle::<T>(&srv.addr), "");
+    srv.wait_for("the slow header cut and counted", |s| {
+        s.proxy_header_failures == 1 && s.header_read_timeouts == 0
+    });
+    good.send(get("/").as_bytes());
+    assert_eq!(
+        good.response(),
+        answer::<T>(&good, Some(CLIENT6_MAX), "/", "")
+    );
+}
+
+fn the_handshake_timeout_ends_with_the_header<T: Proxied>() {
+    // A whole header (under TLS, and the handshake) and no request yet: past
+    // the handshake timeout, the connection waits for its first request,
+    // which no timeout bounds here.
+    let mut builder = with_peer_addr(dormant::Server::builder());
+    builder
+        .tls_handshake_timeout(Duration::from_millis(100))
+        .header_read_timeout(None);
+    let srv = T::serve(&builder);
+    let mut c = T::connect(&srv.addr, V1_TCP4, HeaderWrite::Apart);
+    std::thread::sleep(Duration::from_millis(400));
+    c.send(get("/late").as_bytes());
+    assert_eq!(c.response(), answer::<T>(&c, Some(CLIENT4), "/late", ""));
+    assert_eq!(srv.stats().proxy_header_failures, 0);
 }
 
 fn http2_behind_the_header_keeps_the_address_across_a_sleep<T: Proxied>() {
@@ -428,9 +468,10 @@ fn http2_behind_the_header_keeps_the_address_across_a_sleep<T: Proxied>() {
 }
 
 #[test]
-fn without_a_header_read_timeout_the_idle_timeout_cuts_a_slow_header() {
+fn with_no_handshake_or_header_read_timeout_the_idle_timeout_cuts_a_slow_header() {
     let mut builder = dormant::Server::builder();
     builder
+        .tls_handshake_timeout(None)
         .header_read_timeout(None)
         .idle_timeout(Duration::from_millis(300));
     let srv = Tcp::serve(&builder);
@@ -458,106 +499,4 @@ fn a_proxied_tokio_unix_listener_gives_the_address() {
         c.send(get("/").as_bytes());
         assert_eq!(c.response(), answer::<Unix>(&c, client, "/", ""));
     }
-}
-
-/// A server with no header read timeout and no idle timeout, on a
-/// current-thread runtime whose clock is paused: tokio moves it to the
-/// next timer whenever the runtime has nothing to do, so the default
-/// bound of a PROXY header (30 s) passes at once. The client connected
-/// and wrote before the server started, so its bytes are there when the
-/// connection is accepted. `probe` gets a message once the paused clock
-/// has passed that bound.
-struct Paused {
-    server: dormant::Server,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    probe: std::sync::mpsc::Receiver<()>,
-}
-
-impl Paused {
-    /// A listener, and a client connected to it that sent `first`.
-    fn connect(first: &[u8]) -> (std::net::TcpListener, Client<TcpStream>) {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let mut client = Client::new(TcpStream::connect(listener.local_addr().unwrap()).unwrap());
-        client.send(first);
-        (listener, client)
-    }
-
-    fn serve(listener: std::net::TcpListener) -> Paused {
-        let mut builder = dormant::Server::builder();
-        builder.header_read_timeout(None).peer_addr(true);
-        let server = builder.build().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (probed, probe) = std::sync::mpsc::channel();
-        let srv = server.clone();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .start_paused(true)
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_secs(31)).await;
-                    let _ = probed.send(());
-                });
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                srv.serve(ProxyProtocol::new(listener), peer_service::<SocketAddr>())
-                    .with_graceful_shutdown(async {
-                        let _ = stopped.await;
-                    })
-                    .await
-                    .unwrap();
-            });
-        });
-        Paused {
-            server,
-            stop: Some(stop),
-            thread: Some(thread),
-            probe,
-        }
-    }
-
-    /// Waits until the paused clock has passed the default bound.
-    fn wait_past_the_bound(&self) {
-        self.probe
-            .recv_timeout(CLIENT_TIMEOUT)
-            .expect("the paused clock passed 31 s");
-    }
-}
-
-impl Drop for Paused {
-    fn drop(&mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        if !std::thread::panicking() {
-            self.thread.take().unwrap().join().unwrap();
-        }
-    }
-}
-
-#[test]
-fn with_no_timeout_a_slow_header_still_has_the_default_bound() {
-    let (listener, mut slow) = Paused::connect(&V1_TCP4[..20]);
-    let srv = Paused::serve(listener);
-    let (got, _) = slow.read_to_end();
-    assert_eq!(got, "");
-    srv.wait_past_the_bound();
-    let stats = srv.server.stats();
-    assert_eq!(
-        (stats.header_read_timeouts, stats.proxy_header_failures),
-        (1, 1)
-    );
-}
-
-#[test]
-fn the_default_bound_of_a_header_ends_with_the_header() {
-    // A whole header and no request: past the bound, the connection still
-    // waits for its first request (no timeout bounds that).
-    let (listener, mut c) = Paused::connect(V1_TCP4);
-    let srv = Paused::serve(listener);
-    srv.wait_past_the_bound();
-    c.send(get("/late").as_bytes());
-    assert_eq!(c.response(), ok(&format!("{CLIENT4} /late ")));
-    assert_eq!(srv.server.stats().header_read_timeouts, 0);
 }

@@ -85,25 +85,21 @@ impl<'a, T: Seam> ParkedWait<'a, T> {
                 .or_else(|| config.timeouts.idle_deadline(since)),
             None => config.timeouts.idle_deadline(clocks.quiet_since),
         };
-        // A handshake under way has its own, shorter bound, counted from
-        // accept like the head's (see `handshake_done`).
-        // (Asked only for a connection whose first request is on the
-        // clock: a woken one's wait does not ask its transport.)
+        // A handshake under way (TLS, or a PROXY header) has its own,
+        // shorter bound, counted from accept like the head's (see
+        // `handshake_done`). (Asked only for a connection whose first
+        // request is on the clock: a woken one's wait does not ask its
+        // transport.)
         if let (Some(since), Some(limit)) = (clocks.head_since, config.tls_handshake_timeout) {
             let at = since + limit;
-            if stream.connected().handshake == Handshake::UnderWay
-                && deadline.is_none_or(|(head, _)| at < head)
-            {
-                deadline = Some((at, Expiry::Handshake));
-            }
-        }
-        // A PROXY header that no timeout bounds still has the default
-        // header read timeout, for itself alone (see `handshake_done`).
-        #[cfg(feature = "proxy-protocol")]
-        if let (Some(since), None) = (clocks.head_since, deadline) {
-            if stream.connected().handshake == Handshake::ProxyHeader {
-                let at = since + crate::timeout::DEFAULT_HEADER_READ_TIMEOUT;
-                deadline = Some((at, Expiry::ProxyHeader));
+            let why = match stream.connected().handshake {
+                Handshake::Settled => None,
+                Handshake::UnderWay => Some(Expiry::Handshake),
+                #[cfg(feature = "proxy-protocol")]
+                Handshake::ProxyHeader => Some(Expiry::ProxyHeader),
+            };
+            if let Some(why) = why.filter(|_| deadline.is_none_or(|(head, _)| at < head)) {
+                deadline = Some((at, why));
             }
         }
         ParkedWait {
@@ -133,11 +129,7 @@ impl<T: Seam> ParkedWait<'_, T> {
             return Poll::Ready(timed_out(*this.why, this.state));
         }
         let timeouts = &this.state.shared.config.timeouts;
-        let limit = match *this.why {
-            #[cfg(feature = "proxy-protocol")]
-            Expiry::ProxyHeader => Some(crate::timeout::DEFAULT_HEADER_READ_TIMEOUT),
-            _ => this.state.shared.config.tls_handshake_timeout,
-        };
+        let limit = this.state.shared.config.tls_handshake_timeout;
         let accepted = match (this.timer.as_ref().as_pin_ref(), limit) {
             (Some(timer), Some(limit)) => timer.deadline() - limit,
             _ => Instant::now(),

@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::pool::Pool;
 use crate::state::Shared;
 use crate::stats::Counters;
-use crate::timeout::{DEFAULT_HEADER_READ_TIMEOUT, Timeouts};
+use crate::timeout::Timeouts;
 
 /// hyper's own default for its read buffer limit, which bounds a request
 /// head.
@@ -25,6 +25,9 @@ const HYPER_MAX_HEADERS: usize = 100;
 /// axum-server's: long enough for a slow mobile client, short enough that
 /// stalled handshakes do not pile up.
 const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// hyper's default header read timeout (when it is given a timer).
+const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The longest timeout or interval the server counts: the parking lot's
 /// deadlines are correct up to about 24 days apart (`lot::deadlines`).
@@ -160,7 +163,8 @@ impl Builder {
     ///
     /// A connection that has not sent its first request stays PARKED (it
     /// does not go dormant) until this deadline. It also bounds a PROXY
-    /// header before the first request (feature `proxy-protocol`).
+    /// header before the first request (feature `proxy-protocol`), with
+    /// [`tls_handshake_timeout`](Self::tls_handshake_timeout).
     ///
     /// Default is 30 s (hyper's default when it has a timer): long enough
     /// for any real client, short enough that trickled heads cannot pile
@@ -413,6 +417,9 @@ impl Builder {
     /// [`Stats::tls_handshake_timeouts`](crate::Stats::tls_handshake_timeouts). The `header_read_timeout` also
     /// counts from accept and bounds the handshake and the first request
     /// head together. `None` leaves only that one.
+    ///
+    /// It bounds a PROXY header the same way (feature `proxy-protocol`; a
+    /// connection cut then counts in `Stats::proxy_header_failures`).
     ///
     /// Default is 10 s (as axum-server's).
     pub fn tls_handshake_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
