@@ -37,11 +37,11 @@
 //!   (default 10 s, like the `ReadHeaderTimeout` of Go's go-proxyproto)
 //!   bounds it, and its
 //!   [`header_read_timeout`](crate::Builder::header_read_timeout) bounds it
-//!   and the first request head together, both counted from accept. A
-//!   client that trickles a header is thus cut after 10 s, whatever the
-//!   header read timeout; with both timeouts off, only the idle timeout
-//!   bounds it, as it bounds a first request. Under TLS, the handshake
-//!   timeout covers the header and the TLS handshake together.
+//!   and the first request head together, both counted from accept: by
+//!   default, a client that trickles a header is cut after 10 s. With
+//!   both timeouts off, only the idle timeout bounds it, as it bounds a
+//!   first request. Under TLS, the handshake timeout covers the header and
+//!   the TLS handshake together.
 //! - **What it refuses.** A connection whose first bytes are not a valid
 //!   header (malformed, longer than the specification allows, a version 2
 //!   header with addresses and TLVs over 4 KiB, or no header at all) is

@@ -61,13 +61,12 @@ pub struct Stats {
     pub tls_handshake_failures: u64,
     /// TLS handshakes cut short by the listener's handshake timeout.
     pub tls_handshake_timeouts: u64,
-    /// Connections of a `ProxyProtocol` listener (feature
-    /// `proxy-protocol`) closed before their PROXY
-    /// header was read: the header was malformed or missing (the client
-    /// sent something else), the client left in the middle of it, or took
-    /// too long (cut by the handshake timeout, or by a header read or idle
-    /// timeout, which counts it too). A client that closes without sending
-    /// a byte (a TCP health check) is not counted.
+    /// Connections of a `ProxyProtocol` listener (feature `proxy-protocol`)
+    /// closed before their PROXY header was read: the header was malformed
+    /// or missing (the client sent something else), the client left in the
+    /// middle of it, or took too long (cut by the handshake timeout, or by
+    /// a header read or idle timeout, which counts it too). A client that
+    /// closes without sending a byte (a TCP health check) is not counted.
     pub proxy_header_failures: u64,
     /// Accept errors that were not about one connection (running out of
     /// file descriptors and the like); each one pauses accepting.
