@@ -40,7 +40,8 @@ use crate::wire::Asleep;
 pub enum Admit {
     /// Serve it.
     Accept,
-    /// Close it before reading a byte (counted in
+    /// Close it before reading a byte, or, behind a PROXY header, once the
+    /// header is read (counted in
     /// [`Stats::rejected`](crate::Stats::rejected)).
     Reject,
 }

@@ -34,6 +34,13 @@
 //! TlsConfig::from_pem_files(cert, key)?)`. Idle TLS connections park and go
 //! dormant too, keeping their session and no record buffer.
 //!
+//! # PROXY protocol
+//!
+//! With the `proxy-protocol` feature, the `proxy` module reads the PROXY
+//! header (v1 and v2) that a load balancer in TCP mode sends, and makes the
+//! client's address it carries the connection's peer:
+//! `ProxyProtocol::new(listener)`, under TLS if there is one.
+//!
 //! # Upgrades
 //!
 //! [`upgrade::on`] hands a handler the raw socket of an HTTP/1.1 upgrade
@@ -92,6 +99,9 @@ mod life;
 mod listener;
 mod lot;
 mod pool;
+#[cfg(feature = "proxy-protocol")]
+#[cfg_attr(docsrs, doc(cfg(feature = "proxy-protocol")))]
+pub mod proxy;
 mod server;
 mod service;
 mod shutdown;

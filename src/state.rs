@@ -40,6 +40,13 @@ impl crate::transport::Handshakes for Shared {
     }
 }
 
+#[cfg(feature = "proxy-protocol")]
+impl crate::transport::ProxyHeaders for Shared {
+    fn failed(&self) {
+        (self.stats.proxy_header_failures).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// What the connections of one `serve` call share.
 pub(crate) struct ServeState<T: Seam> {
     pub(crate) shared: Arc<Shared>,

@@ -66,6 +66,13 @@ pub struct Stats {
     pub tls_handshake_failures: u64,
     /// TLS handshakes cut short by the listener's handshake timeout.
     pub tls_handshake_timeouts: u64,
+    /// Connections of a `ProxyProtocol` listener (feature `proxy-protocol`)
+    /// closed before their PROXY header was read: the header was malformed
+    /// or missing (the client sent something else), the client left in the
+    /// middle of it, or took too long (cut by the handshake timeout, or by
+    /// a header read or idle timeout, which counts it too). A client that
+    /// closes without sending a byte (a TCP health check) is not counted.
+    pub proxy_header_failures: u64,
     /// Accept errors that were not about one connection (running out of
     /// file descriptors and the like); each one pauses accepting.
     pub accept_errors: u64,
@@ -128,6 +135,7 @@ pub(crate) struct Counters {
     pub(crate) tls_handshakes: AtomicU64,
     pub(crate) tls_handshake_failures: AtomicU64,
     pub(crate) tls_handshake_timeouts: AtomicU64,
+    pub(crate) proxy_header_failures: AtomicU64,
     pub(crate) accept_errors: AtomicU64,
     pub(crate) requests: AtomicU64,
     pub(crate) upgrades: AtomicU64,
@@ -158,6 +166,7 @@ impl Counters {
             tls_handshakes: self.tls_handshakes.load(Relaxed),
             tls_handshake_failures: self.tls_handshake_failures.load(Relaxed),
             tls_handshake_timeouts: self.tls_handshake_timeouts.load(Relaxed),
+            proxy_header_failures: self.proxy_header_failures.load(Relaxed),
             accept_errors: self.accept_errors.load(Relaxed),
             requests: self.requests.load(Relaxed),
             upgrades: self.upgrades.load(Relaxed),

@@ -92,9 +92,25 @@ pub(crate) enum Expiry {
     Age,
     /// The grace after its age is over too: closed.
     AgeGrace,
+    /// A PROXY header took longer than `tls_handshake_timeout`, the bound
+    /// of a transport's handshake.
+    #[cfg(feature = "proxy-protocol")]
+    ProxyHeader,
 }
 
 impl Expiry {
+    /// Whether it bounds a transport's handshake (TLS, a PROXY header)
+    /// alone: once the handshake is done, the connection's other
+    /// deadlines take over.
+    pub(crate) fn bounds_handshake(self) -> bool {
+        match self {
+            Expiry::Handshake => true,
+            #[cfg(feature = "proxy-protocol")]
+            Expiry::ProxyHeader => true,
+            _ => false,
+        }
+    }
+
     /// Counts a connection closed for this reason.
     pub(crate) fn count(self, stats: &Counters) {
         use std::sync::atomic::Ordering::Relaxed;
@@ -103,6 +119,9 @@ impl Expiry {
             Expiry::Age => &stats.age_closes,
             Expiry::Idle => &stats.idle_timeouts,
             Expiry::HeaderRead => &stats.header_read_timeouts,
+            // The stream counts its failed header itself.
+            #[cfg(feature = "proxy-protocol")]
+            Expiry::ProxyHeader => return,
             Expiry::Read => &stats.read_timeouts,
             Expiry::Write => &stats.write_timeouts,
             Expiry::Handshake => &stats.tls_handshake_timeouts,

@@ -1,7 +1,9 @@
 //! With a subscriber that enables them, a handler's events sit in the
 //! connection's `conn` span and the request's `request` span (dormant
 //! skips both when they are disabled, so this pins that they still exist
-//! when they are not), also on a connection woken after a park.
+//! when they are not), also on a connection woken after a park; behind a
+//! PROXY header (feature `proxy-protocol`), the span's peer is the
+//! header's client.
 
 mod common {
     pub(crate) mod client;
@@ -38,6 +40,22 @@ impl Write for Captured {
 }
 
 impl Captured {
+    /// What the subscriber of this test binary writes; installed once,
+    /// for every test of the binary.
+    fn installed() -> &'static Captured {
+        static CAPTURED: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+        CAPTURED.get_or_init(|| {
+            let captured = Captured::default();
+            let writer = captured.clone();
+            tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::TRACE)
+                .with_ansi(false)
+                .with_writer(move || writer.clone())
+                .init();
+            captured
+        })
+    }
+
     fn lines_with(&self, needle: &str) -> Vec<String> {
         String::from_utf8_lossy(&self.0.lock().unwrap())
             .lines()
@@ -47,23 +65,16 @@ impl Captured {
     }
 }
 
+/// Logs `handling {path}` from the handler, and answers `ok`.
+async fn handle(req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
+    tracing::info!("handling {}", req.uri().path());
+    Ok(Response::new(Full::new(Bytes::from_static(b"ok"))))
+}
+
 #[test]
 fn handler_events_sit_in_the_conn_and_request_spans() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .init();
-
-    let srv = serve_with(
-        &fast_park(),
-        service_fn(|req: Request<dormant::Body>| async move {
-            tracing::info!("handling {}", req.uri().path());
-            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
-        }),
-    );
+    let captured = Captured::installed();
+    let srv = serve_with(&fast_park(), service_fn(handle));
     let mut c = srv.connect();
     let peer = c.stream.local_addr().unwrap();
     c.send(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -76,6 +87,33 @@ fn handler_events_sit_in_the_conn_and_request_spans() {
         let lines = captured.lines_with(&format!("handling {path}"));
         assert_eq!(lines.len(), 1, "{lines:?}");
         let expected = format!("conn{{peer={peer}}}:request{{method=GET uri={path}}}:");
+        assert!(
+            lines[0].contains(&expected),
+            "{expected} not in {:?}",
+            lines[0]
+        );
+    }
+}
+
+#[cfg(feature = "proxy-protocol")]
+#[test]
+fn the_conn_span_of_a_proxied_connection_shows_the_headers_client() {
+    let captured = Captured::installed();
+    let srv = common::servers::serve_on(&fast_park(), service_fn(handle), 2, (), || async {
+        let (tcp, addr) = common::runtime::bind_tcp().await;
+        (dormant::proxy::ProxyProtocol::new(tcp), addr)
+    });
+    let mut c = srv.connect();
+    c.send(b"PROXY TCP4 192.168.0.1 192.168.0.11 56324 443\r\nGET /proxied/first HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(c.response().ends_with("\r\n\r\nok"));
+    srv.wait_for("park", |s| s.parks >= 1);
+    c.send(b"GET /proxied/woken HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(c.response().ends_with("\r\n\r\nok"));
+
+    for path in ["/proxied/first", "/proxied/woken"] {
+        let lines = captured.lines_with(&format!("handling {path}"));
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let expected = format!("conn{{peer=192.168.0.1:56324}}:request{{method=GET uri={path}}}:");
         assert!(
             lines[0].contains(&expected),
             "{expected} not in {:?}",

@@ -51,7 +51,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, debug_span, trace};
 
 use crate::config::Config;
-use crate::hooks::{ConnState, Kept, Watched};
+use crate::hooks::{Admit, ConnState, Kept, Watched};
 use crate::io::Replay;
 use crate::life::Life;
 use crate::lot::Due;
@@ -67,13 +67,24 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// Where a connection the driver starts on comes from.
 #[derive(Debug)]
 pub(crate) enum Origin<A> {
-    /// Just accepted (and reported `New` to the state hook, which it
-    /// carries): its first request is on the header clock from now.
-    Accepted(Option<Box<Watched<A>>>),
+    /// Just accepted: its first request is on the header clock from now.
+    Accepted(Admission<A>),
     /// Handed back by the parking lot, with bytes waiting (or a close),
     /// after a pause of its client, with what it carried there and what it
     /// used of its limits.
     Woken(Pause, Option<Kept<A>>, Life),
+}
+
+/// Where a new connection is with the connection hooks.
+#[derive(Debug)]
+pub(crate) enum Admission<A> {
+    /// Admitted at accept, and reported `New` to the state hook, which it
+    /// carries if there is one.
+    Done(Option<Box<Watched<A>>>),
+    /// Its peer's address comes in a PROXY header: the hooks see it once
+    /// the header is read, before the connection's first request is
+    /// served.
+    InHeader,
 }
 
 /// How long a woken connection's client paused, against `park_after`: a
@@ -143,6 +154,31 @@ impl<A: fmt::Debug> fmt::Debug for ShowPeer<'_, A> {
     }
 }
 
+/// The connection hooks of a connection whose peer's address came in a
+/// PROXY header, now read: admission (a rejected connection is counted and
+/// `Err`, to be closed) and `New`, with the header's address (the
+/// socket's, for a header without one).
+#[allow(clippy::type_complexity)]
+fn admit_late<T: Seam>(
+    stream: &T,
+    peer: &Option<T::Addr>,
+    state: &ServeState<T>,
+) -> Result<Option<Box<Watched<T::Addr>>>, ()> {
+    let Some(hooks) = &state.hooks else {
+        return Ok(None);
+    };
+    let peer = match peer {
+        Some(peer) => peer.clone(),
+        None => stream.peer_addr().map_err(|_| ())?,
+    };
+    if hooks.admit(&peer) == Admit::Reject {
+        trace!(?peer, "connection rejected by the admission hook");
+        state.shared.stats.rejected.fetch_add(1, Relaxed);
+        return Err(());
+    }
+    hooks.watch(&peer)
+}
+
 /// Reports `state` to the connection's state hook, if it has one; `false`
 /// if the hook panicked: the connection is then closed.
 fn report<A>(watched: &Option<Box<Watched<A>>>, state: ConnState) -> bool {
@@ -185,7 +221,7 @@ type ActiveFuture<'a, T> = Pin<Box<dyn Future<Output = Active<T>> + Send + 'a>>;
 )]
 pub(crate) fn serve<T, S, B>(
     mut stream: T,
-    peer: Option<T::Addr>,
+    #[cfg_attr(not(feature = "proxy-protocol"), allow(unused_mut))] mut peer: Option<T::Addr>,
     service: Arc<S>,
     state: Open<T>,
     origin: Origin<T::Addr>,
@@ -207,8 +243,12 @@ where
             head_since: first.then_some(accepted),
         };
         let (mut park_at_once, mut asleep, mut watched, mut life) = match origin {
-            Origin::Accepted(watched) => {
+            Origin::Accepted(admission) => {
                 let life = state.shared.config.limits.born(accepted);
+                let watched = match admission {
+                    Admission::Done(watched) => watched,
+                    Admission::InHeader => None,
+                };
                 (false, None, watched, life)
             }
             Origin::Woken(pause, kept, life) => {
@@ -255,6 +295,17 @@ where
                 };
                 let shared = &state.shared;
                 let protocol = if first {
+                    // Past a PROXY header now: its client is the peer.
+                    #[cfg(feature = "proxy-protocol")]
+                    if let Some(client) = stream.proxied_peer() {
+                        peer = Some(client);
+                    }
+                    if T::PEER_IN_HEADER {
+                        match admit_late(&stream, &peer, &state) {
+                            Ok(w) => watched = w,
+                            Err(()) => return,
+                        }
+                    }
                     detect(&replay, &shared.config, stream.connected().alpn)
                 } else {
                     shared.stats.wakes.fetch_add(1, Relaxed);

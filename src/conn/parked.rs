@@ -92,16 +92,21 @@ impl<'a, T: Seam> ParkedWait<'a, T> {
                 deadline = Some((at, Expiry::Age));
             }
         }
-        // A handshake under way has its own, shorter bound, counted from
-        // accept like the head's (see `handshake_done`).
-        // (Asked only for a connection whose first request is on the
-        // clock: a woken one's wait does not ask its transport.)
+        // A handshake under way (TLS, or a PROXY header) has its own,
+        // shorter bound, counted from accept like the head's (see
+        // `handshake_done`). (Asked only for a connection whose first
+        // request is on the clock: a woken one's wait does not ask its
+        // transport.)
         if let (Some(since), Some(limit)) = (clocks.head_since, config.tls_handshake_timeout) {
             let at = since + limit;
-            if stream.connected().handshake == Handshake::UnderWay
-                && deadline.is_none_or(|(head, _)| at < head)
-            {
-                deadline = Some((at, Expiry::Handshake));
+            let why = match stream.connected().handshake {
+                Handshake::Settled => None,
+                Handshake::UnderWay => Some(Expiry::Handshake),
+                #[cfg(feature = "proxy-protocol")]
+                Handshake::ProxyHeader => Some(Expiry::ProxyHeader),
+            };
+            if let Some(why) = why.filter(|_| deadline.is_none_or(|(head, _)| at < head)) {
+                deadline = Some((at, why));
             }
         }
         ParkedWait {
@@ -120,14 +125,15 @@ impl<'a, T: Seam> ParkedWait<'a, T> {
 }
 
 impl<T: Seam> ParkedWait<'_, T> {
-    /// The handshake deadline passed: closes the connection if it is
-    /// still handshaking (`Ready`); otherwise the handshake completed in
-    /// time, and the timer moves on to the request head's deadline,
-    /// counted from the same accept (`Pending`, the timer registered).
+    /// The deadline of a handshake (TLS, or a PROXY header) passed:
+    /// closes the connection if it is still handshaking (`Ready`);
+    /// otherwise the handshake completed in time, and the timer moves on to
+    /// the request head's deadline, counted from the same accept
+    /// (`Pending`, the timer registered).
     fn handshake_done(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Woken> {
         let mut this = self.project();
-        if this.stream.connected().handshake == Handshake::UnderWay {
-            return Poll::Ready(timed_out(Expiry::Handshake, this.state));
+        if this.stream.connected().handshake != Handshake::Settled {
+            return Poll::Ready(timed_out(*this.why, this.state));
         }
         let timeouts = &this.state.shared.config.timeouts;
         let limit = this.state.shared.config.tls_handshake_timeout;
@@ -170,7 +176,7 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
     type Output = Woken;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Woken> {
-        if self.expired && self.why == Expiry::Handshake {
+        if self.expired && self.why.bounds_handshake() {
             std::task::ready!(self.as_mut().handshake_done(cx));
         }
         let this = self.as_mut().project();
@@ -221,7 +227,7 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
         }
         if let Some(timer) = this.timer.as_pin_mut() {
             if timer.poll(cx).is_ready() {
-                if *this.why == Expiry::Handshake {
+                if this.why.bounds_handshake() {
                     return self.handshake_done(cx);
                 }
                 return Poll::Ready(timed_out(*this.why, this.state));

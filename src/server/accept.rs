@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tracing::{debug, error, trace};
 
-use crate::conn::{self, Origin};
+use crate::conn::{self, Admission, Origin};
 use crate::hooks::Admit;
 use crate::listener::Listener;
 use crate::service::{HttpService, ResBody};
@@ -17,6 +17,8 @@ use crate::shutdown::Level;
 use crate::state::{Open, ServeState};
 #[cfg(feature = "tls-no-provider")]
 use crate::transport::Handshakes;
+#[cfg(feature = "proxy-protocol")]
+use crate::transport::ProxyHeaders;
 use crate::transport::{Seam, Serving, Transport};
 
 /// How a listener's connections are served.
@@ -51,12 +53,16 @@ pub(super) async fn accept_until<L, S, B, F>(
 {
     #[cfg(feature = "tls-no-provider")]
     let handshakes: Arc<dyn Handshakes> = state.shared.clone();
+    #[cfg(feature = "proxy-protocol")]
+    let proxy_headers: Arc<dyn ProxyHeaders> = state.shared.clone();
     let serving = Serving {
         lot: &state.lot,
         #[cfg(feature = "tls-no-provider")]
         config: &state.shared.config,
         #[cfg(feature = "tls-no-provider")]
         handshakes: &handshakes,
+        #[cfg(feature = "proxy-protocol")]
+        proxy_headers: &proxy_headers,
     };
     let mut signal = std::pin::pin!(signal);
     let mut backoff = MIN_BACKOFF;
@@ -76,8 +82,11 @@ pub(super) async fn accept_until<L, S, B, F>(
                 backoff = MIN_BACKOFF;
                 let stats = &state.shared.stats;
                 stats.accepted.fetch_add(1, Ordering::Relaxed);
+                // Behind a PROXY header, the hooks wait for its address
+                // (`conn::serve`).
                 let watched = match &state.hooks {
-                    None => None,
+                    Some(_) if Served::<L>::PEER_IN_HEADER => Admission::InHeader,
+                    None => Admission::Done(None),
                     Some(hooks) => {
                         if hooks.admit(&peer) == Admit::Reject {
                             trace!(?peer, "connection rejected by the admission hook");
@@ -85,7 +94,7 @@ pub(super) async fn accept_until<L, S, B, F>(
                             continue;
                         }
                         match hooks.watch(&peer) {
-                            Ok(watched) => watched,
+                            Ok(watched) => Admission::Done(watched),
                             // Its state hook panicked: closed.
                             Err(()) => continue,
                         }

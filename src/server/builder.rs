@@ -169,7 +169,9 @@ impl Builder {
     /// from holding a connection with a head that never ends.
     ///
     /// A connection that has not sent its first request stays PARKED (it
-    /// does not go dormant) until this deadline.
+    /// does not go dormant) until this deadline. It also bounds a PROXY
+    /// header before the first request (feature `proxy-protocol`), with
+    /// [`tls_handshake_timeout`](Self::tls_handshake_timeout).
     ///
     /// Default is 30 s (hyper's default when it has a timer): long enough
     /// for any real client, short enough that trickled heads cannot pile
@@ -427,6 +429,9 @@ impl Builder {
     /// [`Stats::tls_handshake_timeouts`](crate::Stats::tls_handshake_timeouts). The `header_read_timeout` also
     /// counts from accept and bounds the handshake and the first request
     /// head together. `None` leaves only that one.
+    ///
+    /// It bounds a PROXY header the same way (feature `proxy-protocol`; a
+    /// connection cut then counts in `Stats::proxy_header_failures`).
     ///
     /// Default is 10 s (as axum-server's).
     pub fn tls_handshake_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {

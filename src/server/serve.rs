@@ -57,6 +57,11 @@ impl<L: Listener, S> Serve<L, S> {
     ///
     /// It runs in the accept loop, so it must be quick; one that panics
     /// rejects that connection. Without it, accepting costs nothing more.
+    ///
+    /// Behind a `ProxyProtocol` listener (feature `proxy-protocol`), the peer is the client its PROXY header names:
+    /// the hook then runs in the connection's task once the header is read
+    /// (and, under TLS, the handshake done), before its first request is
+    /// served; [`ConnState::New`] is reported then too.
     pub fn on_accept<F>(mut self, admit: F) -> Self
     where
         F: Fn(&Addr<L>) -> Admit + Send + Sync + 'static,

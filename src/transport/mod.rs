@@ -22,12 +22,20 @@
 //!
 //! What a TLS handshake negotiated, for handlers, is `tls_info.rs`.
 //!
+//! A PROXY protocol header (feature `proxy-protocol`) is read by
+//! `ProxiedStream` over a TCP or Unix socket, under TLS if there is one
+//! (`proxy/`): inside its first reads, as a handshake
+//! (`Handshake::ProxyHeader`) after which the peer is the header's
+//! client; its parked form is the socket's plus that address.
+//!
 //! The trait is sealed: the lot's slot layout and the parking rules
 //! (nothing half-read may be dropped) depend on each implementation, so
 //! the crate provides them all. [`Stream`] erases the transport for the
 //! upgrade hand-off, back in tokio, so that one handler serves upgrades on
 //! any listener.
 
+#[cfg(feature = "proxy-protocol")]
+mod proxy;
 mod socket;
 mod stream;
 mod tcp;
@@ -43,7 +51,9 @@ use std::io;
 #[cfg(doc)]
 use crate::lot::Parkable;
 pub(crate) use crate::lot::Register;
-#[cfg(feature = "tls-no-provider")]
+#[cfg(feature = "proxy-protocol")]
+pub use proxy::{ProxiedStream, UnixPeer};
+#[cfg(any(feature = "tls-no-provider", feature = "proxy-protocol"))]
 pub(crate) use sealed::Connected;
 pub(crate) use sealed::{Alpn, Handshake, Peer, Seam};
 pub use stream::Stream;
@@ -93,6 +103,9 @@ pub struct Serving<'a> {
     /// Where a TLS session counts how its handshake ends.
     #[cfg(feature = "tls-no-provider")]
     pub(crate) handshakes: &'a std::sync::Arc<dyn Handshakes>,
+    /// Where a proxied connection counts a PROXY header that failed.
+    #[cfg(feature = "proxy-protocol")]
+    pub(crate) proxy_headers: &'a std::sync::Arc<dyn ProxyHeaders>,
 }
 
 impl fmt::Debug for Serving<'_> {
@@ -109,6 +122,14 @@ pub(crate) trait Handshakes: Send + Sync + 'static {
     /// A handshake completed.
     fn completed(&self);
     /// A connection closed before its handshake completed.
+    fn failed(&self);
+}
+
+/// Where a proxied connection counts a PROXY header that failed: the
+/// server's stats.
+#[cfg(feature = "proxy-protocol")]
+pub(crate) trait ProxyHeaders: Send + Sync + 'static {
+    /// A connection closed before its PROXY header was read.
     fn failed(&self);
 }
 
@@ -148,6 +169,10 @@ mod sealed {
     impl Sealed for tokio::net::UnixStream {}
     #[cfg(feature = "tls-no-provider")]
     impl<IO: Sealed> Sealed for super::TlsStream<IO> {}
+    #[cfg(feature = "proxy-protocol")]
+    impl Sealed for super::ProxiedStream<tokio::net::TcpStream> {}
+    #[cfg(feature = "proxy-protocol")]
+    impl Sealed for super::ProxiedStream<tokio::net::UnixStream> {}
 
     /// What the protocol drivers need of a served connection
     /// ([`Transport::Served`](super::Transport::Served)) beyond the lot's
@@ -158,6 +183,19 @@ mod sealed {
 
         /// Returns the address of the connection's peer.
         fn peer_addr(&self) -> io::Result<Self::Addr>;
+
+        /// Returns the client's address a PROXY header carried, once it is
+        /// read: it stands for the address the listener gave at accept.
+        /// `None` while it is not read, and for a header without one.
+        #[cfg(feature = "proxy-protocol")]
+        fn proxied_peer(&self) -> Option<Self::Addr> {
+            None
+        }
+
+        /// Whether the peer's address comes in the connection's first bytes
+        /// (a PROXY header) rather than from accept: the connection hooks
+        /// wait for it.
+        const PEER_IN_HEADER: bool = false;
 
         /// Looks for the peer's close while a request is answered, without
         /// losing a byte. `Pending` (with the waker registered) while
@@ -208,6 +246,10 @@ mod sealed {
         /// Under way: the bytes that arrive are the handshake's, and the
         /// connection has the handshake's deadline.
         UnderWay,
+        /// A PROXY header is being read: the bytes that arrive are the
+        /// header's, and the peer is not known yet.
+        #[cfg(feature = "proxy-protocol")]
+        ProxyHeader,
     }
 
     /// The application protocol a handshake chose with ALPN.

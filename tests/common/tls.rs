@@ -144,6 +144,9 @@ pub(crate) fn records(mut bytes: &[u8]) -> Vec<(u8, usize)> {
 /// ciphertext itself (cut where it likes), or cut in two with a pause.
 pub(crate) struct Tap {
     pub(crate) tcp: TcpStream,
+    /// Bytes that go out in front of the first write, in the same TCP
+    /// write (a PROXY header with the ClientHello).
+    pub(crate) prefix: Option<Vec<u8>>,
     /// Writes go here instead of the socket while it is `Some`.
     pub(crate) held: Option<Vec<u8>>,
     /// Cut the write with this index after this many bytes, then pause.
@@ -162,6 +165,7 @@ impl Tap {
     pub(crate) fn new(tcp: TcpStream) -> Tap {
         Tap {
             tcp,
+            prefix: None,
             held: None,
             cut: None,
             writes: 0,
@@ -189,6 +193,15 @@ impl AsyncWrite for Tap {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
+        if let Some(prefix) = &this.prefix {
+            let write = [prefix.as_slice(), buf].concat();
+            let n = ready!(Pin::new(&mut this.tcp).poll_write(cx, &write))?;
+            assert_eq!(n, write.len(), "a short write on loopback");
+            this.prefix = None;
+            this.writes += 1;
+            this.last_write = write;
+            return Poll::Ready(Ok(buf.len()));
+        }
         if let Some(held) = &mut this.held {
             held.extend_from_slice(buf);
             return Poll::Ready(Ok(buf.len()));

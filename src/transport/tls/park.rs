@@ -138,6 +138,13 @@ where
         self.io.peer_addr()
     }
 
+    #[cfg(feature = "proxy-protocol")]
+    fn proxied_peer(&self) -> Option<IO::Addr> {
+        self.io.proxied_peer()
+    }
+
+    const PEER_IN_HEADER: bool = IO::PEER_IN_HEADER;
+
     fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>> {
         // `close_notify` is a record: a read, never a peek.
         crate::transport::poll_read_ahead(self, cx)
