@@ -38,7 +38,6 @@ use common::timeout::CLIENT_TIMEOUT;
 use common::transport::{Transport, over_every_transport};
 use http::Uri;
 use hyper::client::conn::http2::SendRequest;
-use hyper_util::rt::TokioExecutor;
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 use tonic::Code;
@@ -93,18 +92,9 @@ fn serve_health<T: Transport>() -> (Serve<T::Addr>, HealthReporter) {
 /// A Health client on a new HTTP/2 connection, and the task that drives
 /// the connection.
 async fn connect<T: Transport>(addr: &T::Addr) -> (Client, JoinHandle<hyper::Result<()>>) {
-    let io = timeout(CLIENT_TIMEOUT, T::connect_h2(addr))
-        .await
-        .expect("connect timed out");
-    let (send, conn) = timeout(
-        CLIENT_TIMEOUT,
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), io),
-    )
-    .await
-    .expect("h2 handshake timed out")
-    .expect("h2 handshake");
+    let (send, conn) = T::hyper_h2(addr).await;
     let client = HealthClient::with_origin(H2Channel(send), Uri::from_static("http://localhost"));
-    (client, tokio::spawn(conn))
+    (client, conn)
 }
 
 /// Calls `Check` for `service`.

@@ -228,24 +228,23 @@ fn a_lifted_stream_runs_past_write_timeout<T: Transport>() {
 /// The same stream, whose handler leaves the deadline alone, is cut at
 /// the server's `write_timeout`.
 fn a_stream_that_keeps_the_timeout_is_cut_at_it<T: Transport>() {
-    let mut b = ladder(Duration::from_secs(1));
-    b.write_timeout(TIMEOUT);
-    let srv = sse_server::<T>(&b, OnWrite::Server);
-    let mut c = srv.connect();
-    c.send(EVENTS);
-    let (body, events) = read_chunked(&mut c);
-    assert_eq!(body, Ending::Cut, "{events} events");
-    assert!(events < TICKS, "{events} events");
-    srv.wait_for("the write timeout counted", |s| s.write_timeouts == 1);
+    stream_is_cut::<T>(TIMEOUT, OnWrite::Server);
 }
 
 /// A handler that sets a write deadline shorter than the server's
 /// `write_timeout` (10 s, far longer than the stream) has its stream cut
 /// at its own deadline.
 fn a_shorter_write_deadline_cuts_the_stream<T: Transport>() {
+    stream_is_cut::<T>(LONG, OnWrite::Set(TIMEOUT));
+}
+
+/// A stream on a server with `write_timeout`, whose handler does what
+/// `on_write` says, is cut before its last event, counted as a write
+/// timeout.
+fn stream_is_cut<T: Transport>(write_timeout: Duration, on_write: OnWrite) {
     let mut b = ladder(Duration::from_secs(1));
-    b.write_timeout(LONG);
-    let srv = sse_server::<T>(&b, OnWrite::Set(TIMEOUT));
+    b.write_timeout(write_timeout);
+    let srv = sse_server::<T>(&b, on_write);
     let mut c = srv.connect();
     c.send(EVENTS);
     let (body, events) = read_chunked(&mut c);

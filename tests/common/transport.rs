@@ -68,9 +68,21 @@ pub(crate) trait Transport {
 
     #[allow(dead_code, reason = "only some HTTP/2 tests use hyper's client")]
     /// A connection of hyper's HTTP/2 client (its defaults: a 5 MiB
-    /// connection window, 2 MiB stream windows) to `addr`, driven by a task
-    /// of its own on the caller's runtime.
-    async fn hyper_h2(addr: &Self::Addr) -> (HyperSend, JoinHandle<hyper::Result<()>>) {
+    /// connection window, 2 MiB stream windows) to `addr`, for request
+    /// bodies of type `B`, driven by a task of its own on the caller's
+    /// runtime.
+    async fn hyper_h2<B>(
+        addr: &Self::Addr,
+    ) -> (
+        hyper::client::conn::http2::SendRequest<B>,
+        JoinHandle<hyper::Result<()>>,
+    )
+    where
+        B: http_body::Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
+            + Send
+            + Unpin
+            + 'static,
+    {
         let io = timeout(CLIENT_TIMEOUT, Self::connect_h2(addr))
             .await
             .expect("connect timed out");
