@@ -101,9 +101,18 @@ pub(crate) struct RawClient {
 impl RawClient {
     /// Starts HTTP/2 on `io` (a connection from
     /// [`Transport::connect_h2`](super::transport::Transport::connect_h2)):
-    /// the preface and an empty SETTINGS frame.
+    /// the preface and an empty SETTINGS frame, written before anything
+    /// else.
     pub(crate) async fn start(io: Box<dyn AsyncStream>) -> RawClient {
-        let (mut read, write) = tokio::io::split(io);
+        let (mut read, mut write) = tokio::io::split(io);
+        // The preface goes first, before the reader may acknowledge the
+        // server's SETTINGS: an ACK before it is a PROTOCOL_ERROR, which
+        // hyper answers with GOAWAY (a server sends its SETTINGS without
+        // waiting for the client's preface).
+        let mut opening = PREFACE.to_vec();
+        opening.extend(frame(SETTINGS, 0, 0, &[]));
+        write.write_all(&opening).await.expect("write the preface");
+        write.flush().await.expect("flush the preface");
         let writer = Arc::new(Mutex::new(write));
         let (tx, frames) = mpsc::unbounded_channel();
         let acks = writer.clone();
@@ -131,16 +140,12 @@ impl RawClient {
                 }
             }
         });
-        let client = RawClient {
+        RawClient {
             writer,
             answers_pings,
             frames,
             reader,
-        };
-        let mut opening = PREFACE.to_vec();
-        opening.extend(frame(SETTINGS, 0, 0, &[]));
-        client.send(&opening).await;
-        client
+        }
     }
 
     /// From now on, the server's PINGs go unanswered.
