@@ -25,14 +25,16 @@ use hyper::service::service_fn;
 use tokio::net::TcpListener;
 
 /// The most connections one client address may hold open.
-const PER_CLIENT: usize = 4;
+pub const PER_CLIENT: usize = 4;
 
 /// Open connections by client address.
-#[derive(Clone, Default)]
-struct PerClient(Arc<Mutex<HashMap<IpAddr, usize>>>);
+#[derive(Clone, Debug, Default)]
+pub struct PerClient(Arc<Mutex<HashMap<IpAddr, usize>>>);
 
 impl PerClient {
-    fn admit(&self, peer: &SocketAddr) -> Admit {
+    /// The admission hook: takes a slot of `peer`'s address, if one is
+    /// left.
+    pub fn admit(&self, peer: &SocketAddr) -> Admit {
         let mut open = self.0.lock().unwrap();
         let n = open.entry(peer.ip()).or_default();
         if *n >= PER_CLIENT {
@@ -42,7 +44,9 @@ impl PerClient {
         Admit::Accept
     }
 
-    fn state(&self, peer: &SocketAddr, state: ConnState) {
+    /// The state hook: gives the slot back when the connection closes or
+    /// is handed to an upgrade.
+    pub fn state(&self, peer: &SocketAddr, state: ConnState) {
         if let ConnState::Closed | ConnState::Upgraded = state {
             let mut open = self.0.lock().unwrap();
             if let Some(n) = open.get_mut(&peer.ip()) {
