@@ -124,7 +124,10 @@ fn state_hook_sees_every_rung_of_an_http1_connection<T: Transport>() {
     let local = local(&c);
     c.send(get("/").as_bytes());
     assert_eq!(c.response(), ok("GET / read="));
-    srv.wait_for("DORMANT", |s| s.dormant == 1);
+    // Carrying its `Watched` in the lot, it holds no pool buffer (I1, I4).
+    srv.wait_for("DORMANT, holding no buffer", |s| {
+        s.dormant == 1 && s.active == 0 && s.pool.in_use == 0
+    });
     seen.wait_for(4);
     c.send(get("/").as_bytes());
     assert_eq!(c.response(), ok("GET / read="));
