@@ -75,6 +75,11 @@ impl Deadlines {
             Some(&(back, _)) if before(deadline, back) => back,
             _ => deadline,
         };
+        // By a quarter, as the slab grows (`slab::grow`): with an idle
+        // timeout, every DORMANT connection has an entry here.
+        if self.queue.len() == self.queue.capacity() {
+            self.queue.reserve_exact((self.queue.len() / 4).max(16));
+        }
         self.queue.push_back((deadline, key));
         deadline
     }

@@ -13,7 +13,9 @@ use tracing::{debug, trace};
 
 use super::deadlines::{Millis, before};
 use super::ready::{Registration, Report};
-use super::{Callback, Carry, Closed, Inner, Lot, Parkable, Ping, Rung, Slept, Slot, Turn, Woken};
+use super::{
+    Callback, Carried, Carry, Closed, Inner, Lot, Parkable, Ping, Rung, Slept, Slot, Turn, Woken,
+};
 use crate::life::Life;
 
 /// Events collected per `epoll_wait`.
@@ -85,7 +87,8 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             let conn = match slot {
                 Slot::Parked { conn, .. }
                 | Slot::Dormant { conn, .. }
-                | Slot::Carrying { conn, .. }
+                | Slot::ParkedCarrying { conn, .. }
+                | Slot::DormantCarrying { conn, .. }
                 | Slot::Sleeping { conn, .. } => conn,
                 Slot::Served(_) => continue,
             };
@@ -130,7 +133,13 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
                     let (conn, cell, carried) = match slot {
                         Slot::Parked { conn, cell } => (conn, Some(cell), None),
                         Slot::Dormant { conn, .. } => (conn, None, None),
-                        Slot::Carrying { conn, with } => (conn, with.cell, Some(with.value)),
+                        Slot::ParkedCarrying { conn, with } => {
+                            let Carried {
+                                rung: cell, value, ..
+                            } = *with;
+                            (conn, Some(cell), Some(value))
+                        }
+                        Slot::DormantCarrying { conn, with } => (conn, None, Some(with.value)),
                         Slot::Served(_) | Slot::Sleeping { .. } => continue,
                     };
                     if let Some(why) = gone {
@@ -203,9 +212,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             // A key reused since has a later deadline of its own.
             let current = match inner.slots.get(key) {
                 Some(Slot::Dormant { deadline: d, .. }) => *d == deadline,
-                Some(Slot::Carrying { with, .. }) => {
-                    with.cell.is_none() && with.deadline == deadline
-                }
+                Some(Slot::DormantCarrying { with, .. }) => with.rung == deadline,
                 _ => false,
             };
             if current {
@@ -222,10 +229,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             // same one, which has passed as well).
             let cell = match inner.slots.get(key) {
                 Some(Slot::Parked { cell, .. }) => cell,
-                Some(Slot::Carrying { with, .. }) => match &with.cell {
-                    Some(cell) => cell,
-                    None => continue,
-                },
+                Some(Slot::ParkedCarrying { with, .. }) => &with.rung,
                 _ => continue,
             };
             let until = match cell.parked() {
@@ -240,19 +244,32 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             }
             // The cell goes: a DORMANT connection keeps its fd and state.
             let deadline = until.map_or(0, |until| inner.dormant_deadlines.push(until, key));
-            if let Some(Slot::Carrying { with, .. }) = inner.slots.get_mut(key) {
-                with.cell = None;
-                with.deadline = deadline;
-                if !with.value.went_dormant() {
-                    if let Some(slot) = inner.remove(key) {
-                        refused.push(slot);
+            let dormant = match inner.slots.remove(key) {
+                Some(Slot::Parked { conn, .. }) => Slot::Dormant { conn, deadline },
+                Some(Slot::ParkedCarrying { conn, with }) => {
+                    let Carried {
+                        ping, mut value, ..
+                    } = *with;
+                    if !value.went_dormant() {
+                        refused.push((conn, value));
+                        continue;
                     }
-                    continue;
+                    let with = Box::new(Carried {
+                        rung: deadline,
+                        ping,
+                        value,
+                    });
+                    Slot::DormantCarrying { conn, with }
                 }
-            } else if let Some(Slot::Parked { conn, .. }) = inner.slots.remove(key) {
-                inner.slots.put_back(key, Slot::Dormant { conn, deadline });
-            }
+                // Checked above: not reached.
+                Some(slot) => slot,
+                None => continue,
+            };
+            inner.slots.put_back(key, dormant);
             entered += 1;
+        }
+        if !refused.is_empty() {
+            inner.shrink_if_empty();
         }
         let mut unanswered = Vec::new();
         self.ping(&mut inner, now, &mut unanswered);
@@ -276,7 +293,12 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         for (slot, _) in idle {
             match slot {
                 // Its protocol says goodbye (an HTTP/2 GOAWAY).
-                Slot::Carrying { conn, with } => T::close_dormant(conn, &with.value.goodbye()),
+                Slot::ParkedCarrying { conn, with } => {
+                    T::close_dormant(conn, &with.value.goodbye());
+                }
+                Slot::DormantCarrying { conn, with } => {
+                    T::close_dormant(conn, &with.value.goodbye());
+                }
                 // Dropping the others closes them.
                 slot => drop(slot),
             }
@@ -284,10 +306,8 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         shared.owner.closed(Rung::Dormant, Closed::Idle, n_dormant);
         shared.owner.closed(Rung::Parked, Closed::Idle, n_parked);
         let n_refused = refused.len();
-        for slot in refused {
-            if let Slot::Carrying { conn, with } = slot {
-                T::close_dormant(conn, &with.value.goodbye());
-            }
+        for (conn, value) in refused {
+            T::close_dormant(conn, &value.goodbye());
         }
         shared.owner.closed(Rung::Parked, Closed::Failed, n_refused);
         shared.owner.went_dormant(entered);
@@ -299,12 +319,8 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             }
             // As at shutdown: its protocol's goodbye (an HTTP/2 GOAWAY),
             // then its transport's (TLS: `close_notify`).
-            match slot {
-                Slot::Carrying { conn, with } => T::close_dormant(conn, &with.value.goodbye()),
-                Slot::Parked { conn, .. } | Slot::Dormant { conn, .. } => {
-                    T::close_dormant(conn, &[]);
-                }
-                Slot::Served(_) | Slot::Sleeping { .. } => {}
+            if let Some((conn, _, goodbye)) = slot.into_goodbye() {
+                T::close_dormant(conn, &goodbye);
             }
         }
         shared.owner.closed(Rung::Dormant, Closed::Age, n_dormant);
@@ -325,11 +341,8 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         let mut aged = Vec::new();
         let mut left = false;
         for key in 0..inner.slots.end() {
-            let rung = match inner.slots.get(key) {
-                Some(Slot::Parked { .. }) => Rung::Parked,
-                Some(Slot::Dormant { .. }) => Rung::Dormant,
-                Some(Slot::Carrying { with, .. }) => with.rung(),
-                _ => continue,
+            let Some(rung) = inner.slots.get(key).and_then(Slot::rung) else {
+                continue;
             };
             if !inner.aged(key, now) {
                 left = true;
@@ -359,34 +372,37 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         // At most 24 days (`Builder::http2_keep_alive_timeout`).
         let answer_within = self.0.answer_within.as_millis().min(i32::MAX as u128) as Millis;
         while let Some((due, key)) = inner.ping_deadlines.pop_due(now) {
-            let Some(Slot::Carrying { conn, with }) = inner.slots.get_mut(key) else {
+            let Some((conn, rung, ping, value)) = inner.slots.get_mut(key).and_then(Slot::carrying)
+            else {
                 continue;
             };
-            if with.ping != Ping::Due(due) {
+            if *ping != Ping(due) {
                 continue;
             }
-            match T::send_dormant(conn, &with.value.ping()) {
+            match T::send_dormant(conn, &value.ping()) {
                 Ok(()) => {
-                    let by = now.wrapping_add(answer_within);
-                    with.ping = Ping::Sent(inner.answer_deadlines.push(by, key));
+                    let by = Ping::sent(now.wrapping_add(answer_within)).at();
+                    *ping = Ping(inner.answer_deadlines.push(by, key));
                 }
                 Err(error) => {
                     debug!(%error, "keep-alive ping failed");
-                    let rung = with.rung();
                     drop(inner.remove(key));
                     closed.push((rung, Closed::Failed, 1));
                 }
             }
         }
         while let Some((by, key)) = inner.answer_deadlines.pop_due(now) {
-            match inner.slots.get(key) {
-                Some(Slot::Carrying { with, .. }) if with.ping == Ping::Sent(by) => {}
-                _ => continue,
+            if !inner
+                .slots
+                .get(key)
+                .is_some_and(|slot| slot.pings(Ping(by)))
+            {
+                continue;
             }
-            if let Some(Slot::Carrying { conn, with }) = inner.remove(key) {
+            if let Some((conn, rung, goodbye)) = inner.remove(key).and_then(Slot::into_goodbye) {
                 debug!("keep-alive ping unanswered");
-                closed.push((with.rung(), Closed::Unanswered, 1));
-                T::close_dormant(conn, &with.value.goodbye());
+                closed.push((rung, Closed::Unanswered, 1));
+                T::close_dormant(conn, &goodbye);
             }
         }
     }

@@ -27,6 +27,10 @@
 //!                                               its deadlines and when it
 //!                                               parked
 //!                      Dormant { conn, deadline }   task-less, cell freed
+//!                      ParkedCarrying, DormantCarrying
+//!                                   the same, with what their protocol
+//!                                   keeps (a sleeping HTTP/2 connection's
+//!                                   facts), boxed with the rung's field
 //!                      Sleeping { conn, callback }  an idle upgraded stream
 //!  parked_deadlines    (due, key) in FIFO order: every parked connection
 //!                      has the same dormant_after and idle timeout
@@ -317,39 +321,108 @@ enum Slot<D, W, C> {
     /// callback is boxed again so that a plain socket's slot stays as
     /// small as its `Dormant` form: an fd and a deadline.
     Sleeping { conn: D, callback: Box<W> },
-    /// PARKED (with its cell) or DORMANT (without), carrying what its
-    /// protocol keeps; boxed with the rung's fields, so that a plain
-    /// connection's slot stays small.
-    Carrying { conn: D, with: Box<Carried<C>> },
+    /// PARKED, carrying what its protocol keeps; boxed with its cell, so
+    /// that a plain connection's slot stays small.
+    ParkedCarrying {
+        conn: D,
+        with: Box<Carried<C, Arc<Cell>>>,
+    },
+    /// DORMANT, carrying what its protocol keeps; boxed with its idle
+    /// deadline (see `Slot::Dormant`). The box is made anew when the
+    /// connection goes DORMANT, without the cell: a carrying connection
+    /// spends most of its wait here, so this box is the one kept small.
+    DormantCarrying {
+        conn: D,
+        with: Box<Carried<C, Millis>>,
+    },
 }
 
-/// A carrying connection's rung and what it carries.
-struct Carried<C> {
-    /// Its cell while PARKED; `None` once DORMANT.
-    cell: Option<Arc<Cell>>,
-    /// The idle deadline while DORMANT (see `Slot::Dormant`).
-    deadline: Millis,
+/// What a carrying connection keeps on its rung `R`: its readiness cell
+/// while PARKED, its idle deadline while DORMANT.
+struct Carried<C, R> {
+    rung: R,
     ping: Ping,
     value: C,
 }
 
-/// A carrying connection's keep-alive ping.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ping {
-    /// None is asked for.
-    Off,
-    /// Due at this time (queued in `ping_deadlines`).
-    Due(Millis),
-    /// Sent; to be answered by this time (queued in `answer_deadlines`).
-    Sent(Millis),
+impl<D, W, C> Slot<D, W, C> {
+    /// A task-less connection's rung.
+    fn rung(&self) -> Option<Rung> {
+        match self {
+            Slot::Parked { .. } | Slot::ParkedCarrying { .. } => Some(Rung::Parked),
+            Slot::Dormant { .. } | Slot::DormantCarrying { .. } => Some(Rung::Dormant),
+            Slot::Served(_) | Slot::Sleeping { .. } => None,
+        }
+    }
+
+    /// Whether this is a carrying connection whose ping is `ping`.
+    fn pings(&self, ping: Ping) -> bool {
+        match self {
+            Slot::ParkedCarrying { with, .. } => with.ping == ping,
+            Slot::DormantCarrying { with, .. } => with.ping == ping,
+            _ => false,
+        }
+    }
+
+    /// A carrying connection's fd, rung, ping and what it carries.
+    fn carrying(&mut self) -> Option<(&mut D, Rung, &mut Ping, &mut C)> {
+        match self {
+            Slot::ParkedCarrying { conn, with } => {
+                Some((conn, Rung::Parked, &mut with.ping, &mut with.value))
+            }
+            Slot::DormantCarrying { conn, with } => {
+                Some((conn, Rung::Dormant, &mut with.ping, &mut with.value))
+            }
+            _ => None,
+        }
+    }
 }
 
-impl<C> Carried<C> {
-    fn rung(&self) -> Rung {
-        match self.cell {
-            Some(_) => Rung::Parked,
-            None => Rung::Dormant,
+impl<D, W, C: Carry> Slot<D, W, C> {
+    /// A task-less connection's fd and rung, with what its protocol says
+    /// before it is closed (nothing for one that carries nothing).
+    fn into_goodbye(self) -> Option<(D, Rung, Vec<u8>)> {
+        match self {
+            Slot::Parked { conn, .. } => Some((conn, Rung::Parked, Vec::new())),
+            Slot::Dormant { conn, .. } => Some((conn, Rung::Dormant, Vec::new())),
+            Slot::ParkedCarrying { conn, with } => Some((conn, Rung::Parked, with.value.goodbye())),
+            Slot::DormantCarrying { conn, with } => {
+                Some((conn, Rung::Dormant, with.value.goodbye()))
+            }
+            Slot::Served(_) | Slot::Sleeping { .. } => None,
         }
+    }
+}
+
+/// A carrying connection's keep-alive ping, in 4 bytes: `0` when none is
+/// asked for; otherwise the time it is due (queued in `ping_deadlines`),
+/// which is even, or the time by which it must be answered (queued in
+/// `answer_deadlines`), which is odd. Each is rounded up to its parity
+/// before it is queued, and a queue moves a deadline only to that of its
+/// back entry, of the same parity: an entry of either queue matches the
+/// state it was queued for, and no other. (An enum of the three took 8
+/// bytes, and this one is in every DORMANT carrying connection's box.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Ping(Millis);
+
+impl Ping {
+    const OFF: Ping = Ping(0);
+
+    /// Due at `at`, or up to 3 ms later (the next even millisecond but 0).
+    fn due(at: Millis) -> Ping {
+        match at.wrapping_add(1) & !1 {
+            0 => Ping(2),
+            at => Ping(at),
+        }
+    }
+
+    /// Sent, to be answered by `by`, or 1 ms later.
+    fn sent(by: Millis) -> Ping {
+        Ping(by | 1)
+    }
+
+    fn at(self) -> Millis {
+        self.0
     }
 }
 
@@ -635,20 +708,20 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         let due = due.map(|due| inner.parked_deadlines.push(due, key));
         let ping = match ping_at {
             Some(at) if carries.is_some() => {
-                Ping::Due(inner.ping_deadlines.push(shared.clock.millis(at), key))
+                let at = Ping::due(shared.clock.millis(at)).at();
+                Ping(inner.ping_deadlines.push(at, key))
             }
-            _ => Ping::Off,
+            _ => Ping::OFF,
         };
         match inner.slots.get_mut(key) {
             Some(slot @ Slot::Served(_)) => {
                 cell.park(shared.clock.millis(now), due, idle);
                 *slot = match carries {
                     None => Slot::Parked { conn, cell },
-                    Some(value) => Slot::Carrying {
+                    Some(value) => Slot::ParkedCarrying {
                         conn,
                         with: Box::new(Carried {
-                            cell: Some(cell),
-                            deadline: 0,
+                            rung: cell,
                             ping,
                             value,
                         }),
@@ -671,7 +744,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             _ => false,
         };
         if first(&inner.parked_deadlines, due.is_some())
-            || first(&inner.ping_deadlines, ping != Ping::Off)
+            || first(&inner.ping_deadlines, ping != Ping::OFF)
             || sweep
         {
             shared.new_front.store(true, Ordering::Release);
@@ -697,17 +770,16 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
                 continue;
             }
             match inner.slots.remove(key) {
-                Some(Slot::Parked { conn, .. }) => parked.push((conn, Vec::new())),
-                Some(Slot::Dormant { conn, .. }) => dormant.push((conn, Vec::new())),
-                Some(Slot::Carrying { conn, with }) => {
-                    let goodbye = with.value.goodbye();
-                    match with.rung() {
-                        Rung::Parked => parked.push((conn, goodbye)),
-                        Rung::Dormant => dormant.push((conn, goodbye)),
+                Some(Slot::Sleeping { conn, callback }) => sleepers.push((conn, *callback)),
+                Some(slot) => {
+                    if let Some((conn, rung, goodbye)) = slot.into_goodbye() {
+                        match rung {
+                            Rung::Parked => parked.push((conn, goodbye)),
+                            Rung::Dormant => dormant.push((conn, goodbye)),
+                        }
                     }
                 }
-                Some(Slot::Sleeping { conn, callback }) => sleepers.push((conn, *callback)),
-                Some(Slot::Served(_)) | None => {}
+                None => {}
             }
         }
         inner.sleeping = 0;
@@ -784,5 +856,31 @@ mod tests {
         // DORMANT one keeps nothing else.
         type Entry = Option<Slot<std::net::TcpStream, Box<dyn FnOnce() + Send>, [u64; 8]>>;
         assert_eq!(std::mem::size_of::<Entry>(), 16);
+    }
+
+    #[test]
+    fn a_dormant_http2_connection_boxes_32_bytes() {
+        // What a sleeping HTTP/2 connection carries (`hooks::Kept`), boxed
+        // with its rung and ping: most of its cost once DORMANT, beside
+        // its slot.
+        type Kept = crate::hooks::Kept<std::net::SocketAddr>;
+        assert_eq!(std::mem::size_of::<Carried<Kept, Millis>>(), 32);
+        assert_eq!(std::mem::size_of::<Carried<Kept, Arc<Cell>>>(), 40);
+    }
+
+    #[test]
+    fn pings_due_and_sent_never_match_each_other_or_off() {
+        for at in [0, 1, 2, 3, 1_000, 1_001, u32::MAX - 1, u32::MAX] {
+            let (due, sent) = (Ping::due(at), Ping::sent(at));
+            assert_eq!(due.at() % 2, 0, "{at}");
+            assert_eq!(sent.at() % 2, 1, "{at}");
+            assert_ne!(due, Ping::OFF, "{at}");
+            assert!(due.at().wrapping_sub(at) <= 3 && sent.at().wrapping_sub(at) <= 1);
+        }
+        // A queue moves a deadline to its back entry's, of the same parity.
+        let mut queue = Deadlines::default();
+        let back = queue.push(Ping::due(10).at(), 1);
+        let moved = queue.push(Ping::due(5).at(), 2);
+        assert_eq!((back, moved), (10, 10));
     }
 }

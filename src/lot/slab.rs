@@ -5,6 +5,12 @@
 //! next to 32-bit times; an entry type with a niche (an fd) makes a vacant
 //! entry cost nothing beyond the entry itself: `Option<Entry>` is as large
 //! as `Entry`.
+//!
+//! The slab grows by a quarter at a time ([`grow`]), not by the `Vec`'s
+//! doubling: its 16-byte slot is most of what a DORMANT connection costs,
+//! and doubling leaves up to as many vacant slots as connections behind the
+//! last growth (at 10,000 connections, 6,384 of them: 10 bytes per
+//! connection). A quarter costs more, smaller copies while a server grows.
 
 /// Entries addressed by `u32` keys.
 #[derive(Debug)]
@@ -44,6 +50,7 @@ impl<E> Slab<E> {
         let Ok(key) = u32::try_from(self.entries.len()) else {
             return Err(entry);
         };
+        grow(&mut self.entries);
         self.entries.push(Some(entry));
         Ok(key)
     }
@@ -94,6 +101,14 @@ impl<E> Slab<E> {
             return true;
         }
         false
+    }
+}
+
+/// Makes room for one more entry in a full `vec`: a quarter of its length
+/// (at least 16) at a time.
+pub(crate) fn grow<E>(vec: &mut Vec<E>) {
+    if vec.len() == vec.capacity() {
+        vec.reserve_exact((vec.len() / 4).max(16));
     }
 }
 
@@ -150,6 +165,16 @@ mod tests {
         assert_eq!(slab.vacant_key(), Some(9), "the last freed");
         assert!(slab.shrink_if_empty(4));
         assert_eq!(slab.vacant_key(), Some(0), "all keys forgotten");
+    }
+
+    #[test]
+    fn it_grows_by_a_quarter() {
+        let mut slab = Slab::default();
+        for i in 0..10_000 {
+            slab.insert(i).unwrap();
+        }
+        let capacity = slab.entries.capacity();
+        assert!((10_000..=12_500).contains(&capacity), "{capacity}");
     }
 
     #[test]
