@@ -95,6 +95,11 @@
 //!   connection; the warm-up fills half): a fixed ~40 KB that shows at
 //!   small N (about 190 B and 1.9 allocations a connection at N = 200),
 //!   not at N = 10,000;
+//! - `h2c-no-park-lean`: `h2c-no-park` with the HTTP/2 settings a user
+//!   would lower to make an awake connection smaller, if any could: one
+//!   stream at a time, the protocol's initial windows (65,535 B) instead of
+//!   hyper's 1 MiB, a 4 KiB header list. It shows what those settings
+//!   save an awake connection (issue #27's item 5);
 //! - `h2c-hyper-util`, `h2c-no-park`, `h2c-parked`, `h2c-dormant`: the
 //!   same servers as `hyper-util`, `no-park`, `parked` and `dormant` (each
 //!   serves either protocol), with a client that speaks HTTP/2 with prior
@@ -182,6 +187,7 @@ static BENCH: Bench<Exchange> = Bench {
         "unix-dormant",
         "h2c-hyper-util",
         "h2c-no-park",
+        "h2c-no-park-lean",
         "h2c-parked",
         "h2c-dormant",
         #[cfg(feature = "tls-no-provider")]
@@ -210,6 +216,7 @@ static BENCH: Bench<Exchange> = Bench {
         ("unix-parked", "PARKED over Unix"),
         ("unix-dormant", "DORMANT over Unix"),
         ("h2c-no-park", "awake h2c"),
+        ("h2c-no-park-lean", "awake h2c, lean settings"),
         ("h2c-parked", "h2c PARKED"),
         ("h2c-dormant", "h2c DORMANT"),
         #[cfg(feature = "tls-no-provider")]
@@ -288,7 +295,7 @@ impl UnderTest for Running {
                 wait_until("all connections idle", Duration::from_secs(60), || {
                     let s = server.stats();
                     match kind.as_str() {
-                        "no-park" => s.active == n,
+                        "no-park" | "no-park-lean" => s.active == n,
                         "parked" => s.parked == n && s.active == 0,
                         _ => s.dormant == n && s.parked == 0 && s.active == 0,
                     }
@@ -341,11 +348,17 @@ fn start_server(
     // the client speaks HTTP/2 to (both servers serve either protocol).
     let (server_kind, _) = served_as(kind);
     match server_kind {
-        "parked" | "dormant" | "hooked" | "no-park" => {
+        "parked" | "dormant" | "hooked" | "no-park" | "no-park-lean" => {
             let mut builder = dormant::Server::builder();
             match server_kind {
                 "parked" => builder.dormant_after(None),
                 "no-park" => builder.park_after(None),
+                "no-park-lean" => builder
+                    .park_after(None)
+                    .http2_max_concurrent_streams(1)
+                    .http2_initial_stream_window_size(65_535)
+                    .http2_initial_connection_window_size(65_535)
+                    .http2_max_header_list_size(4096),
                 _ => &mut builder, // defaults: dormant after 1 s
             };
             let server = builder.build().expect("build");
