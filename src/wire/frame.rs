@@ -82,19 +82,21 @@ impl Head {
 }
 
 /// Appends a SETTINGS frame with `settings`.
-pub(crate) fn settings(out: &mut Vec<u8>, settings: impl ExactSizeIterator<Item = (u16, u32)>) {
-    let len = 6 * settings.len() as u32;
-    Head {
-        len,
+pub(crate) fn settings(out: &mut Vec<u8>, settings: impl IntoIterator<Item = (u16, u32)>) {
+    let start = out.len();
+    let mut head = Head {
+        len: 0,
         kind: kind::SETTINGS,
         flags: 0,
         stream: 0,
-    }
-    .write(out);
+    };
+    head.write(out);
     for (id, value) in settings {
         out.extend_from_slice(&id.to_be_bytes());
         out.extend_from_slice(&value.to_be_bytes());
+        head.len += 6;
     }
+    out[start..start + HEAD_LEN].copy_from_slice(&head.bytes());
 }
 
 /// Appends a SETTINGS frame that acknowledges the peer's.
@@ -329,7 +331,7 @@ mod tests {
     #[test]
     fn frames_split_anywhere_give_the_same_pieces_and_fields() {
         let mut bytes = PREFACE.to_vec();
-        settings(&mut bytes, [(1, 0), (4, 6_291_456)].into_iter());
+        settings(&mut bytes, [(1, 0), (4, 6_291_456)]);
         window_update(&mut bytes, 15_663_105);
         goaway(&mut bytes, 7);
         let (whole, fields) = scan(&mut Scanner::after_preface(), &[&bytes]);

@@ -26,11 +26,9 @@ impl Settings {
         }
     }
 
-    fn sent(&self) -> impl ExactSizeIterator<Item = (u16, u32)> + '_ {
-        let ids: Vec<u16> = (1..=frame::MAX_SETTING)
+    fn sent(&self) -> impl Iterator<Item = (u16, u32)> + '_ {
+        (1..=frame::MAX_SETTING)
             .filter(|id| self.sent & (1 << (id - 1)) != 0)
-            .collect();
-        ids.into_iter()
             .map(|id| (id, self.values[usize::from(id - 1)]))
     }
 }
@@ -433,7 +431,7 @@ impl Watch {
             resets: self.resets,
         });
         let mut out = Vec::with_capacity(HEAD_LEN + 6);
-        frame::settings(&mut out, [(frame::HEADER_TABLE_SIZE, 0)].into_iter());
+        frame::settings(&mut out, [(frame::HEADER_TABLE_SIZE, 0)]);
         Some(out)
     }
 
@@ -451,10 +449,7 @@ impl Watch {
         self.table_empty = false;
         self.settings_sent.push_back(Sent::Restore);
         let mut out = Vec::with_capacity(HEAD_LEN + 6);
-        frame::settings(
-            &mut out,
-            [(frame::HEADER_TABLE_SIZE, TABLE_SIZE)].into_iter(),
-        );
+        frame::settings(&mut out, [(frame::HEADER_TABLE_SIZE, TABLE_SIZE)]);
         Some(out)
     }
 
@@ -540,7 +535,11 @@ impl Asleep {
     /// connection WINDOW_UPDATE for the window the client had granted
     /// beyond the initial one.
     pub(crate) fn prelude(&self) -> Vec<u8> {
-        let mut out = frame::PREFACE.to_vec();
+        // Its longest: every setting, and the WINDOW_UPDATE.
+        let settings = HEAD_LEN + 6 * usize::from(frame::MAX_SETTING);
+        let capacity = frame::PREFACE.len() + settings + HEAD_LEN + HEAD_LEN + 4;
+        let mut out = Vec::with_capacity(capacity);
+        out.extend_from_slice(frame::PREFACE);
         frame::settings(&mut out, self.settings.sent());
         frame::settings_ack(&mut out);
         if self.send_window > INITIAL_WINDOW {
@@ -665,10 +664,7 @@ mod tests {
 
     fn client_start(watch: &mut Watch) {
         let mut bytes = frame::PREFACE.to_vec();
-        frame::settings(
-            &mut bytes,
-            [(frame::HEADER_TABLE_SIZE, 8192), (4, 1 << 20)].into_iter(),
-        );
+        frame::settings(&mut bytes, [(frame::HEADER_TABLE_SIZE, 8192), (4, 1 << 20)]);
         frame::window_update(&mut bytes, (16 << 20) - INITIAL_WINDOW);
         assert_eq!(
             read(watch, &bytes),
@@ -701,7 +697,7 @@ mod tests {
         let mut watch = Watch::new();
         client_start(&mut watch);
         let mut server_start = Vec::new();
-        frame::settings(&mut server_start, [(4, 1 << 20)].into_iter());
+        frame::settings(&mut server_start, [(4, 1 << 20)]);
         frame::window_update(&mut server_start, (1 << 20) - INITIAL_WINDOW);
         watch.outbound(&server_start);
         assert!(!watch.quiet(), "the server's SETTINGS is unacknowledged");
@@ -783,7 +779,7 @@ mod tests {
     fn a_client_that_kept_the_initial_window_and_received_data_declines() {
         let mut watch = Watch::new();
         let mut bytes = frame::PREFACE.to_vec();
-        frame::settings(&mut bytes, std::iter::empty());
+        frame::settings(&mut bytes, []);
         read(&mut watch, &bytes);
         exchange(&mut watch, 1, 0, 100);
         watch.fence().unwrap();
@@ -830,7 +826,7 @@ mod tests {
             pings: 0,
         };
         let mut expected = frame::PREFACE.to_vec();
-        frame::settings(&mut expected, [(1, 8192), (4, 1 << 20)].into_iter());
+        frame::settings(&mut expected, [(1, 8192), (4, 1 << 20)]);
         frame::settings_ack(&mut expected);
         frame::window_update(&mut expected, 2_000_000 - INITIAL_WINDOW);
         assert_eq!(asleep.prelude(), expected);
@@ -838,7 +834,7 @@ mod tests {
         // The fresh connection's answer: its SETTINGS, its ACK of the
         // replayed ones, its WINDOW_UPDATE up to 1 MiB.
         let mut answer = Vec::new();
-        frame::settings(&mut answer, [(1, 4096), (4, 1 << 20)].into_iter());
+        frame::settings(&mut answer, [(1, 4096), (4, 1 << 20)]);
         frame::settings_ack(&mut answer);
         frame::window_update(&mut answer, (1 << 20) - INITIAL_WINDOW);
         let mut settled = Vec::new();

@@ -27,6 +27,11 @@ use crate::wire::{Asleep, Unsettled, Watch};
 /// reads (see `Watch::inbound`).
 const HEAD_ROOM: usize = 9;
 
+/// Room for what a fresh connection answers the prelude with (its SETTINGS,
+/// a connection WINDOW_UPDATE, the ACK of the replayed SETTINGS: ~70 bytes
+/// with hyper's settings), so that holding it back allocates once.
+const ANSWER_ROOM: usize = 128;
+
 /// What the driver and the transport hyper sees share.
 #[derive(Debug)]
 pub(super) struct Wire {
@@ -109,7 +114,7 @@ where
                 asleep,
                 prelude: asleep.prelude(),
                 read: 0,
-                written: Vec::new(),
+                written: Vec::with_capacity(ANSWER_ROOM),
                 answering: false,
             }),
         }
