@@ -76,6 +76,7 @@ over_every_transport!(
     idle_timeout_closes_dormant_h2_connections,
     keep_alive_pings_reach_sleeping_h2_connections,
     sleeping_h2_connections_that_do_not_answer_pings_are_closed,
+    a_ping_sent_parked_is_still_awaited_once_dormant,
 );
 
 /// A keep-alive interval whose PINGs find a connection at `rung`: the
@@ -901,4 +902,33 @@ fn sleeping_h2_connections_that_do_not_answer_pings_are_closed<T: Transport>() {
             assert_eq!(srv.stats().keep_alive_timeouts, 1);
         });
     }
+}
+
+/// A keep-alive PING the lot sent while the connection was PARKED is still
+/// awaited after the connection went DORMANT (where the lot keeps what it
+/// carries in a smaller box): unanswered, it closes the connection there.
+fn a_ping_sent_parked_is_still_awaited_once_dormant<T: Transport>() {
+    // The PING goes out half-way to DORMANT; its answer is due half-way
+    // past it.
+    let mut b = ladder(DORMANT_AFTER);
+    b.http2_keep_alive_interval(DORMANT_AFTER / 2)
+        .http2_keep_alive_timeout(DORMANT_AFTER);
+    let srv = T::serve(&b, mirror_service());
+    client_runtime().block_on(async {
+        let before = srv.stats();
+        let io = T::connect_h2(&srv.addr).await.into_inner();
+        let mut client = RawClient::start(io).await;
+        client.get(1).await;
+        client.stop_answering_pings();
+        let frames = client.until_closed().await;
+        assert!(frames.iter().any(|f| f.is_ping()), "{frames:?}");
+        assert_goaway(&frames);
+        all_closed(&srv);
+        let after = srv.stats();
+        assert_eq!(after.keep_alive_timeouts, 1);
+        assert!(
+            after.dormancies > before.dormancies,
+            "closed before it went DORMANT"
+        );
+    });
 }
