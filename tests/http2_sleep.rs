@@ -76,7 +76,6 @@ over_every_transport!(
     idle_timeout_closes_dormant_h2_connections,
     keep_alive_pings_reach_sleeping_h2_connections,
     sleeping_h2_connections_that_do_not_answer_pings_are_closed,
-    a_ping_sent_parked_is_still_awaited_once_dormant,
 );
 
 /// A keep-alive interval whose PINGs find a connection at `rung`: the
@@ -881,12 +880,37 @@ fn keep_alive_pings_reach_sleeping_h2_connections<T: Transport>() {
 }
 
 /// A sleeping h2 connection whose client stops answering keep-alive PINGs
-/// is sent a GOAWAY and closed, PARKED or DORMANT.
+/// is sent a GOAWAY and closed, PARKED or DORMANT; also DORMANT when the
+/// PING went out while it was PARKED (the lot then keeps the PING's state
+/// across the step to DORMANT, into a smaller box).
 fn sleeping_h2_connections_that_do_not_answer_pings_are_closed<T: Transport>() {
-    for rung in [Rung::Parked, Rung::Dormant] {
+    // (keep-alive interval, its timeout, the rung the PING finds, the rung
+    // the connection is closed on)
+    let cases = [
+        (
+            keep_alive_at(Rung::Parked),
+            DORMANT_AFTER / 4,
+            Rung::Parked,
+            Rung::Parked,
+        ),
+        (
+            keep_alive_at(Rung::Dormant),
+            DORMANT_AFTER / 4,
+            Rung::Dormant,
+            Rung::Dormant,
+        ),
+        // Sent half-way to DORMANT, due half-way past it.
+        (
+            DORMANT_AFTER / 2,
+            DORMANT_AFTER,
+            Rung::Parked,
+            Rung::Dormant,
+        ),
+    ];
+    for (interval, timeout, pinged, closed) in cases {
         let mut b = ladder(DORMANT_AFTER);
-        b.http2_keep_alive_interval(keep_alive_at(rung))
-            .http2_keep_alive_timeout(DORMANT_AFTER / 4);
+        b.http2_keep_alive_interval(interval)
+            .http2_keep_alive_timeout(timeout);
         let srv = T::serve(&b, mirror_service());
         client_runtime().block_on(async {
             let before = srv.stats();
@@ -894,41 +918,15 @@ fn sleeping_h2_connections_that_do_not_answer_pings_are_closed<T: Transport>() {
             let mut client = RawClient::start(io).await;
             client.get(1).await;
             client.stop_answering_pings();
-            sleep_until(&srv, rung, before);
+            sleep_until(&srv, pinged, before);
             let frames = client.until_closed().await;
             assert!(frames.iter().any(|f| f.is_ping()), "{frames:?}");
             assert_goaway(&frames);
             all_closed(&srv);
-            assert_eq!(srv.stats().keep_alive_timeouts, 1);
+            let after = srv.stats();
+            assert_eq!(after.keep_alive_timeouts, 1);
+            let went_dormant = after.dormancies > before.dormancies;
+            assert_eq!(went_dormant, matches!(closed, Rung::Dormant), "{closed:?}");
         });
     }
-}
-
-/// A keep-alive PING the lot sent while the connection was PARKED is still
-/// awaited after the connection went DORMANT (where the lot keeps what it
-/// carries in a smaller box): unanswered, it closes the connection there.
-fn a_ping_sent_parked_is_still_awaited_once_dormant<T: Transport>() {
-    // The PING goes out half-way to DORMANT; its answer is due half-way
-    // past it.
-    let mut b = ladder(DORMANT_AFTER);
-    b.http2_keep_alive_interval(DORMANT_AFTER / 2)
-        .http2_keep_alive_timeout(DORMANT_AFTER);
-    let srv = T::serve(&b, mirror_service());
-    client_runtime().block_on(async {
-        let before = srv.stats();
-        let io = T::connect_h2(&srv.addr).await.into_inner();
-        let mut client = RawClient::start(io).await;
-        client.get(1).await;
-        client.stop_answering_pings();
-        let frames = client.until_closed().await;
-        assert!(frames.iter().any(|f| f.is_ping()), "{frames:?}");
-        assert_goaway(&frames);
-        all_closed(&srv);
-        let after = srv.stats();
-        assert_eq!(after.keep_alive_timeouts, 1);
-        assert!(
-            after.dormancies > before.dormancies,
-            "closed before it went DORMANT"
-        );
-    });
 }
