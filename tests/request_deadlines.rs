@@ -28,7 +28,6 @@ mod common {
 }
 
 use std::convert::Infallible;
-use std::io::ErrorKind;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -170,20 +169,8 @@ enum Ending {
 fn read_chunked<S: Stream>(client: &mut Client<S>) -> (Ending, usize) {
     let mut all = Vec::new();
     let mut chunk = [0u8; 64 * 1024];
-    loop {
-        match client.stream.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => all.extend_from_slice(&chunk[..n]),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof
-                ) =>
-            {
-                break;
-            }
-            Err(e) => panic!("read (timed out?): {e}"),
-        }
+    while let Ok(n) = client.read_or_end(&mut chunk) {
+        all.extend_from_slice(&chunk[..n]);
     }
     assert!(
         all.starts_with(b"HTTP/1.1 200 OK\r\n"),

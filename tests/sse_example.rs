@@ -21,7 +21,6 @@ mod common {
 #[path = "../examples/sse.rs"]
 mod sse;
 
-use std::io::ErrorKind;
 use std::time::Duration;
 
 use common::client::{Client, Stream};
@@ -44,18 +43,9 @@ fn read_events<S: Stream>(client: &mut Client<S>, events: usize) -> (usize, bool
         if seen >= events {
             return (seen, false);
         }
-        match client.stream.read(&mut chunk) {
-            Ok(0) => return (seen, true),
+        match client.read_or_end(&mut chunk) {
             Ok(n) => all.extend_from_slice(&chunk[..n]),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof
-                ) =>
-            {
-                return (seen, true);
-            }
-            Err(e) => panic!("read (timed out?): {e}"),
+            Err(_) => return (seen, true),
         }
     }
 }

@@ -173,26 +173,36 @@ impl<S: Stream> Client<S> {
         }
     }
 
+    /// One read from the socket into `chunk`: how many bytes came, or how
+    /// the server ended the connection. Any other error (the read timed
+    /// out) fails the test.
+    pub(crate) fn read_or_end(&mut self, chunk: &mut [u8]) -> Result<usize, End> {
+        match self.stream.read(chunk) {
+            Ok(0) => Err(End::Clean),
+            Ok(n) => Ok(n),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof
+                ) =>
+            {
+                Err(End::Abrupt)
+            }
+            Err(e) => panic!(
+                "read (timed out?): {e}; got before {:?}",
+                String::from_utf8_lossy(&self.buf)
+            ),
+        }
+    }
+
     /// Reads until the server ends the connection; returns what was read
     /// (`date` headers removed) and how it ended.
     pub(crate) fn read_to_end(&mut self) -> (String, End) {
+        let mut chunk = [0u8; 8192];
         let end = loop {
-            let mut chunk = [0u8; 8192];
-            match self.stream.read(&mut chunk) {
-                Ok(0) => break End::Clean,
+            match self.read_or_end(&mut chunk) {
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof
-                    ) =>
-                {
-                    break End::Abrupt;
-                }
-                Err(e) => panic!(
-                    "read until the end: {e}; got {:?}",
-                    String::from_utf8_lossy(&self.buf)
-                ),
+                Err(end) => break end,
             }
         };
         let got = strip_date(&String::from_utf8_lossy(&std::mem::take(&mut self.buf)));
