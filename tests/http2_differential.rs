@@ -48,7 +48,9 @@ use std::convert::Infallible;
 use std::future::{Ready, ready};
 use std::time::Duration;
 
-use common::h2_raw::{Frame, GOAWAY, NO_ERROR, RawClient, SETTINGS};
+use common::h2_raw::{
+    ACK, Frame, GOAWAY, NO_ERROR, PING, RST_STREAM, RawClient, SETTINGS, frame, get_frame,
+};
 use common::h2_script::{
     Client, DATA, HEADER_TABLE_SIZE, INITIAL_WINDOW_SIZE, Profile, Received, Request, WINDOW_UPDATE,
 };
@@ -74,6 +76,8 @@ over_every_transport!(
     a_browser_like_client_sees_what_plain_hyper_sends,
     a_small_header_table_client_sees_what_plain_hyper_sends,
     the_goaway_answering_a_clients_after_a_wake_names_the_last_stream,
+    a_header_table_lowered_and_raised_before_a_sleep_is_announced_after_it,
+    frames_on_streams_from_before_a_sleep_get_what_plain_hyper_answers,
 );
 
 fn a_default_client_sees_what_plain_hyper_sends<T: Reference>() {
@@ -136,6 +140,171 @@ fn the_goaway_answering_a_clients_after_a_wake_names_the_last_stream<T: Referenc
             assert_eq!(goaway.payload[..4], [0, 0, 0, 1], "{who}: {frames:?}");
         }
     });
+}
+
+/// The client lowers its header table size to 0 and raises it again
+/// before the server's next header block, and the connection sleeps
+/// there. The server's encoder owes the client's decoder a size update to
+/// 0 (RFC 7541, 4.2; nghttp2's decoder, as the tests' own, empties its
+/// table at the ACK), which plain hyper sends at its next block; after
+/// the wake, dormant's fresh encoder must send it too.
+fn a_header_table_lowered_and_raised_before_a_sleep_is_announced_after_it<T: Reference>() {
+    use Step::*;
+    let script = [
+        Requests(vec![get("/bytes/10", 0), get("/bytes/11", 0)]),
+        Settings(vec![(HEADER_TABLE_SIZE, 0)]),
+        Settings(vec![(HEADER_TABLE_SIZE, 4_096)]),
+        Pause,
+        Requests(vec![get("/bytes/20", 1), get("/bytes/21", 1)]),
+        Settings(vec![(HEADER_TABLE_SIZE, 100)]),
+        Settings(vec![(HEADER_TABLE_SIZE, 2_000)]),
+        Pause,
+        Requests(vec![get("/bytes/30", 2)]),
+        Pause,
+        Requests(vec![get("/missing", 3)]),
+    ];
+    let profile = Profile {
+        settings: vec![],
+        connection_window: 0,
+    };
+    let plain = T::serve_reference(Protocol::Http2, answer::<hyper::body::Incoming>);
+    let srv = T::serve(&ladder(DORMANT_AFTER), service_fn(answer::<dormant::Body>));
+    let rt = client_runtime();
+    let (want, _) = rt.block_on(converse::<T>(&plain.addr, &profile, &script, None));
+    let (got, pauses) = rt.block_on(converse::<T>(&srv.addr, &profile, &script, Some(&srv)));
+    assert_eq!(pauses, [2, 1]);
+    assert_eq!(want.error, None, "plain hyper's conversation");
+    assert_eq!(got.error, None, "dormant's conversation");
+    assert_eq!(want.streams.len(), 6);
+    assert_same_streams(&want, &got);
+}
+
+/// After two requests and a sleep, frames on the streams closed before it
+/// get what plain hyper answers (RFC 9113, 5.1): a HEADERS reusing an id is
+/// a connection error, DATA gets RST_STREAM (STREAM_CLOSED), a well-formed
+/// RST_STREAM or WINDOW_UPDATE is ignored, and the frame errors h2 checks
+/// before it looks the stream up (an increment of 0, a wrong length, a
+/// length beyond SETTINGS_MAX_FRAME_SIZE) end the connection the same
+/// way. Each probe is followed by two PINGs in turn; what the server sent
+/// until the second's ACK, or its close, is compared (but its SETTINGS,
+/// and connection WINDOW_UPDATEs, which a wake times differently).
+fn frames_on_streams_from_before_a_sleep_get_what_plain_hyper_answers<T: Reference>() {
+    // A WINDOW_UPDATE's header announcing `len` bytes, and none of them: the
+    // length alone is the error, and the server closes with no unread
+    // byte (which could reset the connection before the client reads the
+    // GOAWAY).
+    let announcing = |len: u32| {
+        let mut head = frame(WINDOW_UPDATE, 0, 1, &[]);
+        head[..3].copy_from_slice(&len.to_be_bytes()[1..]);
+        head
+    };
+    let probes: Vec<(&str, Vec<u8>)> = vec![
+        ("HEADERS reusing stream 1", get_frame(1, "/")),
+        ("HEADERS reusing stream 3", get_frame(3, "/")),
+        ("DATA on stream 1", frame(DATA, 0, 1, b"late")),
+        ("DATA on stream 3 twice", {
+            let mut twice = frame(DATA, 0, 3, b"late");
+            twice.extend(frame(DATA, 0x1, 3, b""));
+            twice
+        }),
+        (
+            "padded DATA on stream 1",
+            frame(DATA, 0x8, 1, &[2, b'x', 0, 0]),
+        ),
+        (
+            "WINDOW_UPDATE of 0 on stream 1",
+            frame(WINDOW_UPDATE, 0, 1, &[0; 4]),
+        ),
+        (
+            "WINDOW_UPDATE on stream 3",
+            frame(WINDOW_UPDATE, 0, 3, &[0, 0, 1, 0]),
+        ),
+        (
+            "RST_STREAM on stream 1",
+            frame(RST_STREAM, 0, 1, &[0, 0, 0, 8]),
+        ),
+        (
+            "RST_STREAM of 3 bytes on stream 1",
+            frame(RST_STREAM, 0, 1, &[0; 3]),
+        ),
+        (
+            "WINDOW_UPDATE of 8 bytes on stream 1",
+            frame(WINDOW_UPDATE, 0, 1, &[1; 8]),
+        ),
+        ("WINDOW_UPDATE of 64 KiB on stream 1", announcing(1 << 16)),
+        (
+            "WINDOW_UPDATE of 16 MiB on stream 1",
+            announcing((1 << 24) - 1),
+        ),
+        ("HEADERS on stream 5, a new one", get_frame(5, "/")),
+    ];
+    let plain = T::serve_reference(Protocol::Http2, answer::<hyper::body::Incoming>);
+    let srv = T::serve(&ladder(DORMANT_AFTER), service_fn(answer::<dormant::Body>));
+    client_runtime().block_on(async {
+        for (i, (what, probe)) in probes.iter().enumerate() {
+            let rung = [Rung::Parked, Rung::Dormant][i % 2];
+            let mut seen = Vec::new();
+            for dormant in [None, Some(&srv)] {
+                let addr = dormant.map_or(&plain.addr, |srv| &srv.addr);
+                let before = srv.stats();
+                let mut client = RawClient::start(T::connect_h2(addr).await.into_inner()).await;
+                client.get(1).await;
+                client.get(3).await;
+                match dormant {
+                    Some(srv) => sleep_until(srv, rung, before),
+                    None => tokio::time::sleep(Duration::from_millis(10)).await,
+                }
+                client.send(probe).await;
+                seen.push(answers(&mut client).await);
+                drop(client);
+                if dormant.is_some() {
+                    all_closed(&srv);
+                }
+            }
+            assert_eq!(
+                seen[1], seen[0],
+                "{what}, from {rung:?}: dormant, then plain hyper"
+            );
+        }
+    });
+}
+
+/// What the server sends after a probe, as [`Answer`]s, sorted (a reply
+/// dormant writes may come before or after h2's ACK of the first PING),
+/// until the ACK of a second PING sent after the first's, or the end of the
+/// connection.
+async fn answers(client: &mut RawClient) -> Vec<Answer> {
+    let mut seen = Vec::new();
+    for payload in [*b"probe #1", *b"probe #2"] {
+        // The server may have closed the connection already.
+        let _ = client.try_send(&frame(PING, 0, 0, &payload)).await;
+        loop {
+            let Some(f) = client.next().await else {
+                seen.push(Answer::Closed);
+                seen.sort();
+                return seen;
+            };
+            let acked = (f.kind, f.flags, &f.payload[..]) == (PING, ACK, &payload[..]);
+            match (f.kind, f.stream) {
+                (SETTINGS, _) | (WINDOW_UPDATE, 0) => {}
+                (GOAWAY | RST_STREAM, _) => {
+                    seen.push(Answer::Frame(f.kind, f.stream, f.payload[..].to_vec()))
+                }
+                (PING, _) if acked => break,
+                (kind, stream) => seen.push(Answer::Frame(kind, stream, vec![f.flags])),
+            }
+        }
+    }
+    seen.sort();
+    seen
+}
+
+/// A frame the server sent after a probe: its type, stream, and payload
+/// (RST_STREAM, GOAWAY) or flags; or the end of the connection.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Answer {
+    Frame(u8, u32, Vec<u8>),
+    Closed,
 }
 
 // ---- the service, the same code on both servers ----
@@ -408,6 +577,41 @@ fn differential<T: Reference>(profile: Profile) {
 
 // ---- the comparison ----
 
+/// Each stream of `got` is the one of `want`: the same response (status,
+/// headers but `date`, body, trailers), in frames of the same types and
+/// flags, DATA runs aside.
+fn assert_same_streams(want: &Received, got: &Received) {
+    let ids = |r: &Received| r.streams.keys().copied().collect::<Vec<_>>();
+    assert_eq!(ids(got), ids(want), "the streams");
+    for (id, (w, g)) in want
+        .streams
+        .keys()
+        .zip(want.streams.values().zip(got.streams.values()))
+    {
+        let head = |fields: &[Field]| -> Vec<Field> {
+            fields
+                .iter()
+                .filter(|(n, _)| n != "date")
+                .cloned()
+                .collect()
+        };
+        assert!(w.ended && g.ended, "stream {id} ended");
+        assert_eq!(head(&g.head), head(&w.head), "stream {id}: the head");
+        assert!(
+            g.body == w.body,
+            "stream {id}: dormant's body of {} bytes, hyper's of {}",
+            g.body.len(),
+            w.body.len()
+        );
+        assert_eq!(g.trailers, w.trailers, "stream {id}: the trailers");
+        assert_eq!(
+            shape(&g.frames),
+            shape(&w.frames),
+            "stream {id}: the frames"
+        );
+    }
+}
+
 /// The fence: SETTINGS_HEADER_TABLE_SIZE = 0.
 const FENCE: [u8; 6] = [0, 1, 0, 0, 0, 0];
 /// The restore: SETTINGS_HEADER_TABLE_SIZE = 4,096.
@@ -449,36 +653,8 @@ fn shape(frames: &[(u8, u8)]) -> Vec<(u8, u8)> {
 fn assert_same_conversation(want: &Received, got: &Received) {
     assert_eq!(want.error, None, "plain hyper's conversation");
     assert_eq!(got.error, None, "dormant's conversation");
-    let ids = |r: &Received| r.streams.keys().copied().collect::<Vec<_>>();
-    assert_eq!(ids(got), ids(want), "the streams");
-    assert!(want.streams.len() >= 20, "{:?}", ids(want));
-    for (id, (w, g)) in want
-        .streams
-        .keys()
-        .zip(want.streams.values().zip(got.streams.values()))
-    {
-        let head = |fields: &[Field]| -> Vec<Field> {
-            fields
-                .iter()
-                .filter(|(n, _)| n != "date")
-                .cloned()
-                .collect()
-        };
-        assert!(w.ended && g.ended, "stream {id} ended");
-        assert_eq!(head(&g.head), head(&w.head), "stream {id}: the head");
-        assert!(
-            g.body == w.body,
-            "stream {id}: dormant's body of {} bytes, hyper's of {}",
-            g.body.len(),
-            w.body.len()
-        );
-        assert_eq!(g.trailers, w.trailers, "stream {id}: the trailers");
-        assert_eq!(
-            shape(&g.frames),
-            shape(&w.frames),
-            "stream {id}: the frames"
-        );
-    }
+    assert!(want.streams.len() >= 20, "{:?}", want.streams.keys());
+    assert_same_streams(want, got);
 
     let updates = |r: &Received| -> Vec<Frame> {
         r.connection

@@ -42,7 +42,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use common::h2_raw::{GOAWAY, NO_ERROR, RawClient};
+use common::h2_raw::{
+    ACK, DATA, END_HEADERS, END_STREAM, Frame, GOAWAY, HEADERS, NO_ERROR, PING, RawClient, frame,
+};
 use common::ladder::ladder;
 use common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
 use common::servers::Serve;
@@ -76,6 +78,7 @@ over_every_transport!(
     idle_timeout_closes_dormant_h2_connections,
     keep_alive_pings_reach_sleeping_h2_connections,
     sleeping_h2_connections_that_do_not_answer_pings_are_closed,
+    late_ping_acks_go_to_the_side_that_sent_the_ping,
 );
 
 /// A keep-alive interval whose PINGs find a connection at `rung`: the
@@ -928,5 +931,59 @@ fn sleeping_h2_connections_that_do_not_answer_pings_are_closed<T: Transport>() {
             let went_dormant = after.dormancies > before.dormancies;
             assert_eq!(went_dormant, matches!(closed, Rung::Dormant), "{closed:?}");
         });
+    }
+}
+
+/// With keep-alive on, the lot's PING to a sleeping connection may be
+/// answered late: after the connection woke for a stream that stays open
+/// and h2 sent a PING of its own. The client's two ACKs, in the order of
+/// the PINGs, each go to the side that sent its PING (told apart by their
+/// payload): h2 gets its own, and its keep-alive, answered, keeps the
+/// connection (swallowed, it would close it after its timeout instead of
+/// pinging again).
+fn late_ping_acks_go_to_the_side_that_sent_the_ping<T: Transport>() {
+    let mut b = ladder(DORMANT_AFTER);
+    b.http2_keep_alive_interval(keep_alive_at(Rung::Parked))
+        .http2_keep_alive_timeout(Duration::from_secs(1));
+    let srv = T::serve(&b, mirror_service());
+    client_runtime().block_on(async {
+        let io = T::connect_h2(&srv.addr).await.into_inner();
+        let mut client = RawClient::start(io).await;
+        client.stop_answering_pings();
+        let before = srv.stats();
+        client.get(1).await;
+        sleep_until(&srv, Rung::Parked, before);
+        let lots = next_ping(&mut client).await;
+        // A POST whose body is still to come: stream 3 stays open, and the
+        // woken connection awake.
+        let mut block = vec![0x83, 0x86, 0x84, 0x01, 9];
+        block.extend_from_slice(b"localhost");
+        client.send(&frame(HEADERS, END_HEADERS, 3, &block)).await;
+        let h2s = next_ping(&mut client).await;
+        assert_ne!(h2s.payload, lots.payload, "h2's PING, then the lot's");
+        let ack = |ping: &Frame| frame(PING, ACK, 0, &ping.payload);
+        client.send(&[ack(&lots), ack(&h2s)].concat()).await;
+        let again = next_ping(&mut client).await;
+        client.send(&ack(&again)).await;
+        client.send(&frame(DATA, END_STREAM, 3, b"the body")).await;
+        loop {
+            let f = client.next().await.expect("the connection closed");
+            if f.stream == 3 && f.flags & END_STREAM != 0 {
+                break;
+            }
+        }
+        client.get(5).await;
+        assert_eq!(srv.stats().keep_alive_timeouts, 0);
+    });
+}
+
+/// The next PING the server sends, skipping other frames; fails if the
+/// connection closes first.
+async fn next_ping(client: &mut RawClient) -> Frame {
+    loop {
+        let f = client.next().await.expect("the connection closed");
+        if f.is_ping() {
+            return f;
+        }
     }
 }

@@ -25,12 +25,19 @@ pub(crate) mod kind {
     pub(crate) const GOAWAY: u8 = 0x7;
     pub(crate) const WINDOW_UPDATE: u8 = 0x8;
     pub(crate) const CONTINUATION: u8 = 0x9;
+    /// A type of the experimental range (RFC 9113, 11.2: 0xf0 to 0xff),
+    /// which h2 ignores, as a receiver must ignore every unknown type
+    /// (5.5): what a client frame becomes when h2 must not act on it but
+    /// must still check its length against SETTINGS_MAX_FRAME_SIZE.
+    pub(crate) const IGNORED: u8 = 0xf0;
 }
 
 /// Frame flags (RFC 9113, 6).
 pub(crate) mod flag {
     /// DATA, HEADERS.
     pub(crate) const END_STREAM: u8 = 0x1;
+    /// DATA, HEADERS.
+    pub(crate) const PADDED: u8 = 0x8;
     /// SETTINGS, PING.
     pub(crate) const ACK: u8 = 0x1;
     /// HEADERS, CONTINUATION.
@@ -55,7 +62,7 @@ pub(crate) struct Head {
 }
 
 impl Head {
-    fn parse(b: &[u8; HEAD_LEN]) -> Head {
+    pub(crate) fn parse(b: &[u8; HEAD_LEN]) -> Head {
         Head {
             len: u32::from_be_bytes([0, b[0], b[1], b[2]]),
             kind: b[3],
@@ -136,6 +143,22 @@ pub(crate) fn window_update(out: &mut Vec<u8>, increment: u32) {
     }
     .write(out);
     out.extend_from_slice(&increment.to_be_bytes());
+}
+
+/// `STREAM_CLOSED`, RST_STREAM's error code for a frame on a closed
+/// stream (RFC 9113, 7).
+pub(crate) const STREAM_CLOSED: u32 = 0x5;
+
+/// Appends a RST_STREAM frame for `stream` with `error`.
+pub(crate) fn rst_stream(out: &mut Vec<u8>, stream: u32, error: u32) {
+    Head {
+        len: 4,
+        kind: kind::RST_STREAM,
+        flags: 0,
+        stream,
+    }
+    .write(out);
+    out.extend_from_slice(&error.to_be_bytes());
 }
 
 /// Appends a GOAWAY frame with `NO_ERROR` that names `last_stream` as the

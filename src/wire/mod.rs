@@ -11,20 +11,30 @@
 //!
 //! - **The client's settings**, the last value of each, replayed to the
 //!   fresh connection after a client preface as if the client had just
-//!   sent them ([`Asleep::prelude`]); the fresh connection's ACK of them
-//!   is removed before the client sees it ([`Asleep::settle`]). The fresh
+//!   sent them ([`Asleep::prelude`]); the fresh connection's ACKs of them
+//!   are removed before the client sees it ([`Asleep::settle`]). The fresh
 //!   connection's own SETTINGS never reaches the client, which lives by
 //!   the same values already: the prelude acknowledges it (h2 applies its
 //!   own settings, such as a new stream's window, only once acknowledged).
 //! - **The last stream the client opened.** A fresh connection accepts any
-//!   higher stream id (ids only have to increase). It takes a
-//!   WINDOW_UPDATE or RST_STREAM on an older stream, which it never saw,
-//!   for a protocol error, so those are removed ([`Watch::inbound`]): the
-//!   streams were closed, where the frames would be ignored. Its GOAWAY
-//!   would name the last stream it processed since the wake (0 if none),
-//!   telling the client that the streams answered before the sleep were
-//!   not processed: it is raised to the last one before the sleep
-//!   ([`Watch::raise_goaway`]; found by `tests/http2_differential.rs`).
+//!   higher stream id (ids only have to increase), but it never knew the
+//!   streams up to that one, which were closed before the sleep: it would
+//!   serve a HEADERS that reuses one of their ids, and take any other frame
+//!   on them for a frame on an idle stream. So the client's frames on them
+//!   get what h2 gives a closed stream's ([`Watch::inbound`]): a HEADERS
+//!   reaches h2 on stream 0 (a connection error, as reusing an id is),
+//!   DATA is answered by dormant (RST_STREAM with STREAM_CLOSED, and its
+//!   window given back) and reaches h2 as a frame of an ignored type, a
+//!   well-formed RST_STREAM or WINDOW_UPDATE is removed. A frame that h2
+//!   refuses whatever its stream (a wrong length, one beyond
+//!   SETTINGS_MAX_FRAME_SIZE, an increment of 0, more padding than
+//!   payload) reaches h2 unchanged, and h2 answers it as plain hyper does:
+//!   the watcher acts only on frames of a form h2 accepts, and holds back
+//!   the few bytes of a small frame whose fields decide. The fresh
+//!   connection's GOAWAY would name the last stream it processed since the
+//!   wake (0 if none), telling the client that the streams answered before
+//!   the sleep were not processed: it is raised to the last one before the
+//!   sleep ([`Watch::raise_goaway`]; found by `tests/http2_differential.rs`).
 //! - **Connection flow control, both ways.** A fresh connection starts at
 //!   65,535 bytes each way (RFC 9113, 6.9.2). What the server may send is
 //!   what the client granted (65,535 + its connection WINDOW_UPDATEs − the
@@ -48,10 +58,21 @@
 //!   table stays empty across wakes, so a connection that wakes for a
 //!   request or two sleeps again without a round trip; one that gets busy
 //!   ([`Watch::restore`]) is given its table back, and fenced again before
-//!   its next sleep. The other way, a fresh encoder starts empty and
-//!   inserts in front of what the client's decoder still holds; the client
-//!   evicts its oldest entries first, so the entries the fresh encoder
-//!   refers to are where it expects them.
+//!   its next sleep. The other way, the client's decoder keeps its table
+//!   across the sleep and the fresh encoder starts empty, believing the
+//!   decoder's table is HPACK's initial 4,096 bytes. That holds only if the
+//!   old encoder owed the decoder no size update: a client that lowered its
+//!   SETTINGS_HEADER_TABLE_SIZE and raised it again before the next
+//!   response is owed one to the lower size (RFC 7541, 4.2; nghttp2 empties
+//!   its table at the ACK), and the old encoder's debt dies with hyper. So
+//!   a wake replays the table size twice, 0 and then the client's
+//!   ([`Asleep::prelude`]): the fresh encoder opens its first block with
+//!   size updates to 0 and to the client's size, which empty the decoder's
+//!   table and bring both sides to the same size, whatever was owed.
+//! - **PING ACKs by their payload.** The lot pings a sleeping connection
+//!   with a payload h2 never uses; the ACK may come after a wake, before or
+//!   after ACKs of h2's own PINGs, and is kept from h2 by its payload, never
+//!   by its order.
 //! - **Nothing in flight**: no stream open, no frame half-read or
 //!   half-written, no PING or SETTINGS unacknowledged, no PING of the
 //!   client unanswered, no GOAWAY either way. A stream the server reset
@@ -66,4 +87,4 @@
 mod frame;
 mod watch;
 
-pub(crate) use watch::{Asleep, Decline, SettingsCache, Unsettled, Watch};
+pub(crate) use watch::{Asleep, Decline, HELD, SettingsCache, Unsettled, Watch};

@@ -26,10 +26,16 @@ impl Settings {
         }
     }
 
-    fn sent(&self) -> impl Iterator<Item = (u16, u32)> + '_ {
+    /// The settings a wake replays: those the client sent, and the header
+    /// table size whether it sent one or not (see [`Asleep::prelude`]).
+    fn replayed(&self) -> impl Iterator<Item = (u16, u32)> + '_ {
         (1..=frame::MAX_SETTING)
-            .filter(|id| self.sent & (1 << (id - 1)) != 0)
-            .map(|id| (id, self.values[usize::from(id - 1)]))
+            .map(|id| (id, self.sent & (1 << (id - 1)) != 0))
+            .filter(|&(id, sent)| sent || id == frame::HEADER_TABLE_SIZE)
+            .map(|(id, sent)| match sent {
+                true => (id, self.values[usize::from(id - 1)]),
+                false => (id, TABLE_SIZE),
+            })
     }
 }
 
@@ -99,6 +105,26 @@ const RESTORE_AFTER: u32 = 4;
 /// h2's decoder's.
 const TABLE_SIZE: u32 = 4096;
 
+/// The SETTINGS frames a wake replays to the fresh connection (see
+/// [`Asleep::prelude`]), whose ACKs never reach the client.
+const REPLAYED: usize = 2;
+
+/// The most of a client frame the watcher holds back while it decides
+/// what h2 gets of it: a header and the 8 bytes of a PING.
+pub(crate) const HELD: usize = HEAD_LEN + 8;
+
+/// What h2 gets of the client frame being scanned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// The frame (its header rewritten, maybe).
+    Pass,
+    /// Nothing of it.
+    Drop,
+    /// Nothing yet: the frame is held until its first `need` payload bytes
+    /// are in, which decide.
+    Hold { need: u8 },
+}
+
 /// Why an idle HTTP/2 connection may not sleep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Decline {
@@ -114,8 +140,19 @@ pub(crate) enum Decline {
 pub(crate) struct Watch {
     inbound: Scanner,
     in_fields: Fields,
-    /// The inbound frame being scanned is kept from h2.
-    dropping: bool,
+    /// What h2 gets of the inbound frame being scanned.
+    verdict: Verdict,
+    /// The inbound frame held back while its verdict waits for its payload:
+    /// its header, then the payload bytes it needs.
+    held: [u8; HELD],
+    held_len: u8,
+    /// Frames dormant writes to the client in answer to frames h2 does not
+    /// see (see [`Watch::replies`]).
+    replies: Vec<u8>,
+    /// The stream from before a wake whose DATA was last answered with
+    /// RST_STREAM: its later DATA is discarded, as h2 discards frames on a
+    /// stream it reset.
+    closed_reset: u32,
     outbound: Scanner,
     out_fields: Fields,
     settings: Settings,
@@ -149,9 +186,10 @@ pub(crate) struct Watch {
     ending: bool,
     /// A header block is open (CONTINUATION frames follow).
     header_block: bool,
-    /// After a wake: client WINDOW_UPDATE and RST_STREAM frames on streams
-    /// up to this one are for streams the fresh connection never knew,
-    /// which it would take for a protocol error; they are dropped.
+    /// After a wake: the streams up to this one were closed before the
+    /// sleep, and the fresh connection never knew them: the client's frames
+    /// on them get what h2 answers on a closed stream (see
+    /// [`Watch::client_frame`]).
     forgotten: u32,
     /// Frames read: whether the client did anything.
     frames_in: u64,
@@ -163,7 +201,11 @@ impl Watch {
         Watch {
             inbound: Scanner::after_preface(),
             in_fields: Fields::default(),
-            dropping: false,
+            verdict: Verdict::Pass,
+            held: [0; HELD],
+            held_len: 0,
+            replies: Vec::new(),
+            closed_reset: 0,
             outbound: Scanner::default(),
             out_fields: Fields::default(),
             settings: Settings::default(),
@@ -185,13 +227,13 @@ impl Watch {
         }
     }
 
-    /// Scans bytes read from the client, in place, and removes the frames
-    /// h2 must not see: `buf[from..to]` are new, `buf[..from]` is room for
-    /// a frame header split across reads (at least [`HEAD_LEN`] bytes).
-    /// Returns how many bytes h2 gets, `buf[..len]`; a split header is
-    /// kept here until its end comes.
+    /// Scans bytes read from the client, in place, and removes or rewrites
+    /// the frames h2 must not see as they are: `buf[from..to]` are new,
+    /// `buf[..from]` is room for what a frame split across reads left here
+    /// (at least [`HELD`] bytes). Returns how many bytes h2 gets,
+    /// `buf[..len]`.
     pub(crate) fn inbound(&mut self, buf: &mut [u8], from: usize, to: usize) -> usize {
-        debug_assert!(from >= HEAD_LEN);
+        debug_assert!(from >= HELD);
         let mut w = 0;
         let mut at = from;
         while let Some(piece) = self.inbound.next(&buf[..to], &mut at) {
@@ -200,39 +242,92 @@ impl Watch {
                     buf.copy_within(r.clone(), w);
                     w += r.len();
                 }
-                Piece::Head(head) => {
+                Piece::Head(mut head) => {
                     self.frames_in += 1;
                     self.in_fields.reset();
-                    self.dropping = self.client_frame(head);
-                    if !self.dropping {
-                        buf[w..w + HEAD_LEN].copy_from_slice(&head.bytes());
-                        w += HEAD_LEN;
+                    self.verdict = self.client_frame(&mut head);
+                    match self.verdict {
+                        Verdict::Pass => {
+                            buf[w..w + HEAD_LEN].copy_from_slice(&head.bytes());
+                            w += HEAD_LEN;
+                        }
+                        Verdict::Drop => {}
+                        Verdict::Hold { .. } => {
+                            self.held[..HEAD_LEN].copy_from_slice(&head.bytes());
+                            self.held_len = HEAD_LEN as u8;
+                        }
                     }
                 }
-                Piece::Payload(head, r) => {
-                    if self.dropping {
-                        continue;
+                Piece::Payload(head, mut r) => {
+                    if let Verdict::Hold { need } = self.verdict {
+                        let (have, need) = (usize::from(self.held_len), usize::from(need));
+                        let n = (HEAD_LEN + need - have).min(r.len());
+                        self.held[have..have + n].copy_from_slice(&buf[r.start..r.start + n]);
+                        self.held_len += n as u8;
+                        r.start += n;
+                        if have + n < HEAD_LEN + need {
+                            continue;
+                        }
+                        self.verdict = self.decide();
+                        if let Verdict::Pass = self.verdict {
+                            // In place: what is held is no longer than the
+                            // room in front of the bytes still unread.
+                            let held = self.held;
+                            let held = &held[..HEAD_LEN + need];
+                            buf[w..w + held.len()].copy_from_slice(held);
+                            w += held.len();
+                            self.feed(head, &held[HEAD_LEN..]);
+                        }
                     }
-                    let (settings, send_window) = (&mut self.settings, &mut self.send_window);
-                    self.in_fields
-                        .feed(head, &buf[r.clone()], |field| match field {
-                            Field::Setting(id, value) => settings.set(id, value),
-                            Field::Increment(n) if head.stream == 0 => *send_window += i64::from(n),
-                            Field::Increment(_) => {}
-                        });
-                    buf.copy_within(r.clone(), w);
-                    w += r.len();
+                    if let Verdict::Pass = self.verdict {
+                        self.feed(head, &buf[r.clone()]);
+                        buf.copy_within(r.clone(), w);
+                        w += r.len();
+                    }
                 }
-                Piece::End(_) => self.dropping = false,
+                Piece::End(_) => {
+                    self.verdict = Verdict::Pass;
+                    self.held_len = 0;
+                }
             }
         }
         w
     }
 
-    /// Notes a client frame's header; `true` if h2 must not see the frame.
-    fn client_frame(&mut self, head: Head) -> bool {
+    /// Notes the settings and connection window increments in payload
+    /// bytes of a client frame h2 gets.
+    fn feed(&mut self, head: Head, bytes: &[u8]) {
+        let (settings, send_window) = (&mut self.settings, &mut self.send_window);
+        self.in_fields.feed(head, bytes, |field| match field {
+            Field::Setting(id, value) => settings.set(id, value),
+            Field::Increment(n) if head.stream == 0 => *send_window += i64::from(n),
+            Field::Increment(_) => {}
+        });
+    }
+
+    /// Notes a client frame's header, and says what h2 gets of the frame;
+    /// rewrites `head` if h2 gets it changed.
+    ///
+    /// Frames h2 must not act on are removed, or rewritten to an ignored
+    /// type where h2 must still check their length. Only frames of a form
+    /// h2 accepts are removed or rewritten: one h2 would refuse for its
+    /// length or its fields reaches h2 as it is, and h2 answers it as plain
+    /// hyper does. Where the fields decide, the frame is held back until
+    /// they are in ([`Watch::decide`]).
+    fn client_frame(&mut self, head: &mut Head) -> Verdict {
         let end_stream = head.has(flag::END_STREAM);
+        // A stream from before the sleep: closed, though the fresh
+        // connection never knew it. Client-initiated ids only: h2 answers
+        // frames on the server's (even) ids the same either way.
+        let forgotten = head.stream % 2 == 1 && head.stream <= self.forgotten;
         match head.kind {
+            // Reusing a closed stream's id is a connection error (RFC 9113,
+            // 5.1.1); the fresh connection reports one for a HEADERS frame
+            // on stream 0 (6.2), before it reads the header block.
+            kind::HEADERS if forgotten => {
+                self.header_block = !head.has(flag::END_HEADERS);
+                head.stream = 0;
+            }
             kind::HEADERS => {
                 self.header_block = !head.has(flag::END_HEADERS);
                 if head.stream > self.last_stream {
@@ -250,41 +345,104 @@ impl Watch {
             kind::CONTINUATION => self.header_block = !head.has(flag::END_HEADERS),
             kind::DATA => {
                 self.recv_window -= i64::from(head.len);
+                if forgotten {
+                    // Its padding is checked first, as h2 checks it.
+                    return match (head.has(flag::PADDED), head.len) {
+                        (true, 0) => Verdict::Pass,
+                        (true, _) => Verdict::Hold { need: 1 },
+                        (false, _) => self.closed_stream_data(head),
+                    };
+                }
                 if end_stream {
                     self.ended(head.stream, Side::Client);
                 }
             }
-            kind::RST_STREAM | kind::WINDOW_UPDATE
-                if head.stream != 0 && head.stream <= self.forgotten =>
-            {
-                return true;
-            }
+            // On a closed stream, h2 ignores a well-formed RST_STREAM, and
+            // a WINDOW_UPDATE whose increment is not 0.
+            kind::RST_STREAM if forgotten && head.len == 4 => return Verdict::Drop,
+            kind::WINDOW_UPDATE if forgotten && head.len == 4 => return Verdict::Hold { need: 4 },
             kind::RST_STREAM => self.ended(head.stream, Side::ClientReset),
-            kind::SETTINGS if head.has(flag::ACK) => match self.settings_sent.pop_front() {
-                // An ACK nothing asked for: h2 reports the error.
-                None | Some(Sent::H2) => {}
-                Some(Sent::Restore) => return true,
-                Some(Sent::Fence { resets }) => {
-                    self.table_empty = true;
-                    self.streams_since_empty = 0;
-                    self.resets -= resets;
-                    return true;
+            kind::SETTINGS if head.has(flag::ACK) && head.len == 0 => {
+                match self.settings_sent.pop_front() {
+                    // An ACK nothing asked for: h2 reports the error.
+                    None | Some(Sent::H2) => {}
+                    Some(Sent::Restore) => return Verdict::Drop,
+                    Some(Sent::Fence { resets }) => {
+                        self.table_empty = true;
+                        self.streams_since_empty = 0;
+                        self.resets -= resets;
+                        return Verdict::Drop;
+                    }
                 }
-            },
-            // ACKs come in the order of the PINGs, and the lot's went
-            // before any of the fresh connection's; with one of h2's also
-            // out, h2 gets the ACK and tells the two apart by payload (and
-            // ignores one it did not send).
-            kind::PING if head.has(flag::ACK) && self.lot_pings > 0 && self.pings_out == 0 => {
-                self.lot_pings -= 1;
-                return true;
+            }
+            // The ACK of a keep-alive PING the lot sent may come after h2
+            // sent PINGs of its own: the payload tells whose it is.
+            kind::PING if head.has(flag::ACK) && head.len == 8 && self.lot_pings > 0 => {
+                return Verdict::Hold { need: 8 };
             }
             kind::PING if head.has(flag::ACK) => self.pings_out = self.pings_out.saturating_sub(1),
             kind::PING => self.pings_in += 1,
             kind::GOAWAY => self.ending = true,
             _ => {}
         }
-        false
+        Verdict::Pass
+    }
+
+    /// The verdict on the held frame, once the payload bytes it needed are
+    /// in: `Pass` (with its header rewritten in `held`, maybe) or `Drop`.
+    fn decide(&mut self) -> Verdict {
+        let mut bytes = [0; HEAD_LEN];
+        bytes.copy_from_slice(&self.held[..HEAD_LEN]);
+        let mut head = Head::parse(&bytes);
+        let payload = &self.held[HEAD_LEN..usize::from(self.held_len)];
+        match head.kind {
+            kind::PING if payload == frame::KEEP_ALIVE_PING => {
+                self.lot_pings -= 1;
+                Verdict::Drop
+            }
+            kind::PING => {
+                self.pings_out = self.pings_out.saturating_sub(1);
+                Verdict::Pass
+            }
+            // An increment of 0 (the reserved bit aside): an error h2
+            // reports.
+            kind::WINDOW_UPDATE if payload[0] & 0x7f == 0 && payload[1..] == [0; 3] => {
+                Verdict::Pass
+            }
+            kind::WINDOW_UPDATE => Verdict::Drop,
+            // No room for the padding it announces: an error h2 reports.
+            kind::DATA if u32::from(payload[0]) >= head.len => Verdict::Pass,
+            kind::DATA => {
+                let verdict = self.closed_stream_data(&mut head);
+                self.held[..HEAD_LEN].copy_from_slice(&head.bytes());
+                verdict
+            }
+            _ => Verdict::Pass,
+        }
+    }
+
+    /// DATA on a stream closed before the sleep: h2 answers it with
+    /// RST_STREAM (STREAM_CLOSED) and gives its window back (RFC 9113,
+    /// 5.1 and 6.9), replies dormant writes, as the fresh connection never
+    /// knew the stream; h2 gets the frame as an ignored type, which keeps
+    /// its length checked.
+    fn closed_stream_data(&mut self, head: &mut Head) -> Verdict {
+        if self.closed_reset != head.stream {
+            self.closed_reset = head.stream;
+            frame::rst_stream(&mut self.replies, head.stream, frame::STREAM_CLOSED);
+        }
+        if head.len > 0 {
+            frame::window_update(&mut self.replies, head.len);
+            self.recv_window += i64::from(head.len);
+        }
+        head.kind = kind::IGNORED;
+        Verdict::Pass
+    }
+
+    /// Takes the frames dormant writes to the client in answer to frames
+    /// h2 did not see, for the caller to write between h2's frames.
+    pub(crate) fn replies(&mut self) -> Option<Vec<u8>> {
+        (!self.replies.is_empty()).then(|| std::mem::take(&mut self.replies))
     }
 
     /// Scans bytes the server wrote (those the transport took).
@@ -398,6 +556,7 @@ impl Watch {
     /// no GOAWAY either way.
     pub(crate) fn quiet(&self) -> bool {
         self.open.is_empty()
+            && self.replies.is_empty()
             && !self.header_block
             && !self.ending
             && self.inbound.at_boundary()
@@ -534,13 +693,23 @@ impl Asleep {
     /// acknowledged), so that they never need to reach the client; and a
     /// connection WINDOW_UPDATE for the window the client had granted
     /// beyond the initial one.
+    ///
+    /// The settings come in two frames ([`REPLAYED`]): a header table size
+    /// of 0, then the client's settings with its own. So the fresh encoder
+    /// opens its first header block with size updates to 0 and to the
+    /// client's size, whatever the client's decoder holds: the old encoder
+    /// may have owed it an update when it slept (a client that lowered its
+    /// table size and raised it again before the next response), and its
+    /// table may hold entries the fresh encoder knows nothing of.
     pub(crate) fn prelude(&self) -> Vec<u8> {
         // Its longest: every setting, and the WINDOW_UPDATE.
+        let fence = HEAD_LEN + 6;
         let settings = HEAD_LEN + 6 * usize::from(frame::MAX_SETTING);
-        let capacity = frame::PREFACE.len() + settings + HEAD_LEN + HEAD_LEN + 4;
+        let capacity = frame::PREFACE.len() + fence + settings + HEAD_LEN + HEAD_LEN + 4;
         let mut out = Vec::with_capacity(capacity);
         out.extend_from_slice(frame::PREFACE);
-        frame::settings(&mut out, self.settings.sent());
+        frame::settings(&mut out, [(frame::HEADER_TABLE_SIZE, 0)]);
+        frame::settings(&mut out, self.settings.replayed());
         frame::settings_ack(&mut out);
         if self.send_window > INITIAL_WINDOW {
             frame::window_update(&mut out, self.send_window - INITIAL_WINDOW);
@@ -584,7 +753,7 @@ impl Asleep {
 
     /// Rewrites what a fresh connection wrote in answer to the prelude
     /// before the client sees it: its SETTINGS (the client has them, and
-    /// the prelude acknowledged them) and its ACK of the replayed ones go,
+    /// the prelude acknowledged them) and its ACKs of the replayed ones go,
     /// and its connection WINDOW_UPDATEs become one that brings the
     /// client's view of the window to the fresh connection's. `Err` if the
     /// fresh connection lets the client send less than it may already
@@ -594,7 +763,7 @@ impl Asleep {
         let mut scanner = Scanner::default();
         let mut fields = Fields::default();
         let mut fresh_window = u64::from(INITIAL_WINDOW);
-        let mut acked = false;
+        let mut acks = 0;
         let mut keep = true;
         let mut at = 0;
         while let Some(piece) = scanner.next(written, &mut at) {
@@ -603,8 +772,8 @@ impl Asleep {
                     fields.reset();
                     keep = match head.kind {
                         kind::SETTINGS if !head.has(flag::ACK) => false,
-                        kind::SETTINGS if !acked => {
-                            acked = true;
+                        kind::SETTINGS if acks < REPLAYED => {
+                            acks += 1;
                             false
                         }
                         kind::WINDOW_UPDATE if head.stream == 0 => false,
@@ -654,10 +823,10 @@ mod tests {
 
     /// Passes client bytes through `watch` as a read would; what h2 gets.
     fn read(watch: &mut Watch, bytes: &[u8]) -> Vec<u8> {
-        let mut buf = vec![0; HEAD_LEN + bytes.len()];
-        buf[HEAD_LEN..].copy_from_slice(bytes);
+        let mut buf = vec![0; HELD + bytes.len()];
+        buf[HELD..].copy_from_slice(bytes);
         let end = buf.len();
-        let len = watch.inbound(&mut buf, HEAD_LEN, end);
+        let len = watch.inbound(&mut buf, HELD, end);
         buf.truncate(len);
         buf
     }
@@ -826,15 +995,32 @@ mod tests {
             pings: 0,
         };
         let mut expected = frame::PREFACE.to_vec();
+        frame::settings(&mut expected, [(1, 0)]);
         frame::settings(&mut expected, [(1, 8192), (4, 1 << 20)]);
         frame::settings_ack(&mut expected);
         frame::window_update(&mut expected, 2_000_000 - INITIAL_WINDOW);
         assert_eq!(asleep.prelude(), expected);
+        // A client that never sent its table size has HPACK's default.
+        let mut defaults = Settings::default();
+        defaults.set(3, 100);
+        let mut expected = frame::PREFACE.to_vec();
+        frame::settings(&mut expected, [(1, 0)]);
+        frame::settings(&mut expected, [(1, 4096), (3, 100)]);
+        frame::settings_ack(&mut expected);
+        let default_client = Asleep {
+            settings: Arc::new(defaults),
+            last_stream: 7,
+            recv_window: 900_000,
+            send_window: INITIAL_WINDOW,
+            pings: 0,
+        };
+        assert_eq!(default_client.prelude(), expected);
 
-        // The fresh connection's answer: its SETTINGS, its ACK of the
+        // The fresh connection's answer: its SETTINGS, its ACKs of the
         // replayed ones, its WINDOW_UPDATE up to 1 MiB.
         let mut answer = Vec::new();
         frame::settings(&mut answer, [(1, 4096), (4, 1 << 20)]);
+        frame::settings_ack(&mut answer);
         frame::settings_ack(&mut answer);
         frame::window_update(&mut answer, (1 << 20) - INITIAL_WINDOW);
         let mut settled = Vec::new();
@@ -843,13 +1029,14 @@ mod tests {
         // A fresh connection that grants less than the client has.
         let mut small = Vec::new();
         frame::settings_ack(&mut small);
+        frame::settings_ack(&mut small);
         assert!(asleep.settle(&small).is_err());
 
         let mut watch = asleep.watch();
         watch.outbound(&settled);
         assert!(watch.settled(), "the client's table is still empty");
-        // Frames on streams the fresh connection never saw are removed,
-        // the others pass.
+        // Frames on streams the fresh connection never saw that h2 would
+        // ignore are removed, the others pass.
         let mut late = head(kind::WINDOW_UPDATE, 0, 5, 4);
         late.extend(1000u32.to_be_bytes());
         let mut reset = head(kind::RST_STREAM, 0, 7, 4);
@@ -958,5 +1145,116 @@ mod tests {
         // One nothing of the lot's asked for is h2's business.
         let stray = ack(b"strayack");
         assert_eq!(read(&mut watch, &stray), stray);
+    }
+
+    /// Passes `bytes` through a fresh watch of `asleep` split at every
+    /// place; what h2 gets and what dormant replies, the same for each.
+    fn read_split(asleep: &Asleep, bytes: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        let mut whole = asleep.watch();
+        let want = (read(&mut whole, bytes), whole.replies().unwrap_or_default());
+        for split in 1..bytes.len() {
+            let mut w = asleep.watch();
+            let mut got = read(&mut w, &bytes[..split]);
+            got.extend(read(&mut w, &bytes[split..]));
+            let got = (got, w.replies().unwrap_or_default());
+            assert_eq!(got, want, "split at {split}");
+        }
+        want
+    }
+
+    fn frame_of(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        [
+            &head(kind, flags, stream, payload.len() as u32)[..],
+            payload,
+        ]
+        .concat()
+    }
+
+    /// Frames on the streams closed before a sleep, which the fresh
+    /// connection never knew, get what h2 answers on a closed stream: the
+    /// frames it ignores are removed or disguised, the errors it reports
+    /// reach it as they are, and DATA is answered by dormant.
+    #[test]
+    fn frames_on_streams_from_before_the_sleep_are_answered_as_on_closed_streams() {
+        let asleep = Asleep {
+            settings: Arc::default(),
+            last_stream: 3,
+            recv_window: INITIAL_WINDOW,
+            send_window: INITIAL_WINDOW,
+            pings: 0,
+        };
+        let unchanged = |bytes: Vec<u8>| {
+            assert_eq!(read_split(&asleep, &bytes), (bytes.clone(), vec![]));
+        };
+        // A HEADERS reusing an id reaches h2 on stream 0: a connection
+        // error, as reusing an id is.
+        let reuse = frame_of(kind::HEADERS, flag::END_HEADERS, 1, &[0x82]);
+        let to_h2 = frame_of(kind::HEADERS, flag::END_HEADERS, 0, &[0x82]);
+        assert_eq!(read_split(&asleep, &reuse), (to_h2, vec![]));
+        // DATA: STREAM_CLOSED and its window back, once per stream; h2
+        // gets it as a frame of an ignored type.
+        let data = frame_of(kind::DATA, 0, 1, b"hello");
+        let data2 = frame_of(kind::DATA, flag::END_STREAM, 1, b"again!");
+        let data3 = frame_of(kind::DATA, flag::PADDED, 3, &[2, b'x', 0, 0]);
+        let bytes = [data, data2, data3].concat();
+        let mut to_h2 = bytes.clone();
+        for at in [0, HEAD_LEN + 5, 2 * HEAD_LEN + 11] {
+            to_h2[at + 3] = kind::IGNORED;
+        }
+        let mut replies = Vec::new();
+        frame::rst_stream(&mut replies, 1, frame::STREAM_CLOSED);
+        frame::window_update(&mut replies, 5);
+        frame::window_update(&mut replies, 6);
+        frame::rst_stream(&mut replies, 3, frame::STREAM_CLOSED);
+        frame::window_update(&mut replies, 4);
+        assert_eq!(read_split(&asleep, &bytes), (to_h2, replies));
+        let mut watch = asleep.watch();
+        read(&mut watch, &frame_of(kind::DATA, 0, 1, b"hello"));
+        assert!(!watch.quiet(), "a reply is unwritten");
+        assert!(watch.replies().is_some());
+        assert!(watch.quiet());
+        assert_eq!(watch.recv_window, INITIAL_WINDOW.into(), "given back");
+        // Well-formed RST_STREAM and WINDOW_UPDATE frames: ignored.
+        let reset = frame_of(kind::RST_STREAM, 0, 1, &8u32.to_be_bytes());
+        let update = frame_of(kind::WINDOW_UPDATE, 0, 3, &1000u32.to_be_bytes());
+        assert_eq!(
+            read_split(&asleep, &[reset, update].concat()),
+            (vec![], vec![])
+        );
+        // What h2 refuses reaches it: an increment of 0, frames of the
+        // wrong length, too much padding.
+        unchanged(frame_of(kind::WINDOW_UPDATE, 0, 1, &[0x80, 0, 0, 0]));
+        unchanged(frame_of(kind::WINDOW_UPDATE, 0, 1, &[0; 8]));
+        unchanged(frame_of(kind::RST_STREAM, 0, 1, &[0; 3]));
+        unchanged(frame_of(kind::DATA, flag::PADDED, 1, &[3, 0, 0]));
+        unchanged(frame_of(kind::DATA, flag::PADDED, 1, &[]));
+        // So does a frame on the server's ids, which h2 answers the same.
+        unchanged(frame_of(kind::WINDOW_UPDATE, 0, 2, &1u32.to_be_bytes()));
+        // And on the streams opened since the wake.
+        unchanged(frame_of(kind::HEADERS, flag::END_HEADERS, 5, &[0x82]));
+    }
+
+    /// ACKs are told apart by payload, whatever their order: the lot's
+    /// keep-alive PING's never reaches h2, h2's own always does.
+    #[test]
+    fn ping_acks_are_told_apart_by_payload() {
+        let asleep = Asleep {
+            settings: Arc::default(),
+            last_stream: 1,
+            recv_window: INITIAL_WINDOW,
+            send_window: INITIAL_WINDOW,
+            pings: 1,
+        };
+        let h2s = frame_of(kind::PING, flag::ACK, 0, &[0x3b; 8]);
+        let lots = frame_of(kind::PING, flag::ACK, 0, &frame::KEEP_ALIVE_PING);
+        for bytes in [[&h2s[..], &lots].concat(), [&lots[..], &h2s].concat()] {
+            assert_eq!(read_split(&asleep, &bytes), (h2s.clone(), vec![]));
+            let mut watch = asleep.watch();
+            watch.outbound(&frame_of(kind::PING, 0, 0, &[0x3b; 8]));
+            assert!(!watch.quiet(), "h2's PING is out");
+            read(&mut watch, &bytes);
+            assert!(watch.quiet());
+            assert_eq!(watch.lot_pings, 0);
+        }
     }
 }

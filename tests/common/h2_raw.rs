@@ -155,9 +155,15 @@ impl RawClient {
 
     /// Writes `bytes` and flushes them.
     pub(crate) async fn send(&self, bytes: &[u8]) {
+        self.try_send(bytes).await.expect("write");
+    }
+
+    /// Writes `bytes` and flushes them, if the server has not closed the
+    /// connection.
+    pub(crate) async fn try_send(&self, bytes: &[u8]) -> std::io::Result<()> {
         let mut w = self.writer.lock().await;
-        w.write_all(bytes).await.expect("write");
-        w.flush().await.expect("flush");
+        w.write_all(bytes).await?;
+        w.flush().await
     }
 
     /// Sends `GET /` on `stream` (an odd id above the last one) and waits

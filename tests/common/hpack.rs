@@ -131,7 +131,7 @@ pub(crate) const DEFAULT_TABLE_SIZE: usize = 4096;
 
 /// A dynamic table (2.3.2): newest entry first, sized and evicted as 4.1
 /// and 4.4 have it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Table {
     entries: VecDeque<Field>,
     size: usize,
@@ -276,13 +276,16 @@ impl Encoder {
 
 /// Decodes header blocks, as a client's decoder does, checking every index
 /// and size update.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Decoder {
     table: Table,
     /// The largest size a size update may announce: the decoder's
     /// SETTINGS_HEADER_TABLE_SIZE (the larger of the old and new values
     /// while a change is unacknowledged).
     limit: usize,
+    /// The next block must open with a size update to at most this: the
+    /// smallest size acknowledged below the table's since the last block.
+    owed: Option<usize>,
 }
 
 impl Decoder {
@@ -290,6 +293,7 @@ impl Decoder {
         Decoder {
             table: Table::new(size),
             limit: size,
+            owed: None,
         }
     }
 
@@ -299,16 +303,25 @@ impl Decoder {
         self.limit = self.limit.max(size);
     }
 
-    /// The server acknowledged SETTINGS_HEADER_TABLE_SIZE = `size`: a table
-    /// larger than that must be resized at the start of the next block.
+    /// The server acknowledged SETTINGS_HEADER_TABLE_SIZE = `size`. As
+    /// nghttp2 (curl's, Node's) does, a size below the table's shrinks the
+    /// table at once, evicting what no longer fits, and the next block
+    /// must open with a size update to at most the smallest such size,
+    /// even if a later SETTINGS raised it again (RFC 7541, 4.2).
     pub(crate) fn acknowledged(&mut self, size: usize) {
         self.limit = size;
+        if size < self.table.max {
+            self.table.resize(size);
+            self.owed = Some(self.owed.map_or(size, |owed| owed.min(size)));
+        }
     }
 
     /// The fields of one header block.
     pub(crate) fn decode(&mut self, block: &[u8]) -> Result<Vec<Field>, String> {
         let mut fields = Vec::new();
         let mut at = 0;
+        let owed = self.owed.take();
+        let mut smallest = None;
         while let Some(&first) = block.get(at) {
             if first & 0xe0 == 0x20 {
                 // A dynamic table size update (6.3), only at the start.
@@ -316,8 +329,14 @@ impl Decoder {
                 if !fields.is_empty() || size > self.limit {
                     return Err(format!("size update to {size} after {fields:?}"));
                 }
+                smallest = Some(smallest.map_or(size, |s: usize| s.min(size)));
                 self.table.resize(size);
                 continue;
+            }
+            if let Some(owed) = owed.filter(|&owed| smallest.is_none_or(|s| s > owed)) {
+                return Err(format!(
+                    "no size update to at most {owed} before a field (smallest {smallest:?})"
+                ));
             }
             if self.table.max > self.limit {
                 return Err(format!(
@@ -749,5 +768,20 @@ mod tests {
         assert_eq!(table(&e.table), (vec![], 0), "too large to enter");
         assert!(d.decode(&[0x82, 0x20]).is_err(), "an update after a field");
         assert!(d.decode(&[0x3f, 0x00]).is_err(), "an update to 31");
+        // Lowered to 0 and raised again before the next block: the table is
+        // emptied at once, and the block owes an update to 0.
+        let mut d = Decoder::new(DEFAULT_TABLE_SIZE);
+        d.decode(&e.encode(one)).unwrap();
+        for size in [0, DEFAULT_TABLE_SIZE] {
+            d.sent(size);
+            d.acknowledged(size);
+        }
+        assert_eq!(table(&d.table), (vec![], 0), "emptied at the ACK");
+        let mut owing = d.clone();
+        assert!(owing.decode(&[0x82]).is_err(), "no update");
+        let mut owing = d.clone();
+        let last_only = owing.decode(&[0x3f, 0xe1, 0x1f, 0x82]);
+        assert!(last_only.is_err(), "an update to 4096 alone");
+        assert!(d.decode(&[0x20, 0x3f, 0xe1, 0x1f, 0x82]).is_ok());
     }
 }

@@ -21,11 +21,11 @@ use crate::io::Replay;
 use crate::lot::Parkable;
 use crate::pool::{Pool, PoolBuf};
 use crate::transport::Seam;
-use crate::wire::{Asleep, Unsettled, Watch};
+use crate::wire::{Asleep, HELD, Unsettled, Watch};
 
-/// The room at the front of a read buffer for a frame header split across
-/// reads (see `Watch::inbound`).
-const HEAD_ROOM: usize = 9;
+/// The room at the front of a read buffer for what the watcher held of a
+/// frame split across reads (see `Watch::inbound`).
+const HEAD_ROOM: usize = HELD;
 
 /// Room for what a fresh connection answers the prelude with (its SETTINGS,
 /// a connection WINDOW_UPDATE, the ACK of the replayed SETTINGS: ~70 bytes
@@ -326,6 +326,9 @@ where
                 }
                 if let Some(restore) = wire.watch.restore() {
                     this.output.extend_from_slice(&restore);
+                }
+                if let Some(replies) = wire.watch.replies() {
+                    this.output.extend_from_slice(&replies);
                 }
             }
         }
