@@ -36,18 +36,22 @@
 //!   the sleep were not processed: it is raised to the last one before the
 //!   sleep ([`Watch::raise_goaway`]; found by `tests/http2_differential.rs`).
 //! - **Connection flow control, both ways.** A fresh connection starts at
-//!   65,535 bytes each way (RFC 9113, 6.9.2). What the server may send is
-//!   what the client granted (65,535 + its connection WINDOW_UPDATEs − the
-//!   DATA the server sent): the prelude grants the rest to the fresh
-//!   connection with a client WINDOW_UPDATE, and a connection sleeps only
-//!   if that is at least 65,535 (a fresh server must never believe it may
-//!   send more than the client allows, nor less: a client tops its window
-//!   up only as it is used, so a server that believes less waits for
-//!   ever). What the client may send is counted the same way the other way
-//!   round: the fresh connection's opening WINDOW_UPDATE is replaced by one
-//!   that brings the client's view exactly to the fresh connection's
-//!   window, and a connection sleeps only if the client may not already
-//!   send more than that.
+//!   65,535 bytes each way (RFC 9113, 6.9.2), and can only be raised. What
+//!   the server may send is what the client granted (65,535 + its
+//!   connection WINDOW_UPDATEs − the DATA the server sent): the prelude
+//!   grants what is beyond 65,535 to the fresh connection with a client
+//!   WINDOW_UPDATE. What is below, the *deficit* (a client that keeps the
+//!   default window and tops it up only once half is used: Node's http2,
+//!   Python's h2, Netty), the fresh connection would believe it may send
+//!   beyond the client's window; the window gate (`gate`) keeps it from
+//!   doing so, holding back what h2 writes past the window and keeping
+//!   from h2 the part of the client's WINDOW_UPDATEs that repays the
+//!   deficit. What the client may send is counted the same way the other
+//!   way round: the fresh connection's opening WINDOW_UPDATE is replaced
+//!   by one that brings the client's view exactly to the fresh
+//!   connection's window, and a connection sleeps only if the client may
+//!   not already send more than that (it may, when hyper's adaptive window
+//!   grew the window beyond the configured one: [`Decline::Window`]).
 //! - **HPACK.** The client's encoder keeps its dynamic table across the
 //!   sleep; the fresh decoder starts empty. So before a connection first
 //!   sleeps, the server sends `SETTINGS_HEADER_TABLE_SIZE = 0` (the
@@ -85,6 +89,7 @@
 //! awake: correct beats small.
 
 mod frame;
+mod gate;
 mod watch;
 
 pub(crate) use watch::{Asleep, Decline, HELD, SettingsCache, Unsettled, Watch};

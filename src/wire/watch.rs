@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use super::frame::{
     self, Field, Fields, HEAD_LEN, Head, INITIAL_WINDOW, Piece, Scanner, flag, kind,
 };
+use super::gate::Gate;
 
 /// The client's settings: the last value it sent of each one dormant
 /// replays (identifiers 1 to [`frame::MAX_SETTING`]).
@@ -128,10 +129,9 @@ enum Verdict {
 /// Why an idle HTTP/2 connection may not sleep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Decline {
-    /// The connection's flow-control windows are not what a fresh
-    /// connection can take over: the client's receive window is below the
-    /// initial 65,535 bytes (a fresh server would believe it may send
-    /// more), or the client may send more than a fresh server accepts.
+    /// The client may send more than a fresh connection accepts (hyper's
+    /// adaptive window grew the connection's window beyond the configured
+    /// one).
     Window,
 }
 
@@ -164,6 +164,13 @@ pub(crate) struct Watch {
     recv_window: i64,
     /// What the server may still send: the client's receive window.
     send_window: i64,
+    /// After a wake from a client's window below the initial one: how much
+    /// more h2 believes it may send than the client granted, not repaid
+    /// yet by the client's WINDOW_UPDATEs (see `gate`).
+    deficit: u32,
+    /// While there is a deficit, or frames wait for the window: what h2
+    /// writes passes here.
+    gate: Option<Box<Gate>>,
     /// SETTINGS frames sent to the client and not acknowledged yet.
     settings_sent: VecDeque<Sent>,
     /// The client acknowledged a fence and no restore since: its HPACK
@@ -213,6 +220,8 @@ impl Watch {
             open: Vec::new(),
             recv_window: INITIAL_WINDOW.into(),
             send_window: INITIAL_WINDOW.into(),
+            deficit: 0,
+            gate: None,
             settings_sent: VecDeque::new(),
             table_empty: false,
             streams_since_empty: 0,
@@ -362,6 +371,10 @@ impl Watch {
             kind::RST_STREAM if forgotten && head.len == 4 => return Verdict::Drop,
             kind::WINDOW_UPDATE if forgotten && head.len == 4 => return Verdict::Hold { need: 4 },
             kind::RST_STREAM => self.ended(head.stream, Side::ClientReset),
+            // Its increment repays the deficit first (see `gate`).
+            kind::WINDOW_UPDATE if head.stream == 0 && head.len == 4 && self.deficit > 0 => {
+                return Verdict::Hold { need: 4 };
+            }
             kind::SETTINGS if head.has(flag::ACK) && head.len == 0 => {
                 match self.settings_sent.pop_front() {
                     // An ACK nothing asked for: h2 reports the error.
@@ -408,6 +421,22 @@ impl Watch {
             // reports.
             kind::WINDOW_UPDATE if payload[0] & 0x7f == 0 && payload[1..] == [0; 3] => {
                 Verdict::Pass
+            }
+            kind::WINDOW_UPDATE if head.stream == 0 => {
+                let field: [u8; 4] = payload.try_into().expect("4 bytes");
+                let increment = u32::from_be_bytes(field) & 0x7fff_ffff;
+                let repaid = increment.min(self.deficit);
+                self.deficit -= repaid;
+                // The rest, h2's, is counted as the frame passes.
+                self.send_window += i64::from(repaid);
+                match increment - repaid {
+                    0 => Verdict::Drop,
+                    rest => {
+                        let at = HEAD_LEN..HEAD_LEN + 4;
+                        self.held[at].copy_from_slice(&rest.to_be_bytes());
+                        Verdict::Pass
+                    }
+                }
             }
             kind::WINDOW_UPDATE => Verdict::Drop,
             // No room for the padding it announces: an error h2 reports.
@@ -504,6 +533,45 @@ impl Watch {
         }
     }
 
+    /// What the server may still send on the connection: the client's
+    /// receive window.
+    pub(super) fn send_window(&self) -> i64 {
+        self.send_window
+    }
+
+    /// Whether what h2 writes must pass the window gate
+    /// ([`Watch::route`]) instead of going straight to the transport.
+    pub(crate) fn gated(&self) -> bool {
+        self.gate.is_some()
+    }
+
+    /// Routes bytes h2 wrote through the window gate: what may go to the
+    /// client now is appended to `out` (in order with what is there), the
+    /// rest is held until the client's window lets it go.
+    pub(crate) fn route(&mut self, bytes: &[u8], out: &mut Vec<u8>) {
+        if let Some(mut gate) = self.gate.take() {
+            gate.route(self, bytes, out);
+            self.keep_gate(gate);
+        }
+    }
+
+    /// Appends to `out` the held frames the client's window now lets go
+    /// (after its WINDOW_UPDATE), if `out` ends at a frame boundary.
+    pub(crate) fn release(&mut self, out: &mut Vec<u8>) {
+        if let Some(mut gate) = self.gate.take() {
+            gate.release(self, out);
+            self.keep_gate(gate);
+        }
+    }
+
+    /// Puts the gate back, unless it is no longer needed: the deficit is
+    /// repaid and nothing waits in it.
+    fn keep_gate(&mut self, gate: Box<Gate>) {
+        if self.deficit > 0 || !gate.is_empty() {
+            self.gate = Some(gate);
+        }
+    }
+
     /// Notes a server frame's header.
     fn server_frame(&mut self, head: Head) {
         let end_stream = head.has(flag::END_STREAM);
@@ -557,6 +625,7 @@ impl Watch {
     pub(crate) fn quiet(&self) -> bool {
         self.open.is_empty()
             && self.replies.is_empty()
+            && self.gate.as_ref().is_none_or(|gate| gate.is_empty())
             && !self.header_block
             && !self.ending
             && self.inbound.at_boundary()
@@ -631,15 +700,13 @@ impl Watch {
         let send_window = u32::try_from(self.send_window).ok();
         let recv_window = u32::try_from(self.recv_window).ok();
         match (send_window, recv_window) {
-            (Some(send), Some(recv)) if send >= INITIAL_WINDOW && recv <= fresh_window => {
-                Ok(Asleep {
-                    settings: cache.share(&self.settings),
-                    last_stream: self.last_stream,
-                    recv_window: recv,
-                    send_window: send,
-                    pings: self.lot_pings,
-                })
-            }
+            (Some(send), Some(recv)) if recv <= fresh_window => Ok(Asleep {
+                settings: cache.share(&self.settings),
+                last_stream: self.last_stream,
+                recv_window: recv,
+                send_window: send,
+                pings: self.lot_pings,
+            }),
             _ => Err(Decline::Window),
         }
     }
@@ -745,6 +812,8 @@ impl Asleep {
             last_stream: self.last_stream,
             recv_window: self.recv_window.into(),
             send_window: self.send_window.into(),
+            deficit: INITIAL_WINDOW.saturating_sub(self.send_window),
+            gate: (self.send_window < INITIAL_WINDOW).then(Box::default),
             forgotten: self.last_stream,
             lot_pings: self.pings,
             ..Watch::new()
@@ -945,7 +1014,7 @@ mod tests {
     }
 
     #[test]
-    fn a_client_that_kept_the_initial_window_and_received_data_declines() {
+    fn a_client_that_kept_the_initial_window_and_received_data_sleeps_gated() {
         let mut watch = Watch::new();
         let mut bytes = frame::PREFACE.to_vec();
         frame::settings(&mut bytes, []);
@@ -954,10 +1023,117 @@ mod tests {
         watch.fence().unwrap();
         read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0));
         assert!(watch.settled());
-        assert_eq!(
-            watch.asleep(1 << 20, &SettingsCache::default()),
-            Err(Decline::Window)
-        );
+        let asleep = watch.asleep(1 << 20, &SettingsCache::default()).unwrap();
+        assert_eq!(asleep.send_window, INITIAL_WINDOW - 100);
+        let woken = asleep.watch();
+        assert!(woken.gated());
+        assert_eq!(woken.deficit, 100);
+        // One that slept with its window whole needs no gate.
+        let whole = Asleep {
+            send_window: INITIAL_WINDOW,
+            ..asleep
+        };
+        assert!(!whole.watch().gated());
+    }
+
+    /// Routes what h2 writes, `chunks` at a time, through the gate.
+    fn route(watch: &mut Watch, bytes: &[u8], chunk: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for piece in bytes.chunks(chunk) {
+            watch.route(piece, &mut out);
+        }
+        out
+    }
+
+    /// A woken connection whose client had granted 10 bytes: the gate
+    /// lets 10 bytes of DATA go (the frame cut there), holds the rest and
+    /// the frames after it (a stream-0 frame passes them), and lets them
+    /// go as the client's WINDOW_UPDATEs open the window; the part that
+    /// repays the deficit never reaches h2. Split anywhere, the same.
+    #[test]
+    fn the_gate_sends_no_more_than_the_client_granted() {
+        let asleep = Asleep {
+            settings: Arc::default(),
+            last_stream: 1,
+            recv_window: INITIAL_WINDOW,
+            send_window: 10,
+            pings: 0,
+        };
+        let mut h2 = frame_of(kind::HEADERS, flag::END_HEADERS, 3, &[0x88]);
+        h2.extend(frame_of(kind::DATA, flag::END_STREAM, 3, &[7; 30]));
+        h2.extend(frame_of(
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            5,
+            &[0x88],
+        ));
+        h2.extend(frame_of(kind::PING, flag::ACK, 0, b"pingpong"));
+        let mut now = frame_of(kind::HEADERS, flag::END_HEADERS, 3, &[0x88]);
+        now.extend(frame_of(kind::DATA, 0, 3, &[7; 10]));
+        now.extend(frame_of(kind::PING, flag::ACK, 0, b"pingpong"));
+        let update = |n: u32| frame_of(kind::WINDOW_UPDATE, 0, 0, &n.to_be_bytes());
+        for chunk in 1..=h2.len() {
+            let mut watch = asleep.watch();
+            for stream in [3, 5] {
+                read(
+                    &mut watch,
+                    &frame_of(
+                        kind::HEADERS,
+                        flag::END_HEADERS | flag::END_STREAM,
+                        stream,
+                        &[0x82],
+                    ),
+                );
+            }
+            assert_eq!(route(&mut watch, &h2, chunk), now, "chunks of {chunk}");
+            assert!(!watch.quiet(), "frames are held");
+            // 5 bytes: all of them repay the deficit; h2 gets nothing.
+            assert_eq!(read(&mut watch, &update(5)), b"");
+            let mut out = Vec::new();
+            watch.release(&mut out);
+            assert_eq!(out, frame_of(kind::DATA, 0, 3, &[7; 5]));
+            // 65,530: the rest of the deficit (65,520), and 10 for h2.
+            assert_eq!(read(&mut watch, &update(65_530)), update(10));
+            let mut out = Vec::new();
+            watch.release(&mut out);
+            let mut rest = frame_of(kind::DATA, flag::END_STREAM, 3, &[7; 15]);
+            rest.extend(frame_of(
+                kind::HEADERS,
+                flag::END_HEADERS | flag::END_STREAM,
+                5,
+                &[0x88],
+            ));
+            assert_eq!(out, rest);
+            assert_eq!(watch.send_window, 65_530 - 15);
+            assert!(!watch.gated(), "repaid, nothing held: no gate");
+            assert!(watch.quiet());
+        }
+    }
+
+    /// An increment of 0 reaches h2 (an error h2 reports), as does the
+    /// part of an increment beyond the deficit, whatever the split.
+    #[test]
+    fn window_updates_repay_the_deficit_first() {
+        let asleep = Asleep {
+            settings: Arc::default(),
+            last_stream: 1,
+            recv_window: INITIAL_WINDOW,
+            send_window: INITIAL_WINDOW - 1_000,
+            pings: 0,
+        };
+        let update = |n: u32| frame_of(kind::WINDOW_UPDATE, 0, 0, &n.to_be_bytes());
+        let zero = update(0);
+        assert_eq!(read_split(&asleep, &zero), (zero.clone(), vec![]));
+        let bytes = [update(600), update(700), update(50)].concat();
+        let to_h2 = [update(300), update(50)].concat();
+        assert_eq!(read_split(&asleep, &bytes), (to_h2, vec![]));
+        let mut watch = asleep.watch();
+        read(&mut watch, &bytes);
+        assert_eq!(watch.deficit, 0);
+        assert_eq!(watch.send_window, i64::from(INITIAL_WINDOW) + 350);
+        assert!(watch.gated(), "dropped at its next use");
+        watch.release(&mut Vec::new());
+        assert!(!watch.gated());
     }
 
     #[test]

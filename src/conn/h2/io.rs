@@ -157,7 +157,31 @@ where
         }
     }
 
-    /// Writes dormant's frames.
+    /// Writes what h2 wrote through the window gate (`Watch::route`), after
+    /// what the gate let go before (written first, by the caller): all of
+    /// it is taken, and what the gate lets go is written as far as the
+    /// transport takes it now, the rest at the next write or flush.
+    fn poll_gated<'b>(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: impl IntoIterator<Item = &'b [u8]>,
+    ) -> Poll<io::Result<usize>> {
+        let mut wire = lock(self.wire);
+        let mut n = 0;
+        for buf in bufs {
+            wire.watch.route(buf, &mut self.output);
+            n += buf.len();
+        }
+        wire.unflushed = true;
+        drop(wire);
+        if let Poll::Ready(Err(error)) = self.poll_output(cx) {
+            return Poll::Ready(Err(error));
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    /// Writes dormant's frames, and in a gated connection what the gate let
+    /// go.
     fn poll_output(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while !self.output.is_empty() {
             let n = ready!(Pin::new(&mut *self.stream).poll_write(cx, &self.output))?;
@@ -220,6 +244,12 @@ impl<T: Seam> Read for H2Io<'_, T> {
                 return Poll::Ready(Ok(()));
             }
             let len = wire.watch.inbound(&mut bytes, HEAD_ROOM, HEAD_ROOM + n);
+            if wire.watch.gated() {
+                // A WINDOW_UPDATE may have opened the window for held
+                // frames: they go out at h2's next write or flush.
+                wire.watch.release(&mut this.output);
+                wire.unflushed |= !this.output.is_empty();
+            }
             if len > 0 {
                 this.input = Some((bytes, 0..len));
             }
@@ -242,6 +272,9 @@ where
             return Poll::Ready(Ok(buf.len()));
         }
         ready!(this.poll_output(cx))?;
+        if lock(this.wire).watch.gated() {
+            return this.poll_gated(cx, [buf]);
+        }
         let mut buf = buf;
         // One lock for the write: it is never contended (see `lock`).
         let mut wire = lock(this.wire);
@@ -280,6 +313,11 @@ where
             return Poll::Ready(Ok(n));
         }
         let wire = lock(this.wire);
+        if wire.watch.gated() {
+            drop(wire);
+            ready!(this.poll_output(cx))?;
+            return this.poll_gated(cx, bufs.iter().map(|b| &**b));
+        }
         if wire.watch.goaway_in(bufs.iter().map(|b| &**b)) {
             // Rare: a GOAWAY of a woken connection, written slice by slice.
             drop(wire);
@@ -331,6 +369,7 @@ where
                     this.output.extend_from_slice(&replies);
                 }
             }
+            wire.unflushed |= !this.output.is_empty();
         }
         ready!(this.poll_output(cx))?;
         ready!(Pin::new(&mut *this.stream).poll_flush(cx))?;
