@@ -180,9 +180,19 @@ fn orchestrate<C>(bench: &Bench<C>) {
     let w = bench.kind_width;
     println!("{}, N = {n}, {repeat} repetition(s), medians", bench.title);
     println!("(each measurement in a fresh server process; client in its own process)");
+    // `{PREFIX}_KINDS=a,b`: those kinds alone (each with its baseline, if
+    // it is to be set against one: name it too).
+    let only = std::env::var(bench.var("KINDS")).ok();
+    let chosen = |kind: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|k| k == kind))
+    };
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); bench.kinds.len()];
     for round in 0..repeat {
         for (k, kind) in bench.kinds.iter().enumerate() {
+            if !chosen(kind) {
+                continue;
+            }
             let out = bench
                 .reexec("server", kind)
                 .env(bench.var("N"), n.to_string())
@@ -230,6 +240,9 @@ fn orchestrate<C>(bench: &Bench<C>) {
         "trimmed 2nd half B/conn"
     );
     for (k, kind) in bench.kinds.iter().enumerate() {
+        if samples[k].is_empty() {
+            continue;
+        }
         println!(
             "{:<w$} {:>6}  {:>12.0}  {:>12.2}  {:>12.0}  {:>18}  {:>22}",
             kind,
@@ -252,6 +265,9 @@ fn orchestrate<C>(bench: &Bench<C>) {
             .find_map(|(i, _)| position(&format!("{}{}", &kind[..=i], bench.kinds[0])))
             .unwrap_or(0);
         let base = bench.kinds[b];
+        if samples[k].is_empty() || samples[b].is_empty() {
+            continue;
+        }
         let ratio = |f: fn(&Sample) -> f64| med(b, f) / med(k, f);
         println!(
             "{base} / {name}: heap {:.1}x, RSS {:.1}x",

@@ -4,6 +4,7 @@
 //! ```text
 //! CARGO_TARGET_DIR=/work/target-bench cargo bench --bench idle_memory
 //! IDLE_N=5000 IDLE_REPEAT=5 cargo bench --bench idle_memory
+//! IDLE_KINDS=h2c-dw-hyper-util,h2c-dw-dormant cargo bench --bench idle_memory
 //! cargo bench --bench idle_memory -- 2000          # N as an argument
 //! cargo bench --features tls --bench idle_memory   # with the TLS rows (h2 too)
 //! cargo bench --features tls-ring --bench idle_memory   # TLS on ring
@@ -117,6 +118,13 @@
 //!   it closes everything that none of its connections has ended: a
 //!   connection the server closed fails the measurement. Their ratios
 //!   are against `h2c-hyper-util`;
+//! - `h2c-dw-hyper-util`, `h2c-dw-parked`, `h2c-dw-dormant`: the `h2c-`
+//!   kinds with a client that keeps the protocol's default windows
+//!   (hyper's http2 client with 65,535-byte connection and stream windows,
+//!   no adaptive window), as Node's http2, Python's h2 and Netty do: after
+//!   the 13-byte response its connection window is 65,522 bytes, below
+//!   what a fresh connection believes, and it sends no WINDOW_UPDATE
+//!   until half of it is used (dormant's window gate, `wire::gate`);
 //! - `tls-h2-hyper-util`, `tls-h2-no-park`, `tls-h2-parked`,
 //!   `tls-h2-dormant` (with a TLS feature): the same over TLS:
 //!   `tls-hyper-util`'s server, and `no-park`'s, `parked`'s and
@@ -190,6 +198,9 @@ static BENCH: Bench<Exchange> = Bench {
         "h2c-no-park-lean",
         "h2c-parked",
         "h2c-dormant",
+        "h2c-dw-hyper-util",
+        "h2c-dw-parked",
+        "h2c-dw-dormant",
         #[cfg(feature = "tls-no-provider")]
         "tls-hyper-util",
         #[cfg(feature = "tls-no-provider")]
@@ -219,6 +230,8 @@ static BENCH: Bench<Exchange> = Bench {
         ("h2c-no-park-lean", "awake h2c, lean settings"),
         ("h2c-parked", "h2c PARKED"),
         ("h2c-dormant", "h2c DORMANT"),
+        ("h2c-dw-parked", "h2c PARKED, default window"),
+        ("h2c-dw-dormant", "h2c DORMANT, default window"),
         #[cfg(feature = "tls-no-provider")]
         ("tls-parked", "PARKED over TLS"),
         #[cfg(feature = "tls-no-provider")]
@@ -240,6 +253,7 @@ static BENCH: Bench<Exchange> = Bench {
 const SERVED_AS: &[(&str, bool)] = &[
     ("tls-h2-", true),
     ("tls-", false),
+    ("h2c-dw-", true),
     ("h2c-", true),
     ("unix-", false),
 ];
@@ -493,7 +507,7 @@ impl Connect for Exchange {
 
     fn connect(&self, kind: &str, to: &Endpoint) -> Open {
         if served_as(kind).1 {
-            Open::H2(h2_get(to))
+            Open::H2(h2_get(to, kind.starts_with("h2c-dw-")))
         } else {
             let mut conn = Conn::open(to);
             request(&mut conn);
@@ -547,15 +561,19 @@ fn client_runtime() -> &'static Runtime {
 
 /// Opens an HTTP/2 connection to `to` (h2c with prior knowledge over TCP,
 /// or h2 over TLS with ALPN `h2` alone), with hyper's http2 client and its
-/// default settings, and makes one `GET` on it: the client preface and
+/// default settings (with `default_window`, the protocol's default
+/// windows instead), and makes one `GET` on it: the client preface and
 /// SETTINGS, the request on stream 1, the whole response (a 200, `Hello,
 /// World!`). Returns the connection's handle, still open. Fails after 10 s,
 /// so that a server that does not answer fails the bench.
-fn h2_get(to: &Endpoint) -> http2::SendRequest<Empty<Bytes>> {
+fn h2_get(to: &Endpoint, default_window: bool) -> http2::SendRequest<Empty<Bytes>> {
     client_runtime().block_on(async {
         tokio::time::timeout(Duration::from_secs(10), async {
             let (mut send, uri) = match to {
-                Endpoint::Tcp(addr) => (h2_handshake(tcp(addr).await).await, "http://localhost/"),
+                Endpoint::Tcp(addr) => (
+                    h2_handshake(tcp(addr).await, default_window).await,
+                    "http://localhost/",
+                ),
                 #[cfg(feature = "tls-no-provider")]
                 Endpoint::Tls(addr, trust) => {
                     let connector =
@@ -571,7 +589,10 @@ fn h2_get(to: &Endpoint) -> http2::SendRequest<Empty<Bytes>> {
                         Some(&b"h2"[..]),
                         "the server did not choose h2"
                     );
-                    (h2_handshake(tls).await, "https://localhost/")
+                    (
+                        h2_handshake(tls, default_window).await,
+                        "https://localhost/",
+                    )
                 }
                 Endpoint::Unix(_) => panic!("the h2 kinds run over TCP"),
             };
@@ -596,13 +617,22 @@ async fn tcp(addr: &std::net::SocketAddr) -> TcpStream {
     tcp
 }
 
-/// hyper's http2 client handshake on `io` (sends the preface); the
+/// hyper's http2 client handshake on `io` (sends the preface), with the
+/// protocol's default 65,535-byte windows if `default_window`; the
 /// connection's task goes to the client's runtime.
-async fn h2_handshake<T>(io: T) -> http2::SendRequest<Empty<Bytes>>
+async fn h2_handshake<T>(io: T, default_window: bool) -> http2::SendRequest<Empty<Bytes>>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (send, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(io))
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    if default_window {
+        builder
+            .adaptive_window(false)
+            .initial_connection_window_size(65_535)
+            .initial_stream_window_size(65_535);
+    }
+    let (send, conn) = builder
+        .handshake(TokioIo::new(io))
         .await
         .expect("h2 handshake");
     tokio::spawn(async move {
