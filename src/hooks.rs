@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use tracing::error;
 
-use crate::lot::Carry;
+use crate::lot::{Answered, Carry};
 use crate::wire::Asleep;
 
 /// What an admission hook ([`Serve::on_accept`](crate::Serve::on_accept))
@@ -256,6 +256,25 @@ impl<A: Send + 'static> Carry for Kept<A> {
         match self {
             Kept::Asleep(_) => true,
             Kept::Watched { watched, .. } => watched.report(ConnState::Dormant),
+        }
+    }
+
+    fn answer(&self, read: &[u8], reply: &mut Vec<u8>) -> Option<Answered> {
+        let pongs = self.asleep()?.answer(read, reply)?;
+        Some(Answered { pongs })
+    }
+
+    fn answers(&self) -> bool {
+        self.asleep().is_some()
+    }
+
+    fn answered(&mut self, answered: Answered) {
+        let asleep = match self {
+            Kept::Asleep(asleep) => Some(asleep),
+            Kept::Watched { asleep, .. } => asleep.as_deref_mut(),
+        };
+        if let Some(asleep) = asleep {
+            asleep.answered(answered.pongs);
         }
     }
 }

@@ -70,9 +70,10 @@ pub(crate) enum Origin<A> {
     /// Just accepted: its first request is on the header clock from now.
     Accepted(Admission<A>),
     /// Handed back by the parking lot, with bytes waiting (or a close),
-    /// after a pause of its client, with what it carried there and what it
-    /// used of its limits.
-    Woken(Pause, Option<Kept<A>>, Life),
+    /// after a pause of its client, with what it carried there, what it
+    /// used of its limits, and the bytes the lot read for it (usually
+    /// none: see `lot::Woke`), which it serves first.
+    Woken(Pause, Option<Kept<A>>, Life, Bytes),
 }
 
 /// Where a new connection is with the connection hooks.
@@ -242,6 +243,9 @@ where
             // from accept.
             head_since: first.then_some(accepted),
         };
+        // Bytes the lot read for a woken connection, in `carried`: served
+        // at once, with no wait for the socket.
+        let mut read_ahead = false;
         let (mut park_at_once, mut asleep, mut watched, mut life) = match origin {
             Origin::Accepted(admission) => {
                 let life = state.shared.config.limits.born(accepted);
@@ -251,7 +255,9 @@ where
                 };
                 (false, None, watched, life)
             }
-            Origin::Woken(pause, kept, life) => {
+            Origin::Woken(pause, kept, life, unread) => {
+                read_ahead = !unread.is_empty();
+                carried = unread;
                 let (asleep, watched) = Kept::split(kept);
                 (pause == Pause::Long, asleep, watched, life)
             }
@@ -262,7 +268,11 @@ where
             // keep it.
             let active: ActiveFuture<'_, T> = {
                 let wait = ParkedWait::new(&mut stream, &state, carried, &clocks, &life);
-                let replay = match wait.await {
+                let woken = match std::mem::take(&mut read_ahead) {
+                    true => Woken::Readable(wait.into_replay()),
+                    false => wait.await,
+                };
+                let replay = match woken {
                     Woken::Readable(replay) => replay,
                     Woken::Shutdown => {
                         match asleep.as_deref().map(Asleep::goaway) {

@@ -125,6 +125,14 @@ impl<'a, T: Seam> ParkedWait<'a, T> {
 }
 
 impl<T: Seam> ParkedWait<'_, T> {
+    /// The bytes it carries, to serve without waiting.
+    pub(super) fn into_replay(self) -> Replay {
+        Replay {
+            carried: self.carried,
+            fresh: None,
+        }
+    }
+
     /// The deadline of a handshake (TLS, or a PROXY header) passed:
     /// closes the connection if it is still handshaking (`Ready`);
     /// otherwise the handshake completed in time, and the timer moves on to

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Poll as Ready, Waker};
 use std::time::Duration;
 
+use bytes::Bytes;
 use mio::{Events, Poll};
 use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
@@ -14,23 +15,49 @@ use tracing::{debug, trace};
 use super::deadlines::{Millis, before};
 use super::ready::{Registration, Report};
 use super::{
-    Callback, Carried, Carry, Closed, Inner, Lot, Parkable, Ping, Rung, Slept, Slot, Turn, Woken,
+    Callback, Carried, Carry, Closed, Inner, Lot, Parkable, Ping, Rung, Slept, Slot, Turn, Woke,
+    Woken,
 };
 use crate::life::Life;
 
 /// Events collected per `epoll_wait`.
 const EVENTS: usize = 256;
 
+/// The most a task-less carrying connection's read takes, for its
+/// protocol to answer where it sleeps ([`Carry::answer`]): a read that
+/// fills it may have left more, and wakes the connection.
+const ANSWER_READ: usize = 256;
+
+/// A duration on the lot's clock, at most 24 days.
+fn millis(d: Duration) -> Millis {
+    d.as_millis().min(i32::MAX as u128) as Millis
+}
+
 /// What a batch of events asks for once the lot's lock is released.
 struct Batch<T: Parkable, W, C> {
     /// Tasks whose connection turned ready.
     wake: Vec<Waker>,
-    /// Task-less connections to hand to the owner, with what they carry.
-    woken: Vec<(T, Option<C>, Life, Slept)>,
+    /// Task-less connections to hand to the owner, with what they carry
+    /// and the bytes the lot read for them.
+    woken: Vec<(T, Option<C>, Life, Slept, Bytes)>,
     /// Connections the peer closed (or that failed), to close.
     gone: Vec<(T::Dormant, Rung, Closed)>,
     /// Sleepers to take out of the poll and call back.
     sleepers: Vec<(W, Woken<T::Dormant>)>,
+}
+
+/// What became of a task-less connection's bytes read in the lot
+/// ([`Lot::answer_in_place`]).
+enum InPlace {
+    /// Its protocol answered them: it sleeps on.
+    Answered,
+    /// None had come after all.
+    Nothing,
+    /// It wakes, with the bytes read (none if the lot read nothing: it
+    /// carries nothing, or its transport cannot read in its parked form).
+    Wake(Bytes),
+    /// The peer closed it, or it failed.
+    Gone(Closed, Option<io::Error>),
 }
 
 /// The slots a sweep took out, by rung.
@@ -96,7 +123,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             // reader finds them. With the close, the transport tells bytes
             // sent before it (serve them) from none (close the fd here).
             let mut failure = None;
-            let gone = match closing.then(|| T::peer_closed(conn)).flatten() {
+            let mut gone = match closing.then(|| T::peer_closed(conn)).flatten() {
                 None | Some(Ok(false)) => None,
                 Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Some(Ok(true)) => Some(Closed::ByPeer),
@@ -106,6 +133,23 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
                     Some(Closed::Failed)
                 }
             };
+            // A carrying connection's protocol may answer the bytes where
+            // it sleeps.
+            let mut unread = Bytes::new();
+            let mut read = read;
+            if !closing {
+                match self.answer_in_place(&mut inner, key, &mut now) {
+                    InPlace::Answered | InPlace::Nothing => continue,
+                    InPlace::Wake(bytes) => {
+                        if !bytes.is_empty() && bytes.len() < ANSWER_READ {
+                            // Read empty: the next read waits for an event.
+                            read = Report::Nothing;
+                        }
+                        unread = bytes;
+                    }
+                    InPlace::Gone(why, error) => (gone, failure) = (Some(why), error),
+                }
+            }
             // Not `inner.remove`: a woken slot is put back under its key.
             let Some(slot) = inner.slots.remove(key) else {
                 continue;
@@ -175,7 +219,9 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
                     };
                     let registration = Registration::new(key, cell, shared.clone());
                     let conn = T::from_dormant(conn, registration);
-                    batch.woken.push((conn, carried, life, slept));
+                    batch
+                        .woken
+                        .push((conn, carried, life, slept, std::mem::take(&mut unread)));
                 }
             }
         }
@@ -193,10 +239,74 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         }
         // Last: the owner may serve the last one here, in the lot's task.
         let n = batch.woken.len();
-        for (i, (conn, carried, life, slept)) in batch.woken.drain(..).enumerate() {
+        for (i, (conn, carried, life, slept, unread)) in batch.woken.drain(..).enumerate() {
             let turn = if i + 1 == n { Turn::Last } else { Turn::Before };
-            shared.owner.woken(conn, carried, life, slept, turn);
+            let woke = Woke {
+                slept,
+                turn,
+                unread,
+            };
+            shared.owner.woken(conn, carried, life, woke);
         }
+    }
+
+    /// Reads what arrived for the task-less connection at `key`, if it
+    /// carries something, for its protocol to answer where it sleeps
+    /// ([`Carry::answer`]): an answered read leaves it asleep, its reply
+    /// written and its keep-alive ping moved on as hyper's timer would be
+    /// (the next ping `every` after the client's bytes; an answer to a
+    /// ping in flight ends its wait).
+    fn answer_in_place(
+        &self,
+        inner: &mut Inner<T::Dormant, W, C>,
+        key: u32,
+        now: &mut Option<Millis>,
+    ) -> InPlace {
+        let Some((conn, _, ping, value)) = inner.slots.get_mut(key).and_then(Slot::carrying) else {
+            return InPlace::Wake(Bytes::new());
+        };
+        if !value.answers() {
+            return InPlace::Wake(Bytes::new());
+        }
+        let mut buf = [0; ANSWER_READ];
+        let n = match T::read_dormant(conn, &mut buf) {
+            None => return InPlace::Wake(Bytes::new()),
+            Some(Ok(0)) => return InPlace::Gone(Closed::ByPeer, None),
+            Some(Ok(n)) => n,
+            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => return InPlace::Nothing,
+            Some(Err(error)) => {
+                trace!(%error, "a task-less connection failed");
+                return InPlace::Gone(Closed::Failed, Some(error));
+            }
+        };
+        let read = &buf[..n];
+        let mut reply = Vec::new();
+        let answered = match value.answer(read, &mut reply) {
+            // A full read may have left bytes, which no event would report.
+            Some(answered) if n < ANSWER_READ => answered,
+            _ => return InPlace::Wake(Bytes::copy_from_slice(read)),
+        };
+        if !reply.is_empty() && T::send_dormant(conn, &reply).is_err() {
+            return InPlace::Wake(Bytes::copy_from_slice(read));
+        }
+        value.answered(answered);
+        // Even when due, odd when sent (see `Ping`).
+        let due = ping.at() % 2 == 0;
+        let moved = *ping != Ping::OFF && (answered.pongs > 0 || due);
+        if moved {
+            let now = *now.get_or_insert_with(|| self.0.clock.millis(Instant::now()));
+            let at = Ping::due(now.wrapping_add(millis(self.0.pings.every))).at();
+            let at = inner.ping_deadlines.push(at, key);
+            if let Some((_, _, ping, _)) = inner.slots.get_mut(key).and_then(Slot::carrying) {
+                *ping = Ping(at);
+            }
+            if inner.ping_deadlines.len() == 1 {
+                // A new front, which the driver's timer does not know: it
+                // looks at the deadlines after this batch (`drive`).
+                self.0.new_front.store(true, Ordering::Release);
+            }
+        }
+        InPlace::Answered
     }
 
     /// Closes the connections whose idle deadline passed and moves
@@ -370,7 +480,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         closed: &mut Vec<(Rung, Closed, usize)>,
     ) {
         // At most 24 days (`Builder::http2_keep_alive_timeout`).
-        let answer_within = self.0.answer_within.as_millis().min(i32::MAX as u128) as Millis;
+        let answer_within = millis(self.0.pings.answer_within);
         while let Some((due, key)) = inner.ping_deadlines.pop_due(now) {
             let Some((conn, rung, ping, value)) = inner.slots.get_mut(key).and_then(Slot::carrying)
             else {

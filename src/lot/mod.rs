@@ -55,7 +55,13 @@
 //! to [`Owner::woken`], after the batch and without the lock, with how long
 //! it slept ([`Slept`]: the owner parks a connection that slept long again
 //! as soon as it is quiet). An event that only reports room to write (the
-//! ACK of the last response) leaves it asleep. An event that reports the
+//! ACK of the last response) leaves it asleep. A connection that carries
+//! something for its protocol may not need waking at all: the lot reads
+//! what came, if its transport can read in its parked form
+//! ([`Parkable::read_dormant`]), and offers it to the protocol
+//! ([`Carry::answer`]: a sleeping HTTP/2 connection answers PINGs there);
+//! answered, the connection sleeps on, the reply written; otherwise it
+//! wakes with the bytes read ([`Woke::unread`]). An event that reports the
 //! peer's close asks the transport whether bytes came before it
 //! ([`Parkable::peer_closed`], a one-byte peek for TCP): none means the
 //! peer closed, and the fd is closed right there.
@@ -112,6 +118,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll as Ready, Waker};
 use std::time::Duration;
 
+use bytes::Bytes;
 use mio::unix::SourceFd;
 use mio::{Interest, Token};
 use tokio::time::Instant;
@@ -173,6 +180,12 @@ pub trait Parkable: Send + Sync + Sized + 'static {
     /// not take them at once (the peer reads nothing) or the transport
     /// cannot write from its parked form.
     fn send_dormant(dormant: &mut Self::Dormant, bytes: &[u8]) -> io::Result<()>;
+
+    /// Reads bytes that arrived for a task-less connection into `buf`,
+    /// without blocking (`Err(WouldBlock)` if none had); `None` if the
+    /// transport cannot read in its parked form (TLS: the records are the
+    /// session's to decrypt).
+    fn read_dormant(dormant: &mut Self::Dormant, buf: &mut [u8]) -> Option<io::Result<usize>>;
 
     /// [`close_dormant`](Self::close_dormant) for a served connection,
     /// without a goodbye of its protocol.
@@ -245,15 +258,27 @@ pub(crate) enum Closed {
 pub(crate) trait Owner<T, C>: Send + Sync + 'static {
     /// A task-less connection turned readable (bytes, or the peer's close,
     /// which its first read finds): it is served again, with what it
-    /// carried. `turn` says whether others of the same batch of events
-    /// come after it (the owner may serve the last in the lot's task; see
-    /// `server::owner`).
-    /// `life` is what [`Lot::park`] was given (default without [`Lives`]).
-    fn woken(&self, conn: T, carried: Option<C>, life: Life, slept: Slept, turn: Turn);
+    /// carried, and how it woke ([`Woke`]: the owner may serve the last of
+    /// a batch of events in the lot's task, see `server::owner`). `life` is
+    /// what [`Lot::park`] was given (default without [`Lives`]).
+    fn woken(&self, conn: T, carried: Option<C>, life: Life, woke: Woke);
     /// The lot closed `n` connections that waited on `from`.
     fn closed(&self, from: Rung, why: Closed, n: usize);
     /// `n` connections moved from PARKED to DORMANT.
     fn went_dormant(&self, n: usize);
+}
+
+/// How a task-less connection woke ([`Owner::woken`]).
+#[derive(Debug)]
+pub(crate) struct Woke {
+    /// How long it slept.
+    pub(crate) slept: Slept,
+    /// Where it comes in its batch of events.
+    pub(crate) turn: Turn,
+    /// Bytes the lot read for its protocol, which did not answer them
+    /// ([`Carry::answer`]): the connection's next bytes, before the
+    /// socket's. Usually none.
+    pub(crate) unread: Bytes,
 }
 
 /// Where a woken connection comes in its batch of events.
@@ -302,6 +327,29 @@ pub(crate) trait Carry: Send + 'static {
 
     /// The connection went DORMANT; `false` closes it (after its goodbye).
     fn went_dormant(&mut self) -> bool;
+
+    /// Bytes arrived for the task-less connection (`read`, all that had):
+    /// `Some` if its protocol answers all of them where it sleeps (such as
+    /// HTTP/2 PINGs, and the ACKs of the lot's pings), with what it says in
+    /// answer appended to `reply`, for the lot to write; nothing of it is
+    /// noted until [`answered`](Self::answered). `None` wakes the
+    /// connection, which is handed the bytes.
+    fn answer(&self, read: &[u8], reply: &mut Vec<u8>) -> Option<Answered>;
+
+    /// Whether its protocol may answer bytes where it sleeps: if not, the
+    /// lot does not read them, and they wake the connection.
+    fn answers(&self) -> bool;
+
+    /// The lot wrote the reply of [`answer`](Self::answer)'s `answered`.
+    fn answered(&mut self, answered: Answered);
+}
+
+/// What a task-less connection's protocol answered where it sleeps
+/// ([`Carry::answer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Answered {
+    /// Answers to the lot's keep-alive pings among the bytes.
+    pub(crate) pongs: u32,
 }
 
 /// A registered connection, by what it is doing.
@@ -424,6 +472,17 @@ impl Ping {
     fn at(self) -> Millis {
         self.0
     }
+}
+
+/// How the lot pings carrying connections ([`Carry::ping`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Pings {
+    /// From an answer (or any bytes the protocol answers in the lot) to
+    /// the next ping; the first is due when [`Lot::park`] says.
+    pub(crate) every: Duration,
+    /// How long a ping waits for its answer before the lot closes the
+    /// connection.
+    pub(crate) answer_within: Duration,
 }
 
 /// What the lot keeps of task-less connections' [`Life`]s.
@@ -559,8 +618,8 @@ struct Shared<T: Parkable, W, C> {
     registry: mio::Registry,
     /// How late the lot may act on a deadline (see [`Lot::drive`]).
     slack: Duration,
-    /// How long a keep-alive ping waits for its answer ([`Carry::ping`]).
-    answer_within: Duration,
+    /// Carrying connections' keep-alive pings.
+    pings: Pings,
     lives: Lives,
     inner: Mutex<Inner<T::Dormant, W, C>>,
     clock: Clock,
@@ -604,19 +663,19 @@ impl<T: Parkable, W: Send + 'static, C: Send + 'static> Table for Shared<T, W, C
 
 impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// A lot that reports to `owner` and may act on a deadline up to
-    /// `slack` late, to act on many at once, and closes a connection whose
-    /// keep-alive ping is not answered `answer_within`, keeping `lives`.
-    /// `registry` is that of the poll its driver runs ([`Lot::drive`]).
+    /// `slack` late, to act on many at once, pings carrying connections as
+    /// `pings` says, and keeps `lives`. `registry` is that of the poll its
+    /// driver runs ([`Lot::drive`]).
     pub(crate) fn new(
         owner: Box<dyn Owner<T, C>>,
         slack: Duration,
-        answer_within: Duration,
+        pings: Pings,
         lives: Lives,
         registry: mio::Registry,
     ) -> Self {
         Lot(Arc::new(Shared {
             slack,
-            answer_within,
+            pings,
             lives,
             registry,
             inner: Mutex::new(Inner {

@@ -121,15 +121,19 @@ impl Cell {
     /// Marks both sides ready, for a task-less connection woken by an
     /// event the lot consumed: its first read must reach the socket, and
     /// the events it missed while task-less (room to write) went nowhere.
-    /// `read`: whether the event also reported the peer's close. Returns
-    /// when the connection parked ([`park`](Self::park)).
+    /// `read`: whether the event also reported the peer's close, or
+    /// `Nothing` if the lot read the socket empty itself (its next read
+    /// waits for the next event). Returns when the connection parked
+    /// ([`park`](Self::park)).
     pub(super) fn set_woken(&self, read: Report) -> Millis {
         let mut state = self.lock();
         for side in state.sides.iter_mut() {
             side.ready = true;
             side.tick = side.tick.wrapping_add(1);
         }
-        state.sides[Direction::Read as usize].closed |= read == Report::Closed;
+        let reader = &mut state.sides[Direction::Read as usize];
+        reader.ready = read != Report::Nothing;
+        reader.closed |= read == Report::Closed;
         state.parked_at
     }
 }

@@ -29,6 +29,7 @@ use crate::accounting::Held;
 use crate::body::Body;
 use crate::hooks::Hooks;
 use crate::listener::Listener;
+use crate::lot::Pings;
 use crate::service::{BoxError, HttpService, ResBody};
 use crate::shutdown::{Level, Signal};
 use crate::state::{ServeState, Shared};
@@ -152,16 +153,12 @@ where
         // keeps the lot.
         let owner = LotOwner::new(weak.clone(), service.clone());
         let config = &shared.config;
-        let answer_within =
-            (config.h2_sleep.keep_alive).map_or(std::time::Duration::ZERO, |k| k.timeout);
+        let pings = (config.h2_sleep.keep_alive).map_or_else(Pings::default, |k| Pings {
+            every: k.interval,
+            answer_within: k.timeout,
+        });
         let lives = config.lot_lives();
-        let lot = StreamLot::new(
-            Box::new(owner),
-            config.lot_slack(),
-            answer_within,
-            lives,
-            registry,
-        );
+        let lot = StreamLot::new(Box::new(owner), config.lot_slack(), pings, lives, registry);
         ServeState {
             shared: shared.clone(),
             signal: Signal::default(),

@@ -15,7 +15,7 @@ use tracing::error;
 use crate::conn::{self, Origin, Pause};
 use crate::hooks::Kept;
 use crate::life::Life;
-use crate::lot::{self, Closed, Rung, Slept, Turn};
+use crate::lot::{self, Closed, Rung, Slept, Turn, Woke};
 use crate::service::{HttpService, ResBody};
 use crate::state::{Open, ServeState};
 use crate::transport::Seam;
@@ -135,7 +135,12 @@ where
     S: HttpService<B>,
     B: ResBody,
 {
-    fn woken(&self, conn: T, kept: Option<Kept<T::Addr>>, life: Life, slept: Slept, turn: Turn) {
+    fn woken(&self, conn: T, kept: Option<Kept<T::Addr>>, life: Life, woke: Woke) {
+        let Woke {
+            slept,
+            turn,
+            unread,
+        } = woke;
         let Some(state) = self.state.upgrade() else {
             return;
         };
@@ -158,7 +163,7 @@ where
             (Workers::One, _) | (Workers::Many, Turn::Last) => FirstPoll::InPlace,
             (Workers::Many, Turn::Before) => FirstPoll::InTask,
         };
-        let origin = Origin::Woken(pause, kept, life);
+        let origin = Origin::Woken(pause, kept, life, unread);
         serve_woken(&state, conn, origin, &self.service, first_poll);
     }
 

@@ -203,6 +203,10 @@ impl<S: Sock> Parkable for Socket<S> {
         dormant.peer_closed()
     }
 
+    fn read_dormant(dormant: &mut S, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        Some(dormant.read(buf))
+    }
+
     fn send_dormant(dormant: &mut S, bytes: &[u8]) -> io::Result<()> {
         match dormant.write(bytes)? {
             n if n == bytes.len() => Ok(()),

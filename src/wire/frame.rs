@@ -133,6 +133,18 @@ pub(crate) fn ping(out: &mut Vec<u8>, payload: [u8; 8]) {
     out.extend_from_slice(&payload);
 }
 
+/// Appends the ACK of a PING whose payload was `payload`.
+pub(crate) fn ping_ack(out: &mut Vec<u8>, payload: [u8; 8]) {
+    Head {
+        len: 8,
+        kind: kind::PING,
+        flags: flag::ACK,
+        stream: 0,
+    }
+    .write(out);
+    out.extend_from_slice(&payload);
+}
+
 /// Appends a WINDOW_UPDATE frame for the connection.
 pub(crate) fn window_update(out: &mut Vec<u8>, increment: u32) {
     Head {

@@ -802,6 +802,40 @@ impl Asleep {
         out
     }
 
+    /// Answers `read`, bytes the client sent while the connection sleeps,
+    /// without waking it, if they are only frames that need no h2: PINGs
+    /// (their ACKs appended to `reply`) and ACKs of the keep-alive PINGs
+    /// sent while asleep. Returns how many of those ACKs came, to be noted
+    /// by [`answered`](Self::answered) once the reply is written; `None`
+    /// if any byte needs h2 (any other frame, a PING of another length,
+    /// part of a frame), and the connection wakes.
+    pub(crate) fn answer(&self, read: &[u8], reply: &mut Vec<u8>) -> Option<u32> {
+        let mut pongs = 0;
+        let mut frames = read.chunks(HEAD_LEN + 8);
+        for bytes in &mut frames {
+            let head: &[u8; HEAD_LEN] = bytes.get(..HEAD_LEN)?.try_into().ok()?;
+            let head = Head::parse(head);
+            let payload: [u8; 8] = bytes.get(HEAD_LEN..)?.try_into().ok()?;
+            if (head.kind, head.len, head.stream) != (kind::PING, 8, 0) {
+                return None;
+            }
+            if !head.has(flag::ACK) {
+                frame::ping_ack(reply, payload);
+            } else if payload == frame::KEEP_ALIVE_PING && pongs < self.pings {
+                pongs += 1;
+            } else {
+                return None;
+            }
+        }
+        Some(pongs)
+    }
+
+    /// Notes the ACKs of keep-alive PINGs that [`answer`](Self::answer)
+    /// found.
+    pub(crate) fn answered(&mut self, pongs: u32) {
+        self.pings -= pongs;
+    }
+
     /// The watch of the fresh connection, which starts where this one
     /// slept: with the client's table empty.
     pub(crate) fn watch(&self) -> Watch {
@@ -1431,6 +1465,55 @@ mod tests {
             read(&mut watch, &bytes);
             assert!(watch.quiet());
             assert_eq!(watch.lot_pings, 0);
+        }
+    }
+
+    /// A sleeping connection answers PINGs, and takes the ACKs of the
+    /// keep-alive PINGs sent while asleep, where it sleeps; anything else,
+    /// or part of a frame, wakes it.
+    #[test]
+    fn pings_and_their_acks_are_answered_asleep() {
+        let mut asleep = Asleep {
+            settings: Arc::default(),
+            last_stream: 1,
+            recv_window: INITIAL_WINDOW,
+            send_window: INITIAL_WINDOW,
+            pings: 0,
+        };
+        let ping = frame_of(kind::PING, 0, 0, b"client!!");
+        let ours = frame_of(kind::PING, flag::ACK, 0, &frame::KEEP_ALIVE_PING);
+        let mut reply = Vec::new();
+        assert_eq!(
+            asleep.answer(&[ping.clone(), ping.clone()].concat(), &mut reply),
+            Some(0)
+        );
+        let pong = frame_of(kind::PING, flag::ACK, 0, b"client!!");
+        assert_eq!(reply, [pong.clone(), pong.clone()].concat());
+        // An ACK of a PING the lot did not send is h2's business.
+        assert_eq!(asleep.answer(&ours, &mut Vec::new()), None);
+        asleep.keep_alive_ping();
+        let mut reply = Vec::new();
+        let both = [ours.clone(), ping.clone()].concat();
+        assert_eq!(asleep.answer(&both, &mut reply), Some(1));
+        assert_eq!(reply, pong);
+        assert_eq!(asleep.pings, 1, "noted only once answered");
+        asleep.answered(1);
+        assert_eq!(asleep.pings, 0);
+        // What needs h2 wakes it.
+        let wakes = [
+            ping[..10].to_vec(),
+            [
+                ping.clone(),
+                frame_of(kind::HEADERS, flag::END_HEADERS, 3, &[0x82]),
+            ]
+            .concat(),
+            frame_of(kind::PING, flag::ACK, 0, b"h2's ack"),
+            frame_of(kind::PING, 0, 0, b"longer ping"),
+            frame_of(kind::PING, 0, 1, b"stream 1"),
+            frame_of(kind::SETTINGS, flag::ACK, 0, &[]),
+        ];
+        for bytes in wakes {
+            assert_eq!(asleep.answer(&bytes, &mut Vec::new()), None, "{bytes:?}");
         }
     }
 }

@@ -37,6 +37,12 @@ pub(crate) trait Transport {
     /// the connection back to tokio (`lot_wakes`), whose first read finds
     /// the end.
     const PEEKS: bool;
+    /// Whether a sleeping HTTP/2 connection on this transport answers a
+    /// PING (and the ACK of the lot's keep-alive PING) without waking: the
+    /// lot reads a plain socket in its parked form; a TLS session's records
+    /// are its own to decrypt, and wake the connection.
+    #[allow(dead_code, reason = "only the HTTP/2 sleep tests ping")]
+    const ANSWERS_ASLEEP: bool;
 
     /// Starts `service` on a dormant server built by `builder`, on a
     /// runtime of its own with `workers` worker threads (with one, the
@@ -123,6 +129,7 @@ impl Transport for Tcp {
     type Addr = SocketAddr;
     const HANDSHAKES: u64 = 0;
     const PEEKS: bool = true;
+    const ANSWERS_ASLEEP: bool = true;
 
     fn serve_hooked<B: ResponseBody>(
         builder: &dormant::Builder,
@@ -148,6 +155,7 @@ impl Transport for Unix {
     type Addr = PathBuf;
     const HANDSHAKES: u64 = 0;
     const PEEKS: bool = false;
+    const ANSWERS_ASLEEP: bool = true;
 
     fn serve_hooked<B: ResponseBody>(
         builder: &dormant::Builder,
@@ -216,6 +224,7 @@ pub(crate) mod tls {
         type Addr = TlsAddr;
         const HANDSHAKES: u64 = 1;
         const PEEKS: bool = false;
+        const ANSWERS_ASLEEP: bool = false;
 
         fn serve_hooked<B: ResponseBody>(
             builder: &dormant::Builder,

@@ -321,6 +321,10 @@ impl<S: Parkable> Parkable for ProxiedStream<S> {
         S::send_dormant(&mut dormant.io, bytes)
     }
 
+    fn read_dormant(dormant: &mut Self::Dormant, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        S::read_dormant(&mut dormant.io, buf)
+    }
+
     fn close(self) {
         self.io.close();
     }
