@@ -16,6 +16,7 @@
 // The transports' raw HTTP/1 clients (`Serve::connect`) are not used here:
 // the Go client connects by itself.
 mod common {
+    pub(crate) mod child_client;
     #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
     pub(crate) mod client;
     pub(crate) mod ladder;
@@ -39,15 +40,13 @@ mod common {
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use common::child_client::{ChildClient, STEP_TIMEOUT};
 use common::ladder::ladder;
 use common::rungs::{Rung, all_closed, sleep_until, woke};
 use common::services::mirror_service;
@@ -76,10 +75,6 @@ const DORMANT_AFTER: Duration = Duration::from_millis(500);
 
 /// Requests in one round of the Go client (`main.go`, `round`).
 const REQUESTS_PER_ROUND: u64 = 19;
-
-/// How long the Go client may take for one command (a round of requests,
-/// a PING, its close); each of its requests has half of it.
-const STEP_TIMEOUT: Duration = Duration::from_secs(40);
 
 /// How long `go build` may take: from an empty module and build cache, it
 /// downloads `golang.org/x/net` and compiles `net/http`.
@@ -152,7 +147,7 @@ where
         format!("{}s", STEP_TIMEOUT.as_secs() / 2).into(),
     ]);
     args.extend(flags.iter().map(OsString::from));
-    let mut client = GoClient::start(go, &args);
+    let mut client = ChildClient::start("the Go client", go, &args);
 
     let mut before = srv.stats();
     client.command("round", "round 0 done");
@@ -322,125 +317,4 @@ fn build_go_client() -> Result<PathBuf, String> {
     std::fs::rename(&out, &path).map_err(|e| format!("{}: {e}", path.display()))?;
     eprintln!("built the Go client in {:?}", started.elapsed());
     Ok(path)
-}
-
-/// A running Go client: commands go to its stdin, one a line; it answers
-/// each on stdout when done. Killed if dropped still running (a failed
-/// test).
-struct GoClient {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: Receiver<String>,
-    stderr: Option<JoinHandle<String>>,
-}
-
-impl GoClient {
-    fn start(go: &Path, args: &[OsString]) -> GoClient {
-        let mut child = Command::new(go)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("could not run {}: {e}", go.display()));
-        let stdin = child.stdin.take();
-        let (tx, stdout) = mpsc::channel();
-        let out = BufReader::new(child.stdout.take().unwrap());
-        std::thread::spawn(move || {
-            for line in out.lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut err = child.stderr.take().unwrap();
-        let stderr = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = err.read_to_string(&mut text);
-            text
-        });
-        GoClient {
-            child,
-            stdin,
-            stdout,
-            stderr: Some(stderr),
-        }
-    }
-
-    /// Sends `command` and waits (bounded) for the client to answer
-    /// `answer`.
-    fn command(&mut self, command: &str, answer: &str) {
-        let sent = writeln!(self.stdin.as_mut().unwrap(), "{command}")
-            .and_then(|()| self.stdin.as_mut().unwrap().flush());
-        if let Err(e) = sent {
-            self.fail(&format!("`{command}` could not be sent ({e})"));
-        }
-        self.expect(command, |line| line == answer);
-    }
-
-    /// Closes the client's stdin, so that it closes its connection, and
-    /// waits (bounded) for it to say so and exit 0.
-    fn finish(mut self) {
-        drop(self.stdin.take());
-        self.expect("the close", |line| line.starts_with("closed after "));
-        let deadline = Instant::now() + STEP_TIMEOUT;
-        loop {
-            match self.child.try_wait().expect("wait for the Go client") {
-                Some(status) if status.success() => return,
-                Some(status) => self.fail(&format!("the Go client exited with {status}")),
-                None if Instant::now() > deadline => self.fail("the Go client did not exit"),
-                None => std::thread::sleep(Duration::from_millis(5)),
-            }
-        }
-    }
-
-    /// Waits (bounded) for the client's next line, which `ok` must accept.
-    fn expect(&mut self, what: &str, ok: impl Fn(&str) -> bool) {
-        match self.stdout.recv_timeout(STEP_TIMEOUT) {
-            Ok(line) if ok(&line) => {}
-            Ok(line) => self.fail(&format!("{what}: the Go client answered {line:?}")),
-            Err(RecvTimeoutError::Timeout) => {
-                self.fail(&format!("{what}: no answer in {STEP_TIMEOUT:?}"))
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                self.fail(&format!("{what}: the Go client's stdout closed"))
-            }
-        }
-    }
-
-    /// Fails the test with `what`, the client's exit status and its
-    /// stderr (it exits by itself after an error; killed if still running
-    /// a moment later).
-    fn fail(&mut self, what: &str) -> ! {
-        let deadline = Instant::now() + Duration::from_secs(2);
-        let status = loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => break status.to_string(),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(5))
-                }
-                _ => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    break "killed (it was still running)".to_owned();
-                }
-            }
-        };
-        let stderr = self
-            .stderr
-            .take()
-            .map(|t| t.join().unwrap_or_default())
-            .unwrap_or_default();
-        panic!("{what}; the Go client: {status}; its stderr:\n{stderr}");
-    }
-}
-
-impl Drop for GoClient {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }
