@@ -170,7 +170,7 @@ fn bytes_or_na(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.0}"))
 }
 
-fn orchestrate<C>(bench: &Bench<C>) {
+fn orchestrate<C: Connect>(bench: &Bench<C>) {
     let n = bench.conn_count();
     let repeat = env_usize(
         &bench.var("REPEAT"),
@@ -181,11 +181,12 @@ fn orchestrate<C>(bench: &Bench<C>) {
     println!("{}, N = {n}, {repeat} repetition(s), medians", bench.title);
     println!("(each measurement in a fresh server process; client in its own process)");
     // `{PREFIX}_KINDS=a,b`: those kinds alone (each with its baseline, if
-    // it is to be set against one: name it too).
+    // it is to be set against one: name it too). By default, those whose
+    // client is this program.
     let only = std::env::var(bench.var("KINDS")).ok();
-    let chosen = |kind: &str| {
-        only.as_deref()
-            .is_none_or(|o| o.split(',').any(|k| k == kind))
+    let chosen = |kind: &str| match only.as_deref() {
+        Some(only) => only.split(',').any(|k| k == kind),
+        None => bench.connect.external(kind).is_none(),
     };
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); bench.kinds.len()];
     for round in 0..repeat {
@@ -305,7 +306,7 @@ pub(crate) trait UnderTest {
 /// readings. The *mid* reading trims too, so the untrimmed RSS growth
 /// includes what the second half faulted back in of pages the first
 /// half's trim returned.
-pub(crate) fn serve<C, L: Listen, T: UnderTest>(
+pub(crate) fn serve<C: Connect, L: Listen, T: UnderTest>(
     bench: &Bench<C>,
     start: impl FnOnce(&str, L, oneshot::Receiver<()>) -> (T, JoinHandle<()>),
 ) {
@@ -476,9 +477,11 @@ struct Client {
 }
 
 impl Client {
-    fn spawn<C>(bench: &Bench<C>, kind: &str) -> Self {
-        let mut child = bench
-            .reexec("client", kind)
+    fn spawn<C: Connect>(bench: &Bench<C>, kind: &str) -> Self {
+        let mut command = (bench.connect)
+            .external(kind)
+            .unwrap_or_else(|| bench.reexec("client", kind));
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -632,6 +635,14 @@ pub(crate) trait Connect {
     fn closed(&self, open: &Self::Open) -> bool {
         let _ = open;
         false
+    }
+
+    /// A program of another language that is the client process of
+    /// `kind` instead of this one (it speaks `client_main`'s protocol);
+    /// `None` for this one.
+    fn external(&self, kind: &str) -> Option<Command> {
+        let _ = kind;
+        None
     }
 }
 

@@ -5,6 +5,7 @@
 //! CARGO_TARGET_DIR=/work/target-bench cargo bench --bench idle_memory
 //! IDLE_N=5000 IDLE_REPEAT=5 cargo bench --bench idle_memory
 //! IDLE_KINDS=h2c-dw-hyper-util,h2c-dw-dormant cargo bench --bench idle_memory
+//! IDLE_KINDS=h2c-node-hyper-util,h2c-node-dormant cargo bench --bench idle_memory
 //! cargo bench --bench idle_memory -- 2000          # N as an argument
 //! cargo bench --features tls --bench idle_memory   # with the TLS rows (h2 too)
 //! cargo bench --features tls-ring --bench idle_memory   # TLS on ring
@@ -125,6 +126,15 @@
 //!   the 13-byte response its connection window is 65,522 bytes, below
 //!   what a fresh connection believes, and it sends no WINDOW_UPDATE
 //!   until half of it is used (dormant's window gate, `wire::gate`);
+//! - `h2c-node-hyper-util`, `h2c-node-dormant`, `h2c-httpx-hyper-util`,
+//!   `h2c-httpx-dormant`: the same with real clients of other languages
+//!   that keep the default windows, as programs of their own that are the
+//!   client process (they speak its protocol, `procs.rs`'s `client_main`):
+//!   Node's http2 module (`benches/scripts/idle_h2_node.mjs`, needs
+//!   `node`) and Python's httpx on h2 (`benches/scripts/idle_h2_httpx.py`,
+//!   needs `python3` with `httpx[http2]`), one `GET /` on each connection,
+//!   its response checked. Not in the default run (`IDLE_KINDS` names
+//!   them): the machine may lack the runtimes;
 //! - `tls-h2-hyper-util`, `tls-h2-no-park`, `tls-h2-parked`,
 //!   `tls-h2-dormant` (with a TLS feature): the same over TLS:
 //!   `tls-hyper-util`'s server, and `no-park`'s, `parked`'s and
@@ -201,6 +211,10 @@ static BENCH: Bench<Exchange> = Bench {
         "h2c-dw-hyper-util",
         "h2c-dw-parked",
         "h2c-dw-dormant",
+        "h2c-node-hyper-util",
+        "h2c-node-dormant",
+        "h2c-httpx-hyper-util",
+        "h2c-httpx-dormant",
         #[cfg(feature = "tls-no-provider")]
         "tls-hyper-util",
         #[cfg(feature = "tls-no-provider")]
@@ -232,6 +246,8 @@ static BENCH: Bench<Exchange> = Bench {
         ("h2c-dormant", "h2c DORMANT"),
         ("h2c-dw-parked", "h2c PARKED, default window"),
         ("h2c-dw-dormant", "h2c DORMANT, default window"),
+        ("h2c-node-dormant", "h2c DORMANT, Node's client"),
+        ("h2c-httpx-dormant", "h2c DORMANT, httpx"),
         #[cfg(feature = "tls-no-provider")]
         ("tls-parked", "PARKED over TLS"),
         #[cfg(feature = "tls-no-provider")]
@@ -254,6 +270,8 @@ const SERVED_AS: &[(&str, bool)] = &[
     ("tls-h2-", true),
     ("tls-", false),
     ("h2c-dw-", true),
+    ("h2c-node-", true),
+    ("h2c-httpx-", true),
     ("h2c-", true),
     ("unix-", false),
 ];
@@ -513,6 +531,19 @@ impl Connect for Exchange {
             request(&mut conn);
             Open::Http1(conn)
         }
+    }
+
+    /// Node's and Python's clients for their kinds.
+    fn external(&self, kind: &str) -> Option<std::process::Command> {
+        let (program, script) = match kind {
+            k if k.starts_with("h2c-node-") => ("node", "idle_h2_node.mjs"),
+            k if k.starts_with("h2c-httpx-") => ("python3", "idle_h2_httpx.py"),
+            _ => return None,
+        };
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/scripts");
+        let mut command = std::process::Command::new(program);
+        command.arg(dir.join(script));
+        Some(command)
     }
 
     /// An h2 connection the server closed (or that failed) has ended its
