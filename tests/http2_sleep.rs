@@ -81,6 +81,7 @@ over_every_transport!(
     sleeping_h2_connections_that_do_not_answer_pings_are_closed,
     late_ping_acks_go_to_the_side_that_sent_the_ping,
     a_client_that_stops_reading_is_sent_no_byte_past_its_window,
+    a_client_that_reads_only_for_its_responses_sleeps,
 );
 
 /// A keep-alive interval whose PINGs find a connection at `rung`: the
@@ -1058,4 +1059,102 @@ async fn body_of(client: &mut RawClient, stream: u32, until: usize) -> Vec<u8> {
         }
     }
     body
+}
+
+/// A client that reads only while it waits for a response, as a
+/// synchronous one does (Python's httpx): it never sees a SETTINGS frame
+/// sent while it idles, so a fence sent once the connection is quiet goes
+/// unacknowledged. A new connection's fence goes out with its first
+/// response instead, so it sleeps after it; a connection whose client let
+/// a fence go unacknowledged (after a busy spell gave the client its table
+/// back) sends its fences with its responses from then on, and sleeps
+/// after each later request, PARKED and DORMANT.
+fn a_client_that_reads_only_for_its_responses_sleeps<T: Transport>() {
+    let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
+    client_runtime().block_on(async {
+        let io = T::connect_h2(&srv.addr).await.into_inner();
+        let mut client = ReadingOnlyForResponses::start(io).await;
+        let before = srv.stats();
+        client.get(1, "/bytes/10").await;
+        sleep_until(&srv, Rung::Parked, before);
+        // Busy: five requests give the client its table back, and the
+        // fence that follows goes unacknowledged while the client idles.
+        for stream in [3, 5, 7, 9, 11] {
+            client.get(stream, "/bytes/10").await;
+        }
+        srv.wait_for("a fence unacknowledged", |s| {
+            s.h2_sleep_declines.unacknowledged == 1
+        });
+        let mut stream = 13;
+        for rung in [Rung::Parked, Rung::Dormant, Rung::Parked] {
+            let before = srv.stats();
+            client.get(stream, "/bytes/70000").await;
+            for _ in 0..5 {
+                stream += 2;
+                client.get(stream, "/bytes/10").await;
+            }
+            stream += 2;
+            sleep_until(&srv, rung, before);
+        }
+        let s = srv.stats();
+        assert_eq!(s.h2_sleep_declines.unacknowledged, 1, "{s:?}");
+        assert_eq!(s.h2_sleep_declines.window, 0, "{s:?}");
+    });
+    all_closed(&srv);
+}
+
+/// An HTTP/2 client that reads only while it waits for a response (see
+/// [`a_client_that_reads_only_for_its_responses_sleeps`]): it acknowledges
+/// the server's SETTINGS, answers its PINGs and gives back the window of
+/// the DATA it reads then, and reads nothing between requests.
+struct ReadingOnlyForResponses {
+    io: Box<dyn AsyncStream>,
+}
+
+impl ReadingOnlyForResponses {
+    async fn start(mut io: Box<dyn AsyncStream>) -> Self {
+        use tokio::io::AsyncWriteExt;
+        let mut opening = common::h2_raw::PREFACE.to_vec();
+        opening.extend(frame(common::h2_raw::SETTINGS, 0, 0, &[]));
+        io.write_all(&opening).await.expect("write the preface");
+        ReadingOnlyForResponses { io }
+    }
+
+    /// `GET path` on `stream`; reads until its response ends, and returns
+    /// its body.
+    async fn get(&mut self, stream: u32, path: &str) -> Vec<u8> {
+        use common::h2_raw::{SETTINGS, read_frame};
+        use tokio::io::AsyncWriteExt;
+        self.io
+            .write_all(&get_frame(stream, path))
+            .await
+            .expect("write");
+        let mut body = Vec::new();
+        loop {
+            let f = timeout(CLIENT_TIMEOUT, read_frame(&mut self.io))
+                .await
+                .expect("no frame from the server")
+                .expect("the connection closed");
+            let reply = match (f.kind, f.flags & ACK) {
+                (SETTINGS, 0) => frame(SETTINGS, ACK, 0, &[]),
+                (PING, 0) => frame(PING, ACK, 0, &f.payload),
+                (DATA, _) if !f.payload.is_empty() => {
+                    let n = (f.payload.len() as u32).to_be_bytes();
+                    [
+                        frame(WINDOW_UPDATE, 0, 0, &n),
+                        frame(WINDOW_UPDATE, 0, f.stream, &n),
+                    ]
+                    .concat()
+                }
+                _ => Vec::new(),
+            };
+            self.io.write_all(&reply).await.expect("write");
+            if f.kind == DATA && f.stream == stream {
+                body.extend_from_slice(&f.payload);
+            }
+            if f.stream == stream && f.flags & END_STREAM != 0 && matches!(f.kind, DATA | HEADERS) {
+                return body;
+            }
+        }
+    }
 }

@@ -112,6 +112,10 @@ impl Gate {
             self.whole.extend_from_slice(&head.bytes());
             return Route::Whole;
         }
+        // What goes to the client ends at a frame boundary here.
+        if let Some(fence) = watch.early_fence_before(head) {
+            out.extend_from_slice(&fence);
+        }
         let window = window(watch);
         let route = match head.kind {
             _ if !self.held.is_empty() => Route::Hold,

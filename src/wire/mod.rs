@@ -58,8 +58,14 @@
 //!   *fence*) and sleeps only after the client's ACK (removed before h2
 //!   sees it, as h2 did not send that SETTINGS): the client has then
 //!   emptied its table, and must open its next header block with a table
-//!   size update (RFC 7541, 4.2), which the fresh decoder accepts. The
-//!   table stays empty across wakes, so a connection that wakes for a
+//!   size update (RFC 7541, 4.2), which the fresh decoder accepts. A
+//!   client acknowledges a SETTINGS frame only when it reads it, and a
+//!   synchronous one (Python's httpx) reads only while it waits for a
+//!   response: a fence sent once the connection is quiet would wait for
+//!   ever. So a new connection's fence goes out with its first response,
+//!   right before the frame that ends the last open stream, and so does
+//!   every fence of a connection whose client once left one
+//!   unacknowledged (`FenceTiming`). The table stays empty across wakes, so a connection that wakes for a
 //!   request or two sleeps again without a round trip; one that gets busy
 //!   ([`Watch::restore`]) is given its table back, and fenced again before
 //!   its next sleep. The other way, the client's decoder keeps its table

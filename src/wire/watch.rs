@@ -135,6 +135,26 @@ pub(crate) enum Decline {
     Window,
 }
 
+/// When a connection's fence goes out (see `wire`): the client must
+/// acknowledge it before the connection may sleep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FenceTiming {
+    /// Before the server frame that ends the last open stream, once: a new
+    /// connection's. Many connections idle after their first request, and
+    /// a client that reads only while it waits for a response (Python's
+    /// httpx) acknowledges a fence only among a response's frames; after
+    /// it, the client's table stays empty until the connection is busy
+    /// ([`RESTORE_AFTER`]).
+    FirstResponse,
+    /// Once the connection is quiet: the client's table is emptied only
+    /// if it idles.
+    Quiet,
+    /// Before the frame that ends the last open stream, every time: the
+    /// client did not acknowledge a fence sent while it was quiet
+    /// ([`Watch::fence_early`]).
+    Early,
+}
+
 /// What a connection's frames have said, both ways.
 #[derive(Debug)]
 pub(crate) struct Watch {
@@ -191,6 +211,8 @@ pub(crate) struct Watch {
     /// A GOAWAY went either way, or a frame dormant does not expect (a
     /// server PUSH_PROMISE): this connection never sleeps.
     ending: bool,
+    /// When the fence goes out.
+    fence_timing: FenceTiming,
     /// A header block is open (CONTINUATION frames follow).
     header_block: bool,
     /// After a wake: the streams up to this one were closed before the
@@ -230,6 +252,7 @@ impl Watch {
             pings_in: 0,
             lot_pings: 0,
             ending: false,
+            fence_timing: FenceTiming::FirstResponse,
             header_block: false,
             forgotten: 0,
             frames_in: 0,
@@ -655,12 +678,100 @@ impl Watch {
         if !self.needs_fence() || !self.quiet() || !self.settings_sent.is_empty() {
             return None;
         }
+        Some(self.fence_frame())
+    }
+
+    /// The fence's frame, noted as sent.
+    fn fence_frame(&mut self) -> Vec<u8> {
         self.settings_sent.push_back(Sent::Fence {
             resets: self.resets,
         });
+        if self.fence_timing == FenceTiming::FirstResponse {
+            self.fence_timing = FenceTiming::Quiet;
+        }
         let mut out = Vec::with_capacity(HEAD_LEN + 6);
         frame::settings(&mut out, [(frame::HEADER_TABLE_SIZE, 0)]);
-        Some(out)
+        out
+    }
+
+    /// From now on the fence goes out with the response that leaves no
+    /// stream open, not once the connection is quiet: its client did not
+    /// acknowledge one sent while it was quiet. A client that reads only
+    /// while it waits for a response (a synchronous one, such as Python's
+    /// httpx) sees a SETTINGS frame only among a response's frames, and
+    /// acknowledges it then; before the last frame of the response, the
+    /// ACK is on its way when the client stops reading.
+    pub(crate) fn fence_early(&mut self) {
+        self.fence_timing = FenceTiming::Early;
+    }
+
+    /// Whether an early fence is due before a frame that ends the last open
+    /// stream (see [`fence_early`](Self::fence_early)). h2's own SETTINGS
+    /// may be in flight (a new connection's first response usually goes
+    /// out before the client's ACK of them): ACKs come in order.
+    fn early_fence_due(&self) -> bool {
+        self.fence_timing != FenceTiming::Quiet
+            && !self.ending
+            && self.needs_fence()
+            && self.settings_sent.iter().all(|sent| *sent == Sent::H2)
+    }
+
+    /// The early fence's frame, for the caller to write right before the
+    /// frame [`early_fence_at`](Self::early_fence_at) found, if it is due.
+    pub(crate) fn early_fence(&mut self) -> Option<Vec<u8>> {
+        self.early_fence_due().then(|| self.fence_frame())
+    }
+
+    /// Whether the server frame `head` ends a stream and leaves none open,
+    /// counting the streams `ended` lists as ended already (by frames
+    /// before it, not written yet); notes the stream it ends in `ended`.
+    fn ends_the_last_stream(&self, head: Head, ended: &mut Vec<u32>) -> bool {
+        if !matches!(head.kind, kind::HEADERS | kind::DATA) || !head.has(flag::END_STREAM) {
+            return false;
+        }
+        ended.push(head.stream);
+        self.open
+            .iter()
+            .all(|open| open.client_ended && (open.server_ended || ended.contains(&open.id)))
+    }
+
+    /// Where, in the slices the server is about to write, in order, an
+    /// early fence goes ([`fence_early`](Self::fence_early)): the offset
+    /// of the header of the frame that ends the last open stream, if one
+    /// begins in them and a fence is due.
+    pub(crate) fn early_fence_at<'a>(
+        &self,
+        slices: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Option<usize> {
+        if !self.early_fence_due() || self.open.is_empty() {
+            return None;
+        }
+        let mut scanner = self.outbound.clone();
+        let mut ended = Vec::new();
+        let mut offset = 0;
+        for bytes in slices {
+            let mut at = 0;
+            while let Some(piece) = scanner.next(bytes, &mut at) {
+                if let Piece::Head(head) = piece {
+                    if self.ends_the_last_stream(head, &mut ended) {
+                        // A header split across writes began before these
+                        // bytes: too late for this one.
+                        return (offset + at).checked_sub(HEAD_LEN);
+                    }
+                }
+            }
+            offset += bytes.len();
+        }
+        None
+    }
+
+    /// The early fence, if it is due before the server frame `head` (the
+    /// window gate routes frames one by one: see `gate`).
+    pub(super) fn early_fence_before(&mut self, head: Head) -> Option<Vec<u8>> {
+        if !self.early_fence_due() || !self.ends_the_last_stream(head, &mut Vec::new()) {
+            return None;
+        }
+        Some(self.fence_frame())
     }
 
     /// The frame that gives the client its HPACK table back, for the caller
@@ -705,7 +816,8 @@ impl Watch {
                 last_stream: self.last_stream,
                 recv_window: recv,
                 send_window: send,
-                pings: self.lot_pings,
+                pings: u16::try_from(self.lot_pings).unwrap_or(u16::MAX),
+                fence_early: self.fence_timing == FenceTiming::Early,
             }),
             _ => Err(Decline::Window),
         }
@@ -745,7 +857,10 @@ pub(crate) struct Asleep {
     recv_window: u32,
     send_window: u32,
     /// Keep-alive PINGs sent while asleep, not answered yet.
-    pings: u32,
+    pings: u16,
+    /// The client acknowledges a fence only while it reads a response (see
+    /// [`Watch::fence_early`]).
+    fence_early: bool,
 }
 
 /// A wake that cannot bring a fresh connection to where the old one was.
@@ -821,7 +936,7 @@ impl Asleep {
             }
             if !head.has(flag::ACK) {
                 frame::ping_ack(reply, payload);
-            } else if payload == frame::KEEP_ALIVE_PING && pongs < self.pings {
+            } else if payload == frame::KEEP_ALIVE_PING && pongs < u32::from(self.pings) {
                 pongs += 1;
             } else {
                 return None;
@@ -833,7 +948,7 @@ impl Asleep {
     /// Notes the ACKs of keep-alive PINGs that [`answer`](Self::answer)
     /// found.
     pub(crate) fn answered(&mut self, pongs: u32) {
-        self.pings -= pongs;
+        self.pings -= u16::try_from(pongs).unwrap_or(self.pings);
     }
 
     /// The watch of the fresh connection, which starts where this one
@@ -849,7 +964,11 @@ impl Asleep {
             deficit: INITIAL_WINDOW.saturating_sub(self.send_window),
             gate: (self.send_window < INITIAL_WINDOW).then(Box::default),
             forgotten: self.last_stream,
-            lot_pings: self.pings,
+            lot_pings: self.pings.into(),
+            fence_timing: match self.fence_early {
+                true => FenceTiming::Early,
+                false => FenceTiming::Quiet,
+            },
             ..Watch::new()
         }
     }
@@ -1010,6 +1129,7 @@ mod tests {
             recv_window: 1 << 20,
             send_window: 1 << 20,
             pings: 0,
+            fence_early: false,
         };
         let mut watch = asleep.watch();
         exchange(&mut watch, 3, 10, 10);
@@ -1092,6 +1212,7 @@ mod tests {
             recv_window: INITIAL_WINDOW,
             send_window: 10,
             pings: 0,
+            fence_early: false,
         };
         let mut h2 = frame_of(kind::HEADERS, flag::END_HEADERS, 3, &[0x88]);
         h2.extend(frame_of(kind::DATA, flag::END_STREAM, 3, &[7; 30]));
@@ -1154,6 +1275,7 @@ mod tests {
             recv_window: INITIAL_WINDOW,
             send_window: INITIAL_WINDOW - 1_000,
             pings: 0,
+            fence_early: false,
         };
         let update = |n: u32| frame_of(kind::WINDOW_UPDATE, 0, 0, &n.to_be_bytes());
         let zero = update(0);
@@ -1203,6 +1325,7 @@ mod tests {
             recv_window: 900_000,
             send_window: 2_000_000,
             pings: 0,
+            fence_early: false,
         };
         let mut expected = frame::PREFACE.to_vec();
         frame::settings(&mut expected, [(1, 0)]);
@@ -1223,6 +1346,7 @@ mod tests {
             recv_window: 900_000,
             send_window: INITIAL_WINDOW,
             pings: 0,
+            fence_early: false,
         };
         assert_eq!(default_client.prelude(), expected);
 
@@ -1302,6 +1426,7 @@ mod tests {
             recv_window: INITIAL_WINDOW,
             send_window: INITIAL_WINDOW,
             pings: 0,
+            fence_early: false,
         };
         let mut watch = asleep.watch();
         let at = HEAD_LEN * 2;
@@ -1330,6 +1455,7 @@ mod tests {
             recv_window: INITIAL_WINDOW,
             send_window: INITIAL_WINDOW,
             pings: 0,
+            fence_early: false,
         };
         let ping = asleep.keep_alive_ping();
         assert_eq!(
@@ -1392,6 +1518,7 @@ mod tests {
             recv_window: INITIAL_WINDOW,
             send_window: INITIAL_WINDOW,
             pings: 0,
+            fence_early: false,
         };
         let unchanged = |bytes: Vec<u8>| {
             assert_eq!(read_split(&asleep, &bytes), (bytes.clone(), vec![]));
@@ -1454,6 +1581,7 @@ mod tests {
             recv_window: INITIAL_WINDOW,
             send_window: INITIAL_WINDOW,
             pings: 1,
+            fence_early: false,
         };
         let h2s = frame_of(kind::PING, flag::ACK, 0, &[0x3b; 8]);
         let lots = frame_of(kind::PING, flag::ACK, 0, &frame::KEEP_ALIVE_PING);
@@ -1479,6 +1607,7 @@ mod tests {
             recv_window: INITIAL_WINDOW,
             send_window: INITIAL_WINDOW,
             pings: 0,
+            fence_early: false,
         };
         let ping = frame_of(kind::PING, 0, 0, b"client!!");
         let ours = frame_of(kind::PING, flag::ACK, 0, &frame::KEEP_ALIVE_PING);

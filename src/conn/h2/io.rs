@@ -278,6 +278,21 @@ where
         let mut buf = buf;
         // One lock for the write: it is never contended (see `lock`).
         let mut wire = lock(this.wire);
+        match wire.watch.early_fence_at([buf]) {
+            // The fence first, through dormant's output.
+            Some(0) => {
+                if let Some(fence) = wire.watch.early_fence() {
+                    this.output.extend_from_slice(&fence);
+                    wire.unflushed = true;
+                }
+                drop(wire);
+                ready!(this.poll_output(cx))?;
+                wire = lock(this.wire);
+            }
+            // What comes before it is written first.
+            Some(at) => buf = &buf[..at],
+            None => {}
+        }
         match wire.watch.goaway_field_at(buf) {
             // The field goes through dormant's output, raised if it must.
             Some(0) if buf.len() >= 4 => {
@@ -318,8 +333,10 @@ where
             ready!(this.poll_output(cx))?;
             return this.poll_gated(cx, bufs.iter().map(|b| &**b));
         }
-        if wire.watch.goaway_in(bufs.iter().map(|b| &**b)) {
-            // Rare: a GOAWAY of a woken connection, written slice by slice.
+        let slices = || bufs.iter().map(|b| &**b);
+        if wire.watch.goaway_in(slices()) || wire.watch.early_fence_at(slices()).is_some() {
+            // Rare: a GOAWAY of a woken connection, or an early fence
+            // (`Watch::fence_early`), written slice by slice.
             drop(wire);
             let first = bufs
                 .iter()

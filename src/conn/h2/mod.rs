@@ -280,6 +280,8 @@ impl Bedtime {
             (Stage::Fencing, _) => {
                 debug!("h2 sleep declined: the client did not acknowledge the fence");
                 stats.h2_declines_unacknowledged.fetch_add(1, Relaxed);
+                // It may read only while it waits for a response.
+                wire.watch.fence_early();
                 self.stage = Stage::Declined;
                 Poll::Pending
             }
