@@ -45,9 +45,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::child_client::ChildClient;
+use common::child_client::{ChildClient, PAUSES, rounds_across_sleeps};
 use common::ladder::ladder;
-use common::rungs::{Rung, all_closed, sleep_until, woke};
+use common::rungs::all_closed;
 use common::services::mirror_service;
 use common::transport::{Transport, over_every_transport};
 
@@ -55,10 +55,6 @@ over_every_transport!(
     node_client_with_its_default_windows_across_sleeps,
     httpx_client_with_its_default_windows_across_sleeps,
 );
-
-/// The pauses between a client's rounds: they alternate between PARKED
-/// and DORMANT.
-const PAUSES: [Rung; 4] = [Rung::Parked, Rung::Dormant, Rung::Parked, Rung::Dormant];
 
 /// `dormant_after` of the servers here: as the Go client's tests, long
 /// enough that a connection the test waits for PARKED has not gone on.
@@ -129,26 +125,7 @@ where
     args.extend(srv.addr.args());
     let mut child = ChildClient::start(client.name, &client.program, &args);
 
-    let mut before = srv.stats();
-    child.command("round", "round 0 done");
-    for (i, pause) in PAUSES.into_iter().enumerate() {
-        sleep_until(&srv, pause, before);
-        if client.pings.contains(&i) {
-            child.command("ping", "ping done");
-            srv.wait_for("asleep after the PING", |s| {
-                s.active == 0 && s.parked + s.dormant == 1
-            });
-        }
-        before = srv.stats();
-        // Over TLS a PING wakes the connection, which then sleeps again.
-        let rung = if before.dormant == 1 {
-            Rung::Dormant
-        } else {
-            Rung::Parked
-        };
-        child.command("round", &format!("round {} done", i + 1));
-        woke(&srv, rung, before);
-    }
+    rounds_across_sleeps(&srv, &mut child, client.pings);
     child.finish();
 
     all_closed(&srv);

@@ -46,9 +46,9 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::child_client::{ChildClient, STEP_TIMEOUT};
+use common::child_client::{ChildClient, PAUSES, STEP_TIMEOUT, rounds_across_sleeps};
 use common::ladder::ladder;
-use common::rungs::{Rung, all_closed, sleep_until, woke};
+use common::rungs::all_closed;
 use common::services::mirror_service;
 use common::transport::{Transport, over_every_transport};
 
@@ -57,10 +57,6 @@ over_every_transport!(
     go_client_with_small_windows_across_sleeps,
     go_client_with_browser_like_settings_across_sleeps,
 );
-
-/// The pauses between the Go client's rounds: they alternate between
-/// PARKED and DORMANT.
-const PAUSES: [Rung; 4] = [Rung::Parked, Rung::Dormant, Rung::Parked, Rung::Dormant];
 
 /// The pauses (indices into [`PAUSES`]) in which the client sends a PING
 /// while its connection sleeps, before the next round.
@@ -149,26 +145,7 @@ where
     args.extend(flags.iter().map(OsString::from));
     let mut client = ChildClient::start("the Go client", go, &args);
 
-    let mut before = srv.stats();
-    client.command("round", "round 0 done");
-    for (i, pause) in PAUSES.into_iter().enumerate() {
-        sleep_until(&srv, pause, before);
-        if PINGS.contains(&i) {
-            client.command("ping", "ping done");
-            srv.wait_for("asleep again after the PING", |s| {
-                s.active == 0 && s.parked + s.dormant == 1
-            });
-        }
-        before = srv.stats();
-        // A PING may have woken the connection, which then slept again.
-        let rung = if before.dormant == 1 {
-            Rung::Dormant
-        } else {
-            Rung::Parked
-        };
-        client.command("round", &format!("round {} done", i + 1));
-        woke(&srv, rung, before);
-    }
+    rounds_across_sleeps(&srv, &mut client, &PINGS);
     client.finish();
 
     all_closed(&srv);

@@ -1,7 +1,9 @@
-//! A client program in a child process (Go's and Node's HTTP/2 clients,
-//! `tests/go/h2client`, `tests/node/h2client.mjs`), driven by commands on
-//! its stdin, one a line, each answered on its stdout when done; every wait
-//! bounded by [`STEP_TIMEOUT`].
+//! A client program in a child process (Go's, Node's and httpx's HTTP/2
+//! clients: `tests/go/h2client`, `tests/node/h2client.mjs`,
+//! `tests/python/h2client.py`), driven by commands on its stdin, one a
+//! line, each answered on its stdout when done; every wait bounded by
+//! [`STEP_TIMEOUT`]. And the rounds such a client plays against a server
+//! whose connection sleeps between them ([`rounds_across_sleeps`]).
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -10,6 +12,43 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use super::rungs::{Rung, sleep_until, woke};
+use super::servers::Serve;
+
+/// The pauses between a client's rounds: they alternate between PARKED
+/// and DORMANT.
+pub(crate) const PAUSES: [Rung; 4] = [Rung::Parked, Rung::Dormant, Rung::Parked, Rung::Dormant];
+
+/// Has `client` play round 0 on its new connection to `srv`, then a round
+/// after each pause of [`PAUSES`], which waits, the client idle, until the
+/// connection has slept to its rung (and, in the pauses `pings` lists,
+/// has the client PING it, then waits until it is asleep again, woken by
+/// the PING or not); the round after it must have woken it. The client
+/// answers `round N done` and `ping done`.
+pub(crate) fn rounds_across_sleeps<A>(srv: &Serve<A>, client: &mut ChildClient, pings: &[usize]) {
+    let mut before = srv.stats();
+    client.command("round", "round 0 done");
+    for (i, pause) in PAUSES.into_iter().enumerate() {
+        sleep_until(srv, pause, before);
+        if pings.contains(&i) {
+            client.command("ping", "ping done");
+            srv.wait_for("asleep after the PING", |s| {
+                s.active == 0 && s.parked + s.dormant == 1
+            });
+        }
+        before = srv.stats();
+        // A PING may have woken the connection (over TLS), which then
+        // slept again.
+        let rung = if before.dormant == 1 {
+            Rung::Dormant
+        } else {
+            Rung::Parked
+        };
+        client.command("round", &format!("round {} done", i + 1));
+        woke(srv, rung, before);
+    }
+}
 
 /// How long a client may take for one command (a round of requests, a
 /// PING, its close); each of its requests has half of it.
