@@ -27,12 +27,13 @@ impl Settings {
         }
     }
 
-    /// The settings a wake replays: those the client sent, and the header
-    /// table size whether it sent one or not (see [`Asleep::prelude`]).
-    fn replayed(&self) -> impl Iterator<Item = (u16, u32)> + '_ {
+    /// The settings a wake replays: those the client sent, and, if
+    /// `table_size`, the header table size whether it sent one or not (see
+    /// [`Asleep::prelude`]).
+    fn replayed(&self, table_size: bool) -> impl Iterator<Item = (u16, u32)> + '_ {
         (1..=frame::MAX_SETTING)
             .map(|id| (id, self.sent & (1 << (id - 1)) != 0))
-            .filter(|&(id, sent)| sent || id == frame::HEADER_TABLE_SIZE)
+            .filter(move |&(id, sent)| sent || (table_size && id == frame::HEADER_TABLE_SIZE))
             .map(|(id, sent)| match sent {
                 true => (id, self.values[usize::from(id - 1)]),
                 false => (id, TABLE_SIZE),
@@ -105,10 +106,6 @@ const RESTORE_AFTER: u32 = 4;
 /// The header table size a restore gives the client: HPACK's default,
 /// h2's decoder's.
 const TABLE_SIZE: u32 = 4096;
-
-/// The SETTINGS frames a wake replays to the fresh connection (see
-/// [`Asleep::prelude`]), whose ACKs never reach the client.
-const REPLAYED: usize = 2;
 
 /// The most of a client frame the watcher holds back while it decides
 /// what h2 gets of it: a header and the 8 bytes of a PING.
@@ -213,6 +210,10 @@ pub(crate) struct Watch {
     ending: bool,
     /// When the fence goes out.
     fence_timing: FenceTiming,
+    /// The client sent SETTINGS_HEADER_TABLE_SIZE since the server's last
+    /// header block: the server's encoder owes its decoder a size update
+    /// (RFC 7541, 4.2), which it sends at the start of its next block.
+    table_size_owed: bool,
     /// A header block is open (CONTINUATION frames follow).
     header_block: bool,
     /// After a wake: the streams up to this one were closed before the
@@ -253,6 +254,7 @@ impl Watch {
             lot_pings: 0,
             ending: false,
             fence_timing: FenceTiming::FirstResponse,
+            table_size_owed: false,
             header_block: false,
             forgotten: 0,
             frames_in: 0,
@@ -330,8 +332,12 @@ impl Watch {
     /// bytes of a client frame h2 gets.
     fn feed(&mut self, head: Head, bytes: &[u8]) {
         let (settings, send_window) = (&mut self.settings, &mut self.send_window);
+        let owed = &mut self.table_size_owed;
         self.in_fields.feed(head, bytes, |field| match field {
-            Field::Setting(id, value) => settings.set(id, value),
+            Field::Setting(id, value) => {
+                *owed |= id == frame::HEADER_TABLE_SIZE;
+                settings.set(id, value);
+            }
             Field::Increment(n) if head.stream == 0 => *send_window += i64::from(n),
             Field::Increment(_) => {}
         });
@@ -598,6 +604,10 @@ impl Watch {
     /// Notes a server frame's header.
     fn server_frame(&mut self, head: Head) {
         let end_stream = head.has(flag::END_STREAM);
+        if head.kind == kind::HEADERS {
+            // A header block begins with the size updates owed.
+            self.table_size_owed = false;
+        }
         match head.kind {
             kind::HEADERS if end_stream => self.ended(head.stream, Side::Server),
             kind::DATA => {
@@ -818,6 +828,7 @@ impl Watch {
                 send_window: send,
                 pings: u16::try_from(self.lot_pings).unwrap_or(u16::MAX),
                 fence_early: self.fence_timing == FenceTiming::Early,
+                table_size_owed: self.table_size_owed,
             }),
             _ => Err(Decline::Window),
         }
@@ -861,6 +872,10 @@ pub(crate) struct Asleep {
     /// The client acknowledges a fence only while it reads a response (see
     /// [`Watch::fence_early`]).
     fence_early: bool,
+    /// The client changed its header table size since the server's last
+    /// header block: its decoder is owed a size update (see
+    /// [`Asleep::prelude`]).
+    table_size_owed: bool,
 }
 
 /// A wake that cannot bring a fresh connection to where the old one was.
@@ -876,13 +891,18 @@ impl Asleep {
     /// connection WINDOW_UPDATE for the window the client had granted
     /// beyond the initial one.
     ///
-    /// The settings come in two frames ([`REPLAYED`]): a header table size
-    /// of 0, then the client's settings with its own. So the fresh encoder
-    /// opens its first header block with size updates to 0 and to the
-    /// client's size, whatever the client's decoder holds: the old encoder
-    /// may have owed it an update when it slept (a client that lowered its
-    /// table size and raised it again before the next response), and its
-    /// table may hold entries the fresh encoder knows nothing of.
+    /// HPACK, server to client: the fresh encoder starts empty, believing
+    /// the client's decoder's table is the initial 4,096 bytes, and the
+    /// replayed header table size makes it open its first block with an
+    /// update to that size (if not 4,096). That is where the old encoder
+    /// left the decoder, unless it owed the decoder an update when it
+    /// slept: a client that lowered its table size and raised it again
+    /// before the next response is owed one to the lower size (RFC 7541,
+    /// 4.2; nghttp2 empties its table at the ACK). Then the settings come
+    /// in two frames: a header table size of 0, then the client's settings
+    /// with its own, and the fresh encoder opens with updates to 0 and to
+    /// the client's size, which empty the decoder's table and bring both
+    /// sides to the same size.
     pub(crate) fn prelude(&self) -> Vec<u8> {
         // Its longest: every setting, and the WINDOW_UPDATE.
         let fence = HEAD_LEN + 6;
@@ -890,13 +910,21 @@ impl Asleep {
         let capacity = frame::PREFACE.len() + fence + settings + HEAD_LEN + HEAD_LEN + 4;
         let mut out = Vec::with_capacity(capacity);
         out.extend_from_slice(frame::PREFACE);
-        frame::settings(&mut out, [(frame::HEADER_TABLE_SIZE, 0)]);
-        frame::settings(&mut out, self.settings.replayed());
+        if self.table_size_owed {
+            frame::settings(&mut out, [(frame::HEADER_TABLE_SIZE, 0)]);
+        }
+        frame::settings(&mut out, self.settings.replayed(self.table_size_owed));
         frame::settings_ack(&mut out);
         if self.send_window > INITIAL_WINDOW {
             frame::window_update(&mut out, self.send_window - INITIAL_WINDOW);
         }
         out
+    }
+
+    /// The SETTINGS frames the prelude replays, whose ACKs never reach the
+    /// client.
+    fn replayed_frames(&self) -> usize {
+        1 + usize::from(self.table_size_owed)
     }
 
     /// A GOAWAY for the client (`NO_ERROR`, every stream it opened
@@ -969,6 +997,7 @@ impl Asleep {
                 true => FenceTiming::Early,
                 false => FenceTiming::Quiet,
             },
+            table_size_owed: self.table_size_owed,
             ..Watch::new()
         }
     }
@@ -994,7 +1023,7 @@ impl Asleep {
                     fields.reset();
                     keep = match head.kind {
                         kind::SETTINGS if !head.has(flag::ACK) => false,
-                        kind::SETTINGS if acks < REPLAYED => {
+                        kind::SETTINGS if acks < self.replayed_frames() => {
                             acks += 1;
                             false
                         }
@@ -1130,6 +1159,7 @@ mod tests {
             send_window: 1 << 20,
             pings: 0,
             fence_early: false,
+            table_size_owed: false,
         };
         let mut watch = asleep.watch();
         exchange(&mut watch, 3, 10, 10);
@@ -1213,6 +1243,7 @@ mod tests {
             send_window: 10,
             pings: 0,
             fence_early: false,
+            table_size_owed: false,
         };
         let mut h2 = frame_of(kind::HEADERS, flag::END_HEADERS, 3, &[0x88]);
         h2.extend(frame_of(kind::DATA, flag::END_STREAM, 3, &[7; 30]));
@@ -1276,6 +1307,7 @@ mod tests {
             send_window: INITIAL_WINDOW - 1_000,
             pings: 0,
             fence_early: false,
+            table_size_owed: false,
         };
         let update = |n: u32| frame_of(kind::WINDOW_UPDATE, 0, 0, &n.to_be_bytes());
         let zero = update(0);
@@ -1326,43 +1358,50 @@ mod tests {
             send_window: 2_000_000,
             pings: 0,
             fence_early: false,
+            table_size_owed: false,
         };
         let mut expected = frame::PREFACE.to_vec();
-        frame::settings(&mut expected, [(1, 0)]);
         frame::settings(&mut expected, [(1, 8192), (4, 1 << 20)]);
         frame::settings_ack(&mut expected);
         frame::window_update(&mut expected, 2_000_000 - INITIAL_WINDOW);
         assert_eq!(asleep.prelude(), expected);
-        // A client that never sent its table size has HPACK's default.
+        // A client whose decoder is owed a size update: 0, then its own
+        // (HPACK's default if it never sent one).
         let mut defaults = Settings::default();
         defaults.set(3, 100);
         let mut expected = frame::PREFACE.to_vec();
         frame::settings(&mut expected, [(1, 0)]);
         frame::settings(&mut expected, [(1, 4096), (3, 100)]);
         frame::settings_ack(&mut expected);
-        let default_client = Asleep {
+        let owed = Asleep {
             settings: Arc::new(defaults),
             last_stream: 7,
             recv_window: 900_000,
             send_window: INITIAL_WINDOW,
             pings: 0,
             fence_early: false,
+            table_size_owed: true,
         };
-        assert_eq!(default_client.prelude(), expected);
+        assert_eq!(owed.prelude(), expected);
 
-        // The fresh connection's answer: its SETTINGS, its ACKs of the
-        // replayed ones, its WINDOW_UPDATE up to 1 MiB.
+        // The fresh connection's answer: its SETTINGS, its ACK of the
+        // replayed ones (two ACKs for two frames), its WINDOW_UPDATE up to
+        // 1 MiB.
         let mut answer = Vec::new();
         frame::settings(&mut answer, [(1, 4096), (4, 1 << 20)]);
-        frame::settings_ack(&mut answer);
         frame::settings_ack(&mut answer);
         frame::window_update(&mut answer, (1 << 20) - INITIAL_WINDOW);
         let mut settled = Vec::new();
         frame::window_update(&mut settled, (1 << 20) - 900_000);
         assert_eq!(asleep.settle(&answer).unwrap(), settled);
+        let mut answer = Vec::new();
+        frame::settings(&mut answer, [(1, 4096), (4, 1 << 20)]);
+        frame::settings_ack(&mut answer);
+        frame::settings_ack(&mut answer);
+        frame::window_update(&mut answer, (1 << 20) - INITIAL_WINDOW);
+        assert_eq!(owed.settle(&answer).unwrap(), settled);
         // A fresh connection that grants less than the client has.
         let mut small = Vec::new();
-        frame::settings_ack(&mut small);
         frame::settings_ack(&mut small);
         assert!(asleep.settle(&small).is_err());
 
@@ -1427,6 +1466,7 @@ mod tests {
             send_window: INITIAL_WINDOW,
             pings: 0,
             fence_early: false,
+            table_size_owed: false,
         };
         let mut watch = asleep.watch();
         let at = HEAD_LEN * 2;
@@ -1456,6 +1496,7 @@ mod tests {
             send_window: INITIAL_WINDOW,
             pings: 0,
             fence_early: false,
+            table_size_owed: false,
         };
         let ping = asleep.keep_alive_ping();
         assert_eq!(
@@ -1519,6 +1560,7 @@ mod tests {
             send_window: INITIAL_WINDOW,
             pings: 0,
             fence_early: false,
+            table_size_owed: false,
         };
         let unchanged = |bytes: Vec<u8>| {
             assert_eq!(read_split(&asleep, &bytes), (bytes.clone(), vec![]));
@@ -1582,6 +1624,7 @@ mod tests {
             send_window: INITIAL_WINDOW,
             pings: 1,
             fence_early: false,
+            table_size_owed: false,
         };
         let h2s = frame_of(kind::PING, flag::ACK, 0, &[0x3b; 8]);
         let lots = frame_of(kind::PING, flag::ACK, 0, &frame::KEEP_ALIVE_PING);
@@ -1608,6 +1651,7 @@ mod tests {
             send_window: INITIAL_WINDOW,
             pings: 0,
             fence_early: false,
+            table_size_owed: false,
         };
         let ping = frame_of(kind::PING, 0, 0, b"client!!");
         let ours = frame_of(kind::PING, flag::ACK, 0, &frame::KEEP_ALIVE_PING);
@@ -1644,5 +1688,35 @@ mod tests {
         for bytes in wakes {
             assert_eq!(asleep.answer(&bytes, &mut Vec::new()), None, "{bytes:?}");
         }
+    }
+
+    /// A client that changes its header table size is owed a size update
+    /// until the server's next header block, across sleeps too.
+    #[test]
+    fn a_table_size_change_is_owed_until_the_next_header_block() {
+        let mut watch = Watch::new();
+        client_start(&mut watch);
+        assert!(watch.table_size_owed, "the client's first SETTINGS set one");
+        exchange(&mut watch, 1, 0, 10);
+        assert!(!watch.table_size_owed, "the response's block paid it");
+        let mut change = Vec::new();
+        frame::settings(&mut change, [(frame::HEADER_TABLE_SIZE, 0)]);
+        frame::settings(&mut change, [(frame::HEADER_TABLE_SIZE, 4096)]);
+        read(&mut watch, &change);
+        let ack = frame_of(kind::SETTINGS, flag::ACK, 0, &[]);
+        watch.outbound(&[ack.clone(), ack].concat());
+        watch.fence().expect("a fence");
+        read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0));
+        let asleep = watch.asleep(1 << 20, &SettingsCache::default()).unwrap();
+        assert!(asleep.table_size_owed);
+        // Woken and asleep again before a block: still owed.
+        let again = asleep
+            .watch()
+            .asleep(1 << 20, &SettingsCache::default())
+            .unwrap();
+        assert!(again.table_size_owed);
+        let mut woken = again.watch();
+        exchange(&mut woken, 3, 0, 10);
+        assert!(!woken.table_size_owed);
     }
 }
