@@ -75,10 +75,12 @@
 //!   SETTINGS_HEADER_TABLE_SIZE and raised it again before the next
 //!   response is owed one to the lower size (RFC 7541, 4.2; nghttp2 empties
 //!   its table at the ACK), and the old encoder's debt dies with hyper. So
-//!   a wake replays the table size twice, 0 and then the client's
+//!   the watcher notes a debt (a client SETTINGS_HEADER_TABLE_SIZE since
+//!   the server's last header block), and a wake that inherits one
+//!   replays the table size twice, 0 and then the client's
 //!   ([`Asleep::prelude`]): the fresh encoder opens its first block with
 //!   size updates to 0 and to the client's size, which empty the decoder's
-//!   table and bring both sides to the same size, whatever was owed.
+//!   table and bring both sides to the same size.
 //! - **PING ACKs by their payload.** The lot pings a sleeping connection
 //!   with a payload h2 never uses; the ACK may come after a wake, before or
 //!   after ACKs of h2's own PINGs, and is kept from h2 by its payload, never
