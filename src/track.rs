@@ -13,8 +13,9 @@
 //! It also keeps the deadlines handlers chose for their requests
 //! (`Deadlines`), once one asks: the watchdog's `Chosen`.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
+use std::task::Waker;
 
 use tokio::sync::oneshot;
 
@@ -76,6 +77,11 @@ pub(crate) struct Tracker {
     pub(crate) upgrade: HandOff,
     /// The deadlines handlers chose (`Deadlines`), once one asks.
     chosen: ChosenCell,
+    /// An HTTP/2 connection's task that waits for its last request to end
+    /// (its streams' tasks end them, not it): woken then.
+    quiet_waiter: Mutex<Option<Waker>>,
+    /// `quiet_waiter` holds a waker.
+    waiting: AtomicBool,
 }
 
 const RESPONDING: u64 = 1 << 32;
@@ -104,10 +110,44 @@ impl Tracker {
     /// A body reached its end or was dropped before it.
     #[inline]
     pub(crate) fn body_closed(&self, end: BodyEnd) {
-        self.open_bodies.fetch_sub(1, Relaxed);
+        self.open_bodies.fetch_sub(1, SeqCst);
         if end == BodyEnd::Abandoned {
             self.abandons.fetch_add(1, Relaxed);
             self.abandoned.store(true, Relaxed);
+        }
+        self.wake_if_quiet();
+    }
+
+    /// Whether no request is in flight and no request body open.
+    fn streams_quiet(&self) -> bool {
+        self.in_flight.load(SeqCst) == 0 && self.open_bodies.load(SeqCst) == 0
+    }
+
+    /// Has `waker` woken when the last request in flight ends (an HTTP/2
+    /// connection whose frames are quiet, waiting for its streams' tasks
+    /// to drop their requests before it may sleep). Returns whether the
+    /// connection is quiet already: then nothing will wake it.
+    pub(crate) fn wake_when_quiet(&self, waker: &Waker) -> bool {
+        *self.quiet_waiter.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker.clone());
+        // Sequentially consistent with the counts' decrements: either the
+        // check below sees the last one, or its `wake_if_quiet` sees this.
+        self.waiting.store(true, SeqCst);
+        self.streams_quiet()
+    }
+
+    /// Wakes the waiter of [`wake_when_quiet`](Self::wake_when_quiet), if
+    /// there is one and no request is in flight any more.
+    #[inline]
+    fn wake_if_quiet(&self) {
+        if self.waiting.load(SeqCst) && self.streams_quiet() && self.waiting.swap(false, SeqCst) {
+            let waker = self
+                .quiet_waiter
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(waker) = waker {
+                waker.wake();
+            }
         }
     }
 
@@ -236,6 +276,45 @@ impl Drop for InFlight {
         if self.responding {
             done += RESPONDING;
         }
-        self.tracker.in_flight.fetch_sub(done, Relaxed);
+        self.tracker.in_flight.fetch_sub(done, SeqCst);
+        self.tracker.wake_if_quiet();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    use super::*;
+
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// An HTTP/2 connection waiting for its last request to end is woken
+    /// when the stream's task drops it, once, and not before.
+    #[test]
+    fn the_end_of_the_last_request_wakes_the_waiting_connection() {
+        let tracker = Arc::new(Tracker::default());
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let (first, _) = tracker.request_started();
+        let (second, _) = tracker.request_started();
+        tracker.body_opened();
+        assert!(!tracker.wake_when_quiet(&waker), "requests in flight");
+        drop(first);
+        tracker.body_closed(BodyEnd::Complete);
+        assert_eq!(count.0.load(Ordering::SeqCst), 0, "one is still in flight");
+        drop(second);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        let (third, _) = tracker.request_started();
+        drop(third);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "nobody waits any more");
+        assert!(tracker.wake_when_quiet(&waker), "quiet already");
     }
 }

@@ -170,7 +170,7 @@ where
             }
             if let Some(bedtime) = &mut bedtime {
                 let timer = park_timer.as_mut();
-                if let Poll::Ready(asleep) = bedtime.poll(cx, timer, &wire, seen.quiet, shared) {
+                if let Poll::Ready(asleep) = bedtime.poll(cx, timer, &wire, &tracker, shared) {
                     return Poll::Ready(Some((asleep, bedtime.since)));
                 }
             }
@@ -237,12 +237,18 @@ impl Bedtime {
         cx: &mut Context<'_>,
         mut timer: Pin<&mut Sleep>,
         wire: &Mutex<Wire>,
-        service_quiet: bool,
+        tracker: &Tracker,
         shared: &Shared,
     ) -> Poll<Asleep> {
         let stats = &shared.stats;
         let mut wire = lock(wire);
-        let quiet = service_quiet && wire.read_blocked && !wire.unflushed && wire.watch.quiet();
+        let wire_quiet = wire.read_blocked && !wire.unflushed && wire.watch.quiet();
+        let mut quiet = wire_quiet && tracker.observe_streams().quiet;
+        if wire_quiet && !quiet {
+            // Only requests keep it awake, which its streams' tasks end:
+            // nothing else wakes this task then.
+            quiet = tracker.wake_when_quiet(cx.waker());
+        }
         if !quiet {
             if self.spell.take().is_some() {
                 // Busy again: the timer goes out of the way. A timer that
