@@ -25,6 +25,13 @@ pub(crate) enum Protocol {
     Http1,
     #[allow(dead_code, reason = "only the HTTP/2 differential serves HTTP/2")]
     Http2,
+    /// HTTP/2 with these initial stream and connection windows (hyper's
+    /// `initial_stream_window_size` and `initial_connection_window_size`).
+    #[allow(
+        dead_code,
+        reason = "only the generated HTTP/2 differential sets windows"
+    )]
+    Http2Windows(u32, u32),
 }
 
 /// A plain hyper HTTP/1 server on a runtime thread of its own; stops on
@@ -150,6 +157,14 @@ where
                         Protocol::Http2 => {
                             hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                                 .timer(TokioTimer::new())
+                                .serve_connection(io, service)
+                                .await
+                        }
+                        Protocol::Http2Windows(stream, connection) => {
+                            hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                                .timer(TokioTimer::new())
+                                .initial_stream_window_size(stream)
+                                .initial_connection_window_size(connection)
                                 .serve_connection(io, service)
                                 .await
                         }
