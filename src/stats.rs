@@ -103,9 +103,10 @@ pub struct Stats {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct H2SleepDeclines {
-    /// The connection's flow-control window was not one a fresh connection
-    /// can take over: the client could send more than a fresh connection's
-    /// window (the adaptive window grew it).
+    /// The connection's flow-control windows were not ones a fresh
+    /// connection can take over: the client could send more than a fresh
+    /// connection accepts (the adaptive window grew the connection's
+    /// window, or the streams').
     pub window: u64,
     /// The client did not acknowledge the SETTINGS frame a connection sends
     /// before it sleeps.

@@ -82,6 +82,7 @@ over_every_transport!(
     late_ping_acks_go_to_the_side_that_sent_the_ping,
     a_client_that_stops_reading_is_sent_no_byte_past_its_window,
     a_client_that_reads_only_for_its_responses_sleeps,
+    adaptive_window_uploads_across_pauses,
 );
 
 /// A keep-alive interval whose PINGs find a connection at `rung`: the
@@ -1157,4 +1158,35 @@ impl ReadingOnlyForResponses {
             }
         }
     }
+}
+
+/// hyper's adaptive window (BDP) raises the server's windows, the streams'
+/// by a SETTINGS frame, as uploads show it a fast path: a fresh connection
+/// would open with the protocol's 65,535 bytes and reject what the client
+/// may now send on a stream. Such a connection stays awake (hyper's, with
+/// its grown windows; the rule is `wire::watch`'s unit test); before they
+/// grow, it sleeps. Uploads of 1 to 3 MiB at once after pauses that would
+/// cross PARKED and DORMANT all arrive byte for byte.
+fn adaptive_window_uploads_across_pauses<T: Transport>() {
+    let mut builder = ladder(DORMANT_AFTER);
+    builder.http2_adaptive_window(true);
+    let srv = T::serve(&builder, mirror_service());
+    client_runtime().block_on(async {
+        let (send, conn) = T::hyper_h2(&srv.addr).await;
+        let before = srv.stats();
+        // Too little for the estimate to grow the windows.
+        mirror_all(&send, 0, vec![pattern(1 << 10, 0)]).await;
+        sleep_until(&srv, Rung::Dormant, before);
+        for round in 1..4 {
+            let sizes = [1 << 20, 1 << 20, 3 << 20];
+            let bodies = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &len)| pattern(len, (round * 8 + i) as u64));
+            mirror_all(&send, round, bodies.collect()).await;
+            tokio::time::sleep(DORMANT_AFTER * 2).await;
+        }
+        hyper_close(send, conn).await;
+    });
+    all_closed(&srv);
 }

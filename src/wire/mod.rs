@@ -51,7 +51,11 @@
 //!   by one that brings the client's view exactly to the fresh
 //!   connection's window, and a connection sleeps only if the client may
 //!   not already send more than that (it may, when hyper's adaptive window
-//!   grew the window beyond the configured one: [`Decline::Window`]).
+//!   grew the window beyond the configured one: [`Decline::Window`]). For
+//!   the same reason a connection whose h2 changed its settings
+//!   mid-connection stays awake: the adaptive window raises the streams'
+//!   windows with a SETTINGS frame, and a fresh connection would open
+//!   with the first ones.
 //! - **HPACK.** The client's encoder keeps its dynamic table across the
 //!   sleep; the fresh decoder starts empty. So before a connection first
 //!   sleeps, the server sends `SETTINGS_HEADER_TABLE_SIZE = 0` (the

@@ -126,9 +126,9 @@ enum Verdict {
 /// Why an idle HTTP/2 connection may not sleep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Decline {
-    /// The client may send more than a fresh connection accepts (hyper's
+    /// The client may send more than a fresh connection accepts: hyper's
     /// adaptive window grew the connection's window beyond the configured
-    /// one).
+    /// one, or raised the streams' windows with a SETTINGS frame.
     Window,
 }
 
@@ -223,6 +223,12 @@ pub(crate) struct Watch {
     forgotten: u32,
     /// Frames read: whether the client did anything.
     frames_in: u64,
+    /// SETTINGS frames h2 sent on this connection, a woken one's counting
+    /// the first (the client has it from before the sleep). A second one
+    /// changed the server's settings mid-connection, as hyper's adaptive
+    /// window does when it raises the streams' windows: a fresh connection
+    /// would open with the first ones.
+    server_settings: u8,
 }
 
 impl Watch {
@@ -258,6 +264,7 @@ impl Watch {
             header_block: false,
             forgotten: 0,
             frames_in: 0,
+            server_settings: 0,
         }
     }
 
@@ -617,7 +624,10 @@ impl Watch {
                 }
             }
             kind::RST_STREAM => self.ended(head.stream, Side::ServerReset),
-            kind::SETTINGS if !head.has(flag::ACK) => self.settings_sent.push_back(Sent::H2),
+            kind::SETTINGS if !head.has(flag::ACK) => {
+                self.settings_sent.push_back(Sent::H2);
+                self.server_settings = self.server_settings.saturating_add(1);
+            }
             kind::PING if head.has(flag::ACK) => self.pings_in = self.pings_in.saturating_sub(1),
             kind::PING => self.pings_out += 1,
             kind::GOAWAY | kind::PUSH_PROMISE => self.ending = true,
@@ -821,6 +831,7 @@ impl Watch {
         let send_window = u32::try_from(self.send_window).ok();
         let recv_window = u32::try_from(self.recv_window).ok();
         match (send_window, recv_window) {
+            _ if self.server_settings > 1 => Err(Decline::Window),
             (Some(send), Some(recv)) if recv <= fresh_window => Ok(Asleep {
                 settings: cache.share(&self.settings),
                 last_stream: self.last_stream,
@@ -998,6 +1009,7 @@ impl Asleep {
                 false => FenceTiming::Quiet,
             },
             table_size_owed: self.table_size_owed,
+            server_settings: 1,
             ..Watch::new()
         }
     }
@@ -1146,6 +1158,59 @@ mod tests {
         // may send cannot take over.
         assert_eq!(
             watch.asleep(65_535, &SettingsCache::default()),
+            Err(Decline::Window)
+        );
+    }
+
+    /// hyper's adaptive window raises the streams' windows with a SETTINGS
+    /// frame of h2's mid-connection; a fresh connection would open with the
+    /// first ones and reject what the client may now send on a stream.
+    #[test]
+    fn a_connection_whose_server_changed_its_settings_declines() {
+        let mut watch = Watch::new();
+        client_start(&mut watch);
+        let mut server_start = Vec::new();
+        frame::settings(&mut server_start, [(4, INITIAL_WINDOW)]);
+        watch.outbound(&server_start);
+        read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0));
+        exchange(&mut watch, 1, 60_000, 10);
+        let mut raised = Vec::new();
+        frame::settings(&mut raised, [(4, 120_000)]);
+        watch.outbound(&raised);
+        read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0));
+        watch.fence().expect("a fence");
+        read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0));
+        assert!(watch.settled());
+        assert!(
+            watch.recv_window <= INITIAL_WINDOW.into(),
+            "the connection window alone would not decline"
+        );
+        assert_eq!(
+            watch.asleep(INITIAL_WINDOW, &SettingsCache::default()),
+            Err(Decline::Window)
+        );
+
+        // A woken connection's first SETTINGS of h2 is already a change:
+        // the one it opened with was removed (`Asleep::settle`).
+        let asleep = Asleep {
+            settings: Arc::default(),
+            last_stream: 1,
+            recv_window: INITIAL_WINDOW,
+            send_window: INITIAL_WINDOW,
+            pings: 0,
+            fence_early: false,
+            table_size_owed: false,
+        };
+        let mut woken = asleep.watch();
+        assert!(
+            woken
+                .asleep(INITIAL_WINDOW, &SettingsCache::default())
+                .is_ok()
+        );
+        woken.outbound(&raised);
+        read(&mut woken, &head(kind::SETTINGS, flag::ACK, 0, 0));
+        assert_eq!(
+            woken.asleep(INITIAL_WINDOW, &SettingsCache::default()),
             Err(Decline::Window)
         );
     }
