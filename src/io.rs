@@ -37,6 +37,13 @@
 //!    request, dormant cannot see that buffer, so a client that pipelines
 //!    requests and then half-closes has the one in flight cancelled rather
 //!    than the last.
+//! 5. **Leaving for hyper's upgrades.** A connection whose handler accepted
+//!    an upgrade through hyper's `OnUpgrade` (`hyper::upgrade::on`, axum's
+//!    `WebSocketUpgrade`) is handed over by hyper itself, inside a box of
+//!    its own around this `ConnIo`. Its socket, registered in the server's
+//!    parking lot, moves to tokio at the first read or write after the
+//!    handler's response, so that the stream works on after the server
+//!    (and its lot) stopped, as hyper's own server's do.
 
 use std::io;
 use std::pin::Pin;
@@ -50,7 +57,7 @@ use hyper_util::rt::TokioIo;
 
 use crate::pool::PoolBuf;
 use crate::track::Tracker;
-use crate::transport::{Peer, Seam};
+use crate::transport::{Peer, Seam, Stream};
 
 /// Bytes read from the socket before hyper was built.
 #[derive(Debug, Default)]
@@ -147,12 +154,42 @@ impl Replay {
 /// hyper's transport for an ACTIVE connection.
 #[derive(Debug)]
 pub(crate) struct ConnIo<T> {
-    stream: TokioIo<T>,
+    stream: Served<T>,
     replay: Replay,
     tracker: Arc<Tracker>,
     /// A peek found bytes hyper has not read yet: no need to look again
     /// until it has.
     unread: bool,
+}
+
+/// Where the connection's socket is.
+#[derive(Debug)]
+enum Served<T> {
+    /// Registered in the parking lot, as the driver serves it.
+    Lot(TokioIo<T>),
+    /// Left the lot for tokio: the connection went to hyper's `OnUpgrade`
+    /// (`hyper::upgrade::on`, axum's `WebSocketUpgrade`), which boxes this
+    /// `ConnIo` and hands it to the handler. It is the handler's from then
+    /// on, as with hyper's own server, and outlives the server's lot.
+    Left(TokioIo<Stream>),
+    /// Leaving failed (out of memory for the tokio registration): the
+    /// socket is closed.
+    Gone,
+}
+
+/// Runs `$op` on the socket wherever it is.
+macro_rules! on_socket {
+    ($served:expr, $io:ident => $op:expr, $gone:expr) => {
+        match $served {
+            Served::Lot($io) => $op,
+            Served::Left($io) => $op,
+            Served::Gone => $gone,
+        }
+    };
+}
+
+fn gone() -> io::Error {
+    io::Error::other("the upgraded connection could not leave the server's parking lot")
 }
 
 impl<T: Seam> ConnIo<T> {
@@ -161,17 +198,44 @@ impl<T: Seam> ConnIo<T> {
     /// when the peer closes (see the module docs).
     pub(crate) fn new(stream: T, replay: Replay, tracker: Arc<Tracker>) -> Self {
         ConnIo {
-            stream: TokioIo::new(stream),
+            stream: Served::Lot(TokioIo::new(stream)),
             replay,
             tracker,
             unread: false,
         }
     }
 
+    /// Leaves the lot for tokio once the handler accepted an upgrade
+    /// through hyper's `OnUpgrade`: the first read or write after its
+    /// response moves the socket (hyper writes that response through here
+    /// too), so that the stream hyper hands over needs nothing of the
+    /// server.
+    #[inline]
+    fn leave_if_handed(&mut self) {
+        if self.tracker.handed_to_hyper() && matches!(self.stream, Served::Lot(_)) {
+            self.leave();
+        }
+    }
+
+    #[cold]
+    fn leave(&mut self) {
+        let Served::Lot(io) = std::mem::replace(&mut self.stream, Served::Gone) else {
+            return;
+        };
+        match io.into_inner().into_stream() {
+            Ok(stream) => self.stream = Served::Left(TokioIo::new(stream)),
+            Err(error) => tracing::debug!(%error, "upgrade hand-off to hyper failed"),
+        }
+    }
+
     /// Asks the transport for the peer's close (see the module docs):
     /// `Err` when it has closed or failed, `Ok` otherwise.
     fn poll_peer_open(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
-        match self.stream.inner_mut().poll_peer(cx) {
+        let Served::Lot(stream) = &mut self.stream else {
+            // Upgraded: the handler's from now on.
+            return Ok(());
+        };
+        match stream.inner_mut().poll_peer(cx) {
             Poll::Ready(Ok(Peer::Closed)) => Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "the client closed the connection before the response was complete",
@@ -194,8 +258,13 @@ impl<T: Seam> ConnIo<T> {
         }
     }
 
-    pub(crate) fn into_inner(self) -> (T, Replay) {
-        (self.stream.into_inner(), self.replay)
+    /// The transport and the bytes not handed to hyper yet; `None` once
+    /// the socket left the lot for hyper's `OnUpgrade`.
+    pub(crate) fn into_inner(self) -> Option<(T, Replay)> {
+        match self.stream {
+            Served::Lot(stream) => Some((stream.into_inner(), self.replay)),
+            Served::Left(_) | Served::Gone => None,
+        }
     }
 }
 
@@ -212,7 +281,8 @@ impl<T: Seam> Read for ConnIo<T> {
             this.tracker.bytes_read();
             return Poll::Ready(Ok(()));
         }
-        let res = Pin::new(&mut this.stream).poll_read(cx, buf);
+        this.leave_if_handed();
+        let res = on_socket!(&mut this.stream, s => Pin::new(s).poll_read(cx, buf), Poll::Ready(Err(gone())));
         this.tracker.set_read_blocked(res.is_pending());
         if let Poll::Ready(Ok(())) = res {
             // Bytes, or the end of the stream, which ends the connection
@@ -232,7 +302,8 @@ impl<T: Seam> Write for ConnIo<T> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         this.tracker.set_unflushed(true);
-        Pin::new(&mut this.stream).poll_write(cx, buf)
+        this.leave_if_handed();
+        on_socket!(&mut this.stream, s => Pin::new(s).poll_write(cx, buf), Poll::Ready(Err(gone())))
     }
 
     fn poll_write_vectored(
@@ -242,16 +313,19 @@ impl<T: Seam> Write for ConnIo<T> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         this.tracker.set_unflushed(true);
-        Pin::new(&mut this.stream).poll_write_vectored(cx, bufs)
+        this.leave_if_handed();
+        on_socket!(&mut this.stream, s => Pin::new(s).poll_write_vectored(cx, bufs), Poll::Ready(Err(gone())))
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
+        on_socket!(&self.stream, s => s.is_write_vectored(), false)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let res = Pin::new(&mut this.stream).poll_flush(cx);
+        this.leave_if_handed();
+        let res =
+            on_socket!(&mut this.stream, s => Pin::new(s).poll_flush(cx), Poll::Ready(Err(gone())));
         if let Poll::Ready(Ok(())) = res {
             this.tracker.set_unflushed(false);
             if !this.unread && this.replay.is_empty() && this.tracker.awaits_response() {
@@ -262,6 +336,8 @@ impl<T: Seam> Write for ConnIo<T> {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+        let this = self.get_mut();
+        this.leave_if_handed();
+        on_socket!(&mut this.stream, s => Pin::new(s).poll_shutdown(cx), Poll::Ready(Err(gone())))
     }
 }

@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 
 use crate::body::Body;
 use crate::error::Error;
-use crate::track::{HandOffResult, InFlight, Tracker};
+use crate::track::{Accepted, HandOffResult, InFlight, Tracker};
 use crate::upgrade::Handle;
 
 /// Boxed error, as hyper takes them.
@@ -230,7 +230,12 @@ impl<B: http_body::Body> http_body::Body for TrackedBody<B> {
 
 /// One upgrade candidate on its way through the handler.
 pub(crate) struct Pending {
-    tx: oneshot::Sender<HandOffResult>,
+    /// hyper's handle of the upgrade, left in the request for
+    /// `hyper::upgrade::on` (and axum), cloned here for dormant's.
+    hyper: hyper::upgrade::OnUpgrade,
+    /// dormant's [`upgrade::on`](crate::upgrade::on), offered to the
+    /// requests it serves: its sender, and the handle `on` takes.
+    dormant: Option<(oneshot::Sender<HandOffResult>, Handle)>,
     connect: bool,
     tracker: Arc<Tracker>,
 }
@@ -238,44 +243,55 @@ pub(crate) struct Pending {
 impl Pending {
     /// Makes the request an upgrade candidate if it is one: an HTTP/1.1
     /// request hyper prepared an upgrade for (it has an `Upgrade` header, or
-    /// is `CONNECT`), with `Connection: upgrade` unless it is `CONNECT`.
-    /// Requires hyper's mark so that hyper, too, ends the connection
-    /// without shutting the socket down when the response switches
-    /// protocols. Costs ordinary requests one look at an empty extension
+    /// is `CONNECT`). hyper's `OnUpgrade` stays in the request; dormant's
+    /// `on` is offered beside it to those with `Connection: upgrade` and
+    /// to `CONNECT`. Costs ordinary requests one look at an empty extension
     /// map.
     #[inline]
     fn check<B>(req: &mut Request<B>, tracker: &Arc<Tracker>) -> Option<Pending> {
         if req.version() != Version::HTTP_11 {
             return None;
         }
-        // Removed either way: hyper's future could only fail here.
-        req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>()?;
+        let hyper = req.extensions().get::<hyper::upgrade::OnUpgrade>()?.clone();
         let connect = req.method() == Method::CONNECT;
-        if !connect && !connection_upgrade(req.headers()) {
-            return None;
-        }
-        let (tx, rx) = oneshot::channel();
-        req.extensions_mut().insert(Handle::new(rx));
+        let dormant = (connect || connection_upgrade(req.headers())).then(|| {
+            let (tx, rx) = oneshot::channel();
+            let handle = Handle::new(rx);
+            req.extensions_mut().insert(handle.clone());
+            (tx, handle)
+        });
         Some(Pending {
-            tx,
+            hyper,
+            dormant,
             connect,
             tracker: tracker.clone(),
         })
     }
 
-    /// The handler answered with `status`: an accepted upgrade waits for
-    /// the driver; a declined one fails the handler's future.
+    /// The handler answered with `status`. An accepted upgrade goes to
+    /// dormant's `on` if the handler called it, else to hyper's; a declined
+    /// one fails dormant's future (hyper's fails by itself).
     fn respond(self, status: StatusCode) {
         let accepted = if self.connect {
             status.is_success()
         } else {
             status == StatusCode::SWITCHING_PROTOCOLS
         };
-        if accepted {
-            self.tracker.upgrade.put(self.tx);
-        } else {
-            let _ = self.tx.send(Err(Error::declined()));
-        }
+        let accepted = match (accepted, self.dormant) {
+            (false, Some((tx, _))) => {
+                let _ = tx.send(Err(Error::declined()));
+                return;
+            }
+            (false, None) => return,
+            (true, Some((tx, handle))) if handle.is_taken() => {
+                Accepted::Dormant { tx, on: self.hyper }
+            }
+            (true, _) => {
+                self.tracker.hand_to_hyper();
+                Accepted::Hyper
+            }
+        };
+        self.tracker.upgrade.put(accepted);
     }
 }
 

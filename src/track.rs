@@ -35,19 +35,35 @@ pub(crate) enum BodyEnd {
 /// What the driver sends to the handler's `OnUpgrade`.
 pub(crate) type HandOffResult = Result<Parts, Error>;
 
+/// An upgrade the handler accepted (it answered `101`, or `2xx` to
+/// `CONNECT`), waiting for hyper to finish its connection.
+#[derive(Debug)]
+pub(crate) enum Accepted {
+    /// To dormant's [`upgrade::on`](crate::upgrade::on): hyper hands the
+    /// connection to `on`, from which the driver takes it apart and sends
+    /// the parts through `tx`.
+    Dormant {
+        tx: oneshot::Sender<HandOffResult>,
+        on: hyper::upgrade::OnUpgrade,
+    },
+    /// To whoever holds hyper's `OnUpgrade` (`hyper::upgrade::on`, axum's
+    /// `WebSocketUpgrade`): hyper hands the connection over itself.
+    Hyper,
+}
+
 /// Where an accepted upgrade waits for the driver: between the handler's
 /// response and the end of hyper's connection future.
 #[derive(Debug, Default)]
-pub(crate) struct HandOff(Mutex<Option<oneshot::Sender<HandOffResult>>>);
+pub(crate) struct HandOff(Mutex<Option<Accepted>>);
 
 impl HandOff {
-    /// Keeps the sender of an upgrade the handler accepted.
-    pub(crate) fn put(&self, tx: oneshot::Sender<HandOffResult>) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+    /// Keeps an upgrade the handler accepted.
+    pub(crate) fn put(&self, accepted: Accepted) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(accepted);
     }
 
-    /// The sender of an upgrade the handler accepted, if any.
-    pub(crate) fn take(&self) -> Option<oneshot::Sender<HandOffResult>> {
+    /// The upgrade the handler accepted, if any.
+    pub(crate) fn take(&self) -> Option<Accepted> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 }
@@ -75,6 +91,9 @@ pub(crate) struct Tracker {
     requests: AtomicU64,
     /// An upgrade the handler accepted, waiting for hyper to finish.
     pub(crate) upgrade: HandOff,
+    /// The connection goes to hyper's `OnUpgrade` (see `ConnIo`): it
+    /// leaves the parking lot for tokio at its next read or write.
+    to_hyper: AtomicBool,
     /// The deadlines handlers chose (`Deadlines`), once one asks.
     chosen: ChosenCell,
     /// An HTTP/2 connection's task that waits for its last request to end
@@ -161,6 +180,16 @@ impl Tracker {
         self.in_flight.load(Relaxed) & (RESPONDING - 1) != 0
             && self.open_bodies.load(Relaxed) == 0
             && !self.abandoned.load(Relaxed)
+    }
+
+    /// The handler accepted an upgrade through hyper's `OnUpgrade`.
+    pub(crate) fn hand_to_hyper(&self) {
+        self.to_hyper.store(true, Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn handed_to_hyper(&self) -> bool {
+        self.to_hyper.load(Relaxed)
     }
 
     #[inline]

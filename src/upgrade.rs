@@ -2,19 +2,36 @@
 //! connection handed to the handler, and upgraded streams that sleep in the
 //! parking lot while idle.
 //!
-//! # Why not hyper's `Upgraded`
+//! # Two ways to upgrade
 //!
-//! hyper's upgrade boxes the connection's IO again and keeps hyper's whole
-//! read buffer alive until its leftover bytes are read; Go's `Hijack` keeps
-//! the connection's write buffer and, through its read buffer, the whole
+//! dormant serves hyper's HTTP/1 connections with hyper's upgrades on, so
+//! both work on every transport and from every rung:
+//!
+//! - **hyper's `hyper::upgrade::on`**, and everything built on it: axum's
+//!   `WebSocketUpgrade`, `hyper-tungstenite`, CONNECT proxies. The handler
+//!   gets hyper's `Upgraded`, as with hyper-util's server. Its socket has
+//!   left the server for tokio before hyper hands it over (at the first
+//!   read or write after the `101`), so it outlives the server as it would
+//!   with hyper's. What it keeps while idle is what hyper's keeps: the
+//!   boxed transport (dormant's, with a small shared record of the
+//!   connection) and, until the first read, a view into hyper's read
+//!   buffer; a task per stream is the handler's.
+//! - **dormant's [`on`]**, for idle streams that should cost nothing: the
+//!   handler gets [`Parts`], the socket itself (a [`Stream`]: the
+//!   `tokio::net::TcpStream` or `UnixStream` of whatever listener the
+//!   server serves, so one handler works on any) and the bytes the client
+//!   sent after its upgrade request, *copied* out of hyper's buffer.
+//!   Nothing else of the server stays referenced: no hyper connection,
+//!   request, response, pool buffer, service or connection slot (invariant
+//!   I5 of the design). The stream can read without holding a buffer and
+//!   sleep in the lot with no task (below).
+//!
+//! hyper's upgrade boxes the connection's IO again and keeps hyper's read
+//! buffer alive until its leftover bytes are read; Go's `Hijack` keeps the
+//! connection's write buffer and, through its read buffer, the whole
 //! connection, response and request. Upgraded streams (WebSocket, tunnels)
-//! are idle most of their life, so whatever they keep, they keep for long.
-//! Here the handler gets [`Parts`]: the socket itself (a [`Stream`]: the
-//! `tokio::net::TcpStream` or `UnixStream` of whatever listener the server
-//! serves, so one handler works on any), and the bytes the client sent
-//! after its upgrade request, *copied* out of hyper's buffer. Nothing else of the server stays referenced: no hyper
-//! connection, request, response, pool buffer, service or connection slot
-//! (invariant I5 of the design).
+//! are idle most of their life, so whatever they keep, they keep for long:
+//! that is what [`on`] is for.
 //!
 //! ```text
 //! request with `Connection: upgrade` + `Upgrade: …`, or CONNECT
@@ -23,26 +40,21 @@
 //! handler answers 101 (2xx to CONNECT) ── anything else: the future fails
 //!   │                                     with `is_declined`, HTTP goes on
 //!   ▼
-//! hyper writes and flushes the response and returns (no IO shutdown)
-//!   │ the driver takes hyper apart (`into_parts`): socket + unread bytes
+//! hyper writes and flushes the response and hands its connection to its
+//!   │ own `OnUpgrade`, which the driver holds for `on`: socket + unread bytes
 //!   ▼
 //! OnUpgrade resolves to Parts { stream, read_buf, lot, shutdown };
 //! the connection's task ends, it no longer counts as open
 //! ```
 //!
-//! The driver polls hyper's connection future (`Connection::poll`) as for
-//! any request. hyper marks a request that asks for an upgrade (an
-//! `Upgrade` header on HTTP/1.1, or `CONNECT`); once the response to it
-//! switches protocols and is flushed, hyper's future returns without
-//! shutting the socket down (it takes its "manual" upgrade path, since
-//! `with_upgrades` is never enabled), and `into_parts` returns the socket
-//! and the bytes hyper read past the request. `poll_without_shutdown`
-//! would do the same but needs the service's futures to be `Unpin`, which
-//! would cost a box per request. dormant offers `on` only for requests
-//! hyper marked, so hyper never shuts down a socket about to be handed
-//! off. The handle that reaches the driver is only created for those
-//! candidates: other requests pay nothing for this module but a look at an
-//! empty extension map.
+//! hyper puts its `OnUpgrade` in every request that asks for an upgrade
+//! (an `Upgrade` header on HTTP/1.1, or `CONNECT`), and dormant leaves it
+//! there. To those with `Connection: upgrade`, and to `CONNECT`, it also
+//! offers [`on`], with a clone of hyper's: if the handler called [`on`]
+//! when it accepts the upgrade, the driver takes the connection from
+//! hyper's `OnUpgrade` as soon as hyper's future returns and takes it
+//! apart; otherwise it is hyper's `OnUpgrade`'s holder's. Other requests
+//! pay nothing for this module but a look at an empty extension map.
 //!
 //! # Reading without holding a buffer
 //!
@@ -163,12 +175,14 @@ type HandOffResult = Result<Parts, Error>;
 ///   connection then goes on serving HTTP;
 /// - [`Error::is_closed`] if the connection ends before the hand-off.
 ///
-/// If the future is dropped before the hand-off (or `on` is never called)
-/// and the handler answers 101 anyway, the connection is closed after the
-/// response: nobody is left to speak the new protocol.
+/// If the future is dropped before the hand-off (or neither `on` nor
+/// hyper's `hyper::upgrade::on` is called) and the handler answers 101
+/// anyway, the connection is closed after the response: nobody is left to
+/// speak the new protocol.
 ///
-/// hyper's own `hyper::upgrade::on` does not work on dormant's HTTP/1
-/// connections.
+/// hyper's own `hyper::upgrade::on` works too (see the [module
+/// docs](self)); a handler that calls both gets the connection through
+/// this one.
 pub fn on<B>(req: &mut Request<B>) -> Result<OnUpgrade, Error> {
     let handle = req.extensions_mut().remove::<Handle>();
     match handle.and_then(|h| h.take()) {
@@ -567,5 +581,10 @@ impl Handle {
 
     fn take(&self) -> Option<oneshot::Receiver<HandOffResult>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Whether [`on`] took it.
+    pub(crate) fn is_taken(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_none()
     }
 }

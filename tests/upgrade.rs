@@ -490,3 +490,31 @@ fn dormant_upgraded_streams_are_handed_back_at_shutdown() {
     });
     assert!(woken.recv_timeout(CLIENT_TIMEOUT).unwrap(), "Shutdown");
 }
+
+/// A stream upgraded through `hyper::upgrade::on` is the handler's, as
+/// with hyper's own server: it keeps working after `serve` returned.
+#[test]
+fn hyper_upgraded_streams_outlive_serve() {
+    let service = hyper::service::service_fn(|mut req: Request<dormant::Body>| {
+        let on = hyper::upgrade::on(&mut req);
+        tokio::spawn(async move {
+            let mut stream = hyper_util::rt::TokioIo::new(on.await.expect("hyper's upgrade"));
+            let mut buf = [0; 64];
+            while let Ok(n @ 1..) = stream.read(&mut buf).await {
+                if stream.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        });
+        async { Ok::<_, Infallible>(switching(TestBody::new(""))) }
+    });
+    let mut srv = start(&ladder(None), service);
+    let mut c = srv.connect();
+    c.send(UPGRADE.as_bytes());
+    assert_eq!(c.response(), SWITCHED);
+    c.send(b"echo");
+    assert_eq!(c.read_exact_bytes(4), b"echo");
+    srv.shutdown();
+    c.send(b"after serve");
+    assert_eq!(c.read_exact_bytes(11), b"after serve");
+}

@@ -29,9 +29,12 @@
 //!   readiness and returned before the next wait (`parked`, `ConnIo`'s
 //!   replay). Tests: the `pool.in_use` assertions of the ladder tests, on
 //!   every rung and transport.
-//! - **I5 Upgrades keep nothing.** After the hand-off ([`hand_off`]), no
-//!   server structure (hyper connection, request, response, pool buffer,
-//!   connection slot) stays referenced by the upgraded stream. Tests: the
+//! - **I5 Upgrades keep nothing.** After the hand-off to dormant's
+//!   `upgrade::on` ([`hand_off`]), no server structure (hyper connection,
+//!   request, response, pool buffer, connection slot) stays referenced by
+//!   the upgraded stream. (An upgrade through hyper's `OnUpgrade` is
+//!   hyper's `Upgraded`, which boxes `ConnIo`; its socket leaves the lot
+//!   for tokio first, see `ConnIo`.) Tests: the
 //!   upgrade tests (hand-off, sleeping streams, shutdown), and the
 //!   upgraded memory bench.
 //!
@@ -75,7 +78,7 @@ use std::marker::PhantomData;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -94,12 +97,13 @@ use crate::shutdown::{Level, Shutdown, Watch};
 use crate::state::ServeState;
 use crate::stats::Counters;
 use crate::timeout::{Expiry, Watchdog};
-use crate::track::{HandOffResult, Tracker};
+use crate::track::{Accepted, HandOffResult, Tracker};
 use crate::transport::Seam;
 use crate::upgrade;
 
-/// hyper's HTTP/1 connection over dormant's transport.
-type Connection<T, S> = http1::Connection<ConnIo<T>, ConnService<S, <T as Seam>::Addr>>;
+/// hyper's HTTP/1 connection over dormant's transport, with hyper's
+/// upgrades (`hyper::upgrade::on`, and dormant's `upgrade::on` on top).
+type Connection<T, S> = http1::UpgradeableConnection<ConnIo<T>, ConnService<S, <T as Seam>::Addr>>;
 
 /// Why the driver stopped polling hyper.
 #[derive(Clone, Copy, Debug)]
@@ -158,7 +162,7 @@ where
     let mut watchdog = Watchdog::new(config.timeouts, timing.park_after, Some(head_since));
     watchdog.set_end(life.ends_at.map(|at| (at, Expiry::Age)));
     let mut driver = Driver {
-        conn: shared.http1.serve_connection(io, svc),
+        conn: shared.http1.serve_connection(io, svc).with_upgrades(),
         watchdog,
         tracker,
         acked: 0,
@@ -284,10 +288,16 @@ where
                 Active::Closed
             }
             Stop::Finished => match self.tracker.upgrade.take() {
-                Some(tx) => match hand_off(self.conn, tx, state) {
+                Some(Accepted::Dormant { tx, on }) => match hand_off(on, tx, state) {
                     true => Active::Upgraded,
                     false => Active::Closed,
                 },
+                Some(Accepted::Hyper) => {
+                    // hyper gave the connection to the handler's `OnUpgrade`
+                    // (or dropped it, if the handler did not keep one).
+                    shared.stats.upgrades.fetch_add(1, Relaxed);
+                    Active::Upgraded
+                }
                 None => Active::Closed,
             },
             Stop::Failed => Active::Closed,
@@ -304,11 +314,18 @@ where
     S: HttpService<B>,
     B: ResBody,
 {
-    let parts = conn.into_parts();
-    let (stream, replay) = parts.io.into_inner();
+    // hyper keeps its connection until an upgrade, and a connection in the
+    // middle of one is never quiet.
+    let taken = conn
+        .into_parts()
+        .and_then(|parts| Some((parts.read_buf, parts.io.into_inner()?)));
+    let Some((read_buf, (stream, replay))) = taken else {
+        debug_assert!(false, "parked after an upgrade");
+        return Active::Closed;
+    };
     debug_assert!(replay.is_empty(), "quiet implies the replay was consumed");
     // Copy: `read_buf` is a view into hyper's whole read allocation.
-    let carried = Bytes::copy_from_slice(&parts.read_buf);
+    let carried = Bytes::copy_from_slice(&read_buf);
     let (quiet_since, head_since) = watchdog.parked_clocks(&carried);
     Active::Parked(
         stream,
@@ -320,27 +337,29 @@ where
     )
 }
 
-/// Hands the connection hyper has finished with to the handler's
-/// `OnUpgrade`; everything else of it is dropped here (I5). If the future
-/// is gone, the connection is closed. Whether the handler has it.
-fn hand_off<T, S, B>(
-    conn: Connection<T, S>,
+/// Hands the connection hyper gave to `on` (hyper's upgrade, which the
+/// handler's response fulfilled before hyper's future returned) to the
+/// handler's dormant `OnUpgrade`, as the socket and a copy of the bytes
+/// read past the request; everything else of it is dropped here (I5). If
+/// the future is gone, the connection is closed. Whether the handler has
+/// it.
+fn hand_off<T: Seam>(
+    mut on: hyper::upgrade::OnUpgrade,
     tx: oneshot::Sender<HandOffResult>,
     state: &ServeState<T>,
-) -> bool
-where
-    T: Seam,
-    S: HttpService<B>,
-    B: ResBody,
-{
-    let http1::Parts {
-        io,
-        read_buf,
-        service,
-        ..
-    } = conn.into_parts();
-    drop(service);
-    let (stream, replay) = io.into_inner();
+) -> bool {
+    let upgraded = match Pin::new(&mut on).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(Ok(upgraded)) => upgraded.downcast::<ConnIo<T>>().ok(),
+        // Another holder of hyper's `OnUpgrade` (a handler that called both
+        // `on`s) took it first.
+        Poll::Ready(Err(_)) | Poll::Pending => None,
+    };
+    let taken = upgraded.and_then(|parts| Some((parts.read_buf, parts.io.into_inner()?)));
+    let Some((read_buf, (stream, replay))) = taken else {
+        debug!("upgrade taken by hyper's `OnUpgrade`: dormant's fails");
+        let _ = tx.send(Err(Error::closed()));
+        return false;
+    };
     // Bytes hyper read past the request, then any it had not read yet.
     // Copied: `read_buf` is a view into hyper's whole read allocation.
     let rest = replay.into_carried();

@@ -297,6 +297,20 @@ impl Builder {
         self
     }
 
+    /// Sets whether HTTP/2 clients may open tunnels with the extended
+    /// `CONNECT` method (RFC 8441, advertised as
+    /// `SETTINGS_ENABLE_CONNECT_PROTOCOL`): WebSockets over HTTP/2, which
+    /// axum's `WebSocketUpgrade` accepts and Chromium uses. A handler gets
+    /// the tunnel from `hyper::upgrade::on` (dormant's
+    /// [`upgrade::on`](crate::upgrade::on) is HTTP/1's). The connection
+    /// stays awake while a tunnel is open, as while any stream is.
+    ///
+    /// Default is `false` (hyper's default).
+    pub fn http2_enable_connect_protocol(&mut self, enabled: bool) -> &mut Self {
+        self.h2.enable_connect_protocol = enabled;
+        self
+    }
+
     /// Sets the largest HTTP/2 frame payload the server accepts, advertised
     /// as `SETTINGS_MAX_FRAME_SIZE`; larger frames are a protocol error. The
     /// frames the server sends follow the client's setting instead. Must be
@@ -610,6 +624,7 @@ struct Http2 {
     initial_stream_window_size: u32,
     initial_connection_window_size: u32,
     adaptive_window: bool,
+    enable_connect_protocol: bool,
     max_frame_size: u32,
     max_header_list_size: u32,
     keep_alive_interval: Option<Duration>,
@@ -634,6 +649,7 @@ impl Default for Http2 {
             initial_stream_window_size: 1024 * 1024,
             initial_connection_window_size: 1024 * 1024,
             adaptive_window: false,
+            enable_connect_protocol: false,
             max_frame_size: 16_384,
             max_header_list_size: 16_384,
             keep_alive_interval: None,
@@ -657,6 +673,9 @@ impl Http2 {
             .max_header_list_size(self.max_header_list_size)
             .keep_alive_interval(self.keep_alive_interval)
             .keep_alive_timeout(self.keep_alive_timeout);
+        if self.enable_connect_protocol {
+            h2.enable_connect_protocol();
+        }
         // In hyper the last of these calls wins: an explicit window turns
         // the adaptive window off, and turning it on resets the windows.
         // Here the adaptive window wins whatever order the setters ran in.

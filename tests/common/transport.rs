@@ -24,6 +24,11 @@ pub(crate) trait Transport {
     /// Where its servers listen, as clients reach them.
     type Addr: Endpoint + Clone + Send + Sync + 'static;
 
+    #[allow(dead_code, reason = "only the axum tests read peers' addresses")]
+    /// The address type of the server's listener (`dormant::Addr`): what
+    /// `PeerAddr` and axum's `ConnectInfo` carry.
+    type ServerAddr: Clone + std::fmt::Debug + Send + Sync + 'static;
+
     #[allow(dead_code, reason = "only some behaviours count handshakes")]
     /// TLS handshakes the server counts for each connection
     /// (`Stats::tls_handshakes`).
@@ -71,6 +76,15 @@ pub(crate) trait Transport {
     /// which the server must have chosen; over TCP and a Unix socket, for
     /// HTTP/2 with prior knowledge.
     async fn connect_h2(addr: &Self::Addr) -> TokioIo<Box<dyn AsyncStream>>;
+
+    #[allow(
+        dead_code,
+        reason = "only the upgrade tests connect asynchronously for HTTP/1"
+    )]
+    /// An async connection to `addr` for an HTTP/1.1 client, on the
+    /// caller's runtime: over TLS, after a handshake offering ALPN
+    /// `http/1.1`.
+    async fn connect_http1(addr: &Self::Addr) -> Box<dyn AsyncStream>;
 
     #[allow(dead_code, reason = "only some HTTP/2 tests use hyper's client")]
     /// A connection of hyper's HTTP/2 client (its defaults: a 5 MiB
@@ -127,6 +141,7 @@ pub(crate) struct Tcp;
 
 impl Transport for Tcp {
     type Addr = SocketAddr;
+    type ServerAddr = SocketAddr;
     const HANDSHAKES: u64 = 0;
     const PEEKS: bool = true;
     const ANSWERS_ASLEEP: bool = true;
@@ -141,9 +156,13 @@ impl Transport for Tcp {
     }
 
     async fn connect_h2(addr: &SocketAddr) -> TokioIo<Box<dyn AsyncStream>> {
+        TokioIo::new(Self::connect_http1(addr).await)
+    }
+
+    async fn connect_http1(addr: &SocketAddr) -> Box<dyn AsyncStream> {
         let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
         tcp.set_nodelay(true).unwrap();
-        TokioIo::new(Box::new(tcp))
+        Box::new(tcp)
     }
 }
 
@@ -153,6 +172,7 @@ pub(crate) struct Unix;
 
 impl Transport for Unix {
     type Addr = PathBuf;
+    type ServerAddr = tokio::net::unix::SocketAddr;
     const HANDSHAKES: u64 = 0;
     const PEEKS: bool = false;
     const ANSWERS_ASLEEP: bool = true;
@@ -167,10 +187,14 @@ impl Transport for Unix {
     }
 
     async fn connect_h2(addr: &PathBuf) -> TokioIo<Box<dyn AsyncStream>> {
+        TokioIo::new(Self::connect_http1(addr).await)
+    }
+
+    async fn connect_http1(addr: &PathBuf) -> Box<dyn AsyncStream> {
         let unix = tokio::net::UnixStream::connect(addr)
             .await
             .unwrap_or_else(|e| panic!("connect to {}: {e}", addr.display()));
-        TokioIo::new(Box::new(unix))
+        Box::new(unix)
     }
 }
 
@@ -222,6 +246,7 @@ pub(crate) mod tls {
 
     impl Transport for Tls {
         type Addr = TlsAddr;
+        type ServerAddr = SocketAddr;
         const HANDSHAKES: u64 = 1;
         const PEEKS: bool = false;
         const ANSWERS_ASLEEP: bool = false;
@@ -250,17 +275,7 @@ pub(crate) mod tls {
         }
 
         async fn connect_h2(addr: &TlsAddr) -> TokioIo<Box<dyn AsyncStream>> {
-            let mut config = ClientConfig::clone(&addr.config);
-            config.alpn_protocols = vec![b"h2".to_vec()];
-            let tcp = tokio::net::TcpStream::connect(addr.addr)
-                .await
-                .expect("connect");
-            tcp.set_nodelay(true).unwrap();
-            let name = ServerName::try_from("localhost").unwrap();
-            let tls = TlsConnector::from(Arc::new(config))
-                .connect(name, tcp)
-                .await
-                .expect("TLS handshake");
+            let tls = connect(addr, b"h2").await;
             assert_eq!(
                 tls.get_ref().1.alpn_protocol(),
                 Some(&b"h2"[..]),
@@ -268,6 +283,28 @@ pub(crate) mod tls {
             );
             TokioIo::new(Box::new(tls))
         }
+
+        async fn connect_http1(addr: &TlsAddr) -> Box<dyn AsyncStream> {
+            Box::new(connect(addr, b"http/1.1").await)
+        }
+    }
+
+    /// A TLS connection to `addr` offering ALPN `alpn`.
+    async fn connect(
+        addr: &TlsAddr,
+        alpn: &[u8],
+    ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        let mut config = ClientConfig::clone(&addr.config);
+        config.alpn_protocols = vec![alpn.to_vec()];
+        let tcp = tokio::net::TcpStream::connect(addr.addr)
+            .await
+            .expect("connect");
+        tcp.set_nodelay(true).unwrap();
+        let name = ServerName::try_from("localhost").unwrap();
+        TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .expect("TLS handshake")
     }
 }
 
