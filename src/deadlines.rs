@@ -143,9 +143,12 @@ use crate::track::Tracker;
 /// }
 /// ```
 ///
-/// In an axum application, whose handlers see axum's body instead of
-/// dormant's, put the handle in the request's extensions before the
-/// router (for the routes that need it), where [`Deadlines::of`] finds it:
+/// In an axum application served with the `axum` feature
+/// (`dormant::axum`), [`Deadlines::of`] finds the handle in a handler as it
+/// is. Served otherwise (through [`TowerToHyperService`](crate::TowerToHyperService)),
+/// its handlers see axum's body instead of dormant's: put the handle in the
+/// request's extensions before the router (for the routes that need it),
+/// where [`Deadlines::of`] finds it:
 ///
 /// ```no_run
 /// # fn wrap(router: axum::Router) {
@@ -181,13 +184,21 @@ impl Deadlines {
     /// that did not come from a dormant server (in a unit test, say).
     #[must_use]
     pub fn of<B: 'static>(req: &Request<B>) -> Option<Deadlines> {
-        if let Some(deadlines) = req.extensions().get::<Deadlines>() {
-            return Some(deadlines.clone());
-        }
-        let (tracker, request) = (req.body() as &dyn Any).downcast_ref::<Body>()?.request()?;
+        let deadlines = match req.extensions().get::<Deadlines>() {
+            Some(deadlines) => deadlines.clone(),
+            None => Deadlines::unregistered(req)?,
+        };
         // Made now, so that the connection registers to be woken when the
         // handler sets a deadline (see the type's docs).
-        tracker.chosen();
+        deadlines.tracker.chosen();
+        Some(deadlines)
+    }
+
+    /// The handle made from `req`'s body, dormant's [`Body`], without
+    /// registering the connection to be woken when a deadline is set: that
+    /// waits until a handler asks for it ([`Deadlines::of`]).
+    pub(crate) fn unregistered<B: 'static>(req: &Request<B>) -> Option<Deadlines> {
+        let (tracker, request) = (req.body() as &dyn Any).downcast_ref::<Body>()?.request()?;
         Some(Deadlines {
             tracker: tracker.clone(),
             request,

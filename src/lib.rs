@@ -21,8 +21,9 @@
 //! socket file. Every transport gets the whole idle ladder.
 //!
 //! Handlers are hyper [`Service`](hyper::service::Service)s over
-//! `Request<`[`Body`]`>`; tower services (an axum `Router`) go through
-//! [`TowerToHyperService`]. With [`Builder::peer_addr`] on, every request
+//! `Request<`[`Body`]`>`; an axum `Router` is served by the `axum` module
+//! (feature `axum`: `dormant::axum::serve(listener, app)`, as
+//! `axum::serve`), other tower services through [`TowerToHyperService`]. With [`Builder::peer_addr`] on, every request
 //! carries the peer's address as a [`PeerAddr`] extension. A handler
 //! lifts or moves its own request's read and write deadlines with
 //! [`Deadlines`] (a server-sent events stream, a large upload).
@@ -87,6 +88,9 @@
 // timeout, stats, pool, shutdown, accounting and error are leaves any layer
 // may use. None imports `server`, and no two modules import each other.
 mod accounting;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod axum;
 mod body;
 mod config;
 mod conn;

@@ -1182,7 +1182,7 @@ mod tests {
         read(&mut watch, &head(kind::SETTINGS, flag::ACK, 0, 0));
         assert!(watch.settled());
         assert!(
-            watch.recv_window <= INITIAL_WINDOW.into(),
+            watch.recv_window <= i64::from(INITIAL_WINDOW),
             "the connection window alone would not decline"
         );
         assert_eq!(
@@ -1657,7 +1657,7 @@ mod tests {
         assert!(!watch.quiet(), "a reply is unwritten");
         assert!(watch.replies().is_some());
         assert!(watch.quiet());
-        assert_eq!(watch.recv_window, INITIAL_WINDOW.into(), "given back");
+        assert_eq!(watch.recv_window, i64::from(INITIAL_WINDOW), "given back");
         // Well-formed RST_STREAM and WINDOW_UPDATE frames: ignored.
         let reset = frame_of(kind::RST_STREAM, 0, 1, &8u32.to_be_bytes());
         let update = frame_of(kind::WINDOW_UPDATE, 0, 3, &1000u32.to_be_bytes());
