@@ -44,6 +44,11 @@ use crate::listener::{Addr, Listener};
 use crate::transport::{RecordServerName, Transport};
 pub use crate::transport::{TlsInfo, TlsStream};
 
+/// The rustls dormant is built with, so that a `ServerConfig` for
+/// [`TlsConfig::new`] needs no dependency of your own on the same version:
+/// `dormant::tls::rustls::ServerConfig`.
+pub use rustls;
+
 /// A rustls server configuration that can be replaced while serving: new
 /// connections use the newest one, established connections keep theirs.
 ///

@@ -25,8 +25,24 @@ use crate::service::{BoxError, HttpService, ResBody};
 use crate::state::ServeState;
 use crate::transport::Seam;
 
-/// The future of [`Server::serve`]: runs until dropped, or until its
-/// [`Handle`] shuts it down.
+/// What [`Server::serve`] returns: the `serve` call, configured with its
+/// `with_*` methods, then awaited. It is [`IntoFuture`], as `axum::serve`'s
+/// is: `.await` it, or spawn its future:
+///
+/// ```no_run
+/// # use std::future::IntoFuture;
+/// # async fn run(server: dormant::Server, listener: tokio::net::TcpListener,
+/// #     service: dormant::TowerToHyperService<axum::Router>) {
+/// let serving = tokio::spawn(server.serve(listener, service).into_future());
+/// # }
+/// ```
+///
+/// The future runs until dropped, or until its [`Handle`] or shutdown
+/// signal ends it. Its error is an `io::Error`, as `axum::serve`'s: the
+/// only one it can have is the operating system's, when the call's parking
+/// lot cannot be created; settings are checked before, by
+/// [`Builder::build`](crate::Builder::build), whose error is
+/// [`Error`](crate::Error).
 #[must_use = "futures do nothing unless `.await`ed or polled"]
 pub struct Serve<L: Listener, S> {
     server: Server,
