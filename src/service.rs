@@ -5,7 +5,7 @@ use std::error::Error as StdError;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use http::header::{CONNECTION, HeaderMap, HeaderValue};
@@ -28,8 +28,8 @@ pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
 /// internals (the public `Server::serve` states the same bounds in full).
 pub(crate) trait HttpService<B>:
     Service<Request<Body>, Response = Response<B>, Future: Send + 'static, Error: Into<BoxError>>
+    + Clone
     + Send
-    + Sync
     + 'static
 {
 }
@@ -40,10 +40,31 @@ impl<S, B> HttpService<B> for S where
             Response = Response<B>,
             Future: Send + 'static,
             Error: Into<BoxError>,
-        > + Send
-        + Sync
+        > + Clone
+        + Send
         + 'static
 {
+}
+
+/// The user's service, shared by a `serve` call's connections. A service
+/// need only be `Clone + Send`, as hyper-util's and axum's servers take it
+/// (a `tower::util::BoxCloneService` is not `Sync`): each ACTIVE phase of
+/// a connection serves a clone of its own, taken under the lock (a clone
+/// of an axum `Router` or of a `service_fn` is a reference count).
+pub(crate) struct SharedService<S>(Mutex<S>);
+
+impl<S: Clone> SharedService<S> {
+    pub(crate) fn new(service: S) -> Self {
+        SharedService(Mutex::new(service))
+    }
+
+    /// A clone of the service for one connection's phase.
+    pub(crate) fn get(&self) -> S {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// What dormant needs of a response body.
@@ -76,7 +97,7 @@ pub struct PeerAddr<A = SocketAddr>(pub A);
 
 /// The user's service as hyper sees it on one connection.
 pub(crate) struct ConnService<S, A> {
-    pub(crate) inner: Arc<S>,
+    pub(crate) inner: S,
     /// `Some` when the builder turned the `PeerAddr` extension on.
     pub(crate) peer: Option<A>,
     /// `Some` when the builder turned the `TlsInfo` extension on.

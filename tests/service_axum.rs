@@ -217,3 +217,40 @@ fn an_axum_handler_lifts_its_write_deadline() {
     c.send(b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(c.response(), text("none"));
 }
+
+/// A service need only be `Clone + Send`, as hyper-util and axum take it:
+/// tower's `BoxCloneService` (not `Sync`) around a router, and a
+/// `service_fn` that counts in a `Cell`, serve across parks (a connection
+/// serves a clone while ACTIVE: the count restarts after each park).
+#[test]
+fn services_that_are_not_sync_are_served() {
+    use std::cell::Cell;
+    use tower::util::BoxCloneService;
+
+    let router = axum::Router::new().route("/", get(|| async { "boxed" }));
+    let boxed: BoxCloneService<Request<dormant::Body>, axum::response::Response, Infallible> =
+        BoxCloneService::new(router);
+    let srv = serve_with(&fast_park(), dormant::TowerToHyperService::new(boxed));
+    let mut c = srv.connect();
+    for round in 1..=2 {
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(c.response(), text("boxed"));
+        srv.wait_for("park", |s| s.parks == round);
+    }
+
+    let served = Cell::new(0u32);
+    let counting = service_fn(move |_req: Request<dormant::Body>| {
+        served.set(served.get() + 1);
+        let body = served.get().to_string();
+        async move { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(body)))) }
+    });
+    let srv = serve_with(&fast_park(), counting);
+    let mut c = srv.connect();
+    let plain = |n: &str| format!("HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\n{n}");
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(c.response(), plain("1"));
+    assert_eq!(c.response(), plain("2"));
+    srv.wait_for("park", |s| s.parks == 1);
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(c.response(), plain("1"));
+}

@@ -141,8 +141,8 @@ fn upgrader(
     Response = Response<TestBody>,
     Error = Infallible,
     Future = impl Send,
-> + Send
-+ Sync
+> + Clone
++ Send
 + 'static {
     hyper::service::service_fn(move |mut req: Request<dormant::Body>| {
         let events = events.clone();

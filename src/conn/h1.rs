@@ -92,7 +92,7 @@ use super::parked::Clocks;
 use crate::error::Error;
 use crate::io::{ConnIo, Replay};
 use crate::life::Life;
-use crate::service::{ConnService, HttpService, ResBody};
+use crate::service::{ConnService, HttpService, ResBody, SharedService};
 use crate::shutdown::{Level, Shutdown, Watch};
 use crate::state::ServeState;
 use crate::stats::Counters;
@@ -134,7 +134,7 @@ pub(super) async fn serve<T, S, B>(
     stream: T,
     replay: Replay,
     peer: Option<T::Addr>,
-    service: &Arc<S>,
+    service: &Arc<SharedService<S>>,
     state: &ServeState<T>,
     timing: Timing,
     life: &mut Life,
@@ -151,7 +151,7 @@ where
     let tls = stream.connected().tls_info;
     let io = ConnIo::new(stream, replay, tracker.clone());
     let svc = ConnService {
-        inner: service.clone(),
+        inner: service.get(),
         peer,
         #[cfg(feature = "tls-no-provider")]
         tls,

@@ -55,7 +55,7 @@ use crate::hooks::{Admit, ConnState, Kept, Watched};
 use crate::io::Replay;
 use crate::life::Life;
 use crate::lot::Due;
-use crate::service::{HttpService, ResBody};
+use crate::service::{HttpService, ResBody, SharedService};
 use crate::state::{Open, ServeState};
 use crate::stats::Gauge;
 use crate::transport::{Alpn, Seam};
@@ -223,7 +223,7 @@ type ActiveFuture<'a, T> = Pin<Box<dyn Future<Output = Active<T>> + Send + 'a>>;
 pub(crate) fn serve<T, S, B>(
     mut stream: T,
     #[cfg_attr(not(feature = "proxy-protocol"), allow(unused_mut))] mut peer: Option<T::Addr>,
-    service: Arc<S>,
+    service: Arc<SharedService<S>>,
     state: Open<T>,
     origin: Origin<T::Addr>,
 ) -> impl Future<Output = ()> + Send
@@ -421,7 +421,7 @@ fn activate<'a, T, S, B>(
     protocol: Protocol,
     asleep: Option<Box<Asleep>>,
     peer: &Option<T::Addr>,
-    service: &'a Arc<S>,
+    service: &'a Arc<SharedService<S>>,
     state: &'a ServeState<T>,
     timing: h1::Timing,
     life: &'a mut Life,

@@ -12,7 +12,7 @@ use tracing::{debug, error, trace};
 use crate::conn::{self, Admission, Origin};
 use crate::hooks::Admit;
 use crate::listener::Listener;
-use crate::service::{HttpService, ResBody};
+use crate::service::{HttpService, ResBody, SharedService};
 use crate::shutdown::Level;
 use crate::state::{Open, ServeState};
 #[cfg(feature = "tls-no-provider")]
@@ -44,7 +44,7 @@ pub(super) async fn accept_until<L, S, B, F>(
     mut listener: L,
     signal: F,
     state: &Arc<ServeState<Served<L>>>,
-    service: &Arc<S>,
+    service: &Arc<SharedService<S>>,
 ) where
     L: Listener,
     S: HttpService<B>,

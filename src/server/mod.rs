@@ -30,7 +30,7 @@ use crate::body::Body;
 use crate::hooks::Hooks;
 use crate::listener::Listener;
 use crate::lot::Pings;
-use crate::service::{BoxError, HttpService, ResBody};
+use crate::service::{BoxError, HttpService, ResBody, SharedService};
 use crate::shutdown::{Level, Signal};
 use crate::state::{ServeState, Shared};
 use crate::stats::Stats;
@@ -88,9 +88,15 @@ impl Server {
     /// [`UnixListener`](crate::UnixListener). Every connection gets the
     /// whole idle ladder, whatever the transport.
     ///
-    /// The service is shared by all connections (hyper services take
-    /// `&self`). A tower service, such as an axum `Router`, is served
-    /// through [`TowerToHyperService`](crate::TowerToHyperService).
+    /// The service need only be `Clone + Send`, as hyper-util's and
+    /// axum's servers take it: a connection serves a clone of it while
+    /// ACTIVE, taken again each time it wakes (cheap for an axum `Router`
+    /// or a `service_fn`, which clone a reference count; a
+    /// `tower::util::BoxCloneService` allocates). A service that is `Sync`
+    /// but not `Clone` is served as `Arc::new(service)`. An axum `Router`
+    /// is served by [`dormant::axum`](crate#serving) (feature `axum`),
+    /// other tower services through
+    /// [`TowerToHyperService`](crate::TowerToHyperService).
     ///
     /// Errors of single connections are logged (with `tracing`) and never
     /// end the server; nor do accept errors, which back off instead of
@@ -114,7 +120,7 @@ impl Server {
     pub fn serve<L, S, B>(&self, listener: L, service: S) -> Serve<L, S>
     where
         L: Listener,
-        S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
+        S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
         S::Future: Send + 'static,
         S::Error: Into<BoxError>,
         B: http_body::Body + Send + 'static,
@@ -138,7 +144,7 @@ impl fmt::Debug for Server {
 /// every connection is registered with: without it nothing is served.
 fn start<T, S, B>(
     shared: &Arc<Shared>,
-    service: &Arc<S>,
+    service: &Arc<SharedService<S>>,
     hooks: Hooks<T::Addr>,
 ) -> io::Result<Arc<ServeState<T>>>
 where

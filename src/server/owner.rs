@@ -16,7 +16,7 @@ use crate::conn::{self, Origin, Pause};
 use crate::hooks::Kept;
 use crate::life::Life;
 use crate::lot::{self, Closed, Rung, Slept, Turn, Woke};
-use crate::service::{HttpService, ResBody};
+use crate::service::{HttpService, ResBody, SharedService};
 use crate::state::{Open, ServeState};
 use crate::transport::Seam;
 
@@ -40,7 +40,7 @@ fn serve_woken<T, S, B>(
     state: &Arc<ServeState<T>>,
     stream: T,
     origin: Origin<T::Addr>,
-    service: &Arc<S>,
+    service: &Arc<SharedService<S>>,
     first_poll: FirstPoll,
 ) where
     T: Seam,
@@ -107,7 +107,7 @@ enum Workers {
 /// this.
 pub(super) struct LotOwner<T: Seam, S, B> {
     state: Weak<ServeState<T>>,
-    service: Arc<S>,
+    service: Arc<SharedService<S>>,
     workers: Workers,
     body: PhantomData<fn() -> B>,
 }
@@ -116,7 +116,7 @@ impl<T: Seam, S, B> LotOwner<T, S, B> {
     /// The owner of the lot of `state`, which it holds weakly (the state
     /// keeps the lot, which keeps its owner), serving what the lot hands
     /// back with `service`. Called within the runtime that will serve.
-    pub(super) fn new(state: Weak<ServeState<T>>, service: Arc<S>) -> Self {
+    pub(super) fn new(state: Weak<ServeState<T>>, service: Arc<SharedService<S>>) -> Self {
         LotOwner {
             state,
             service,

@@ -21,7 +21,7 @@ use super::start;
 use crate::body::Body;
 use crate::hooks::{Admit, ConnState, Hooks};
 use crate::listener::{Addr, Listener};
-use crate::service::{BoxError, HttpService, ResBody};
+use crate::service::{BoxError, HttpService, ResBody, SharedService};
 use crate::state::ServeState;
 use crate::transport::Seam;
 
@@ -190,7 +190,7 @@ pub type ServeFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
 impl<L, S, B> IntoFuture for Serve<L, S>
 where
     L: Listener,
-    S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
+    S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
     B: http_body::Body + Send + 'static,
@@ -208,7 +208,7 @@ where
 impl<L, S, B, F> IntoFuture for WithGracefulShutdown<L, S, F>
 where
     L: Listener,
-    S: Service<Request<Body>, Response = Response<B>> + Send + Sync + 'static,
+    S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
     B: http_body::Body + Send + 'static,
@@ -256,7 +256,7 @@ where
         handle,
         hooks,
     } = serve;
-    let service = Arc::new(service);
+    let service = Arc::new(SharedService::new(service));
     let state = start(&server.shared, &service, hooks)?;
     if let Some(serving) = &serving {
         let addr = listener.local_addr();

@@ -18,13 +18,13 @@ pub(crate) trait Servable<B>:
         Response = Response<B>,
         Future: Send + 'static,
         Error: Into<BoxError>,
-    > + Send
-    + Sync
+    > + Clone
+    + Send
     + 'static
 {
 }
 
-impl<S: Send + Sync + 'static, B> Servable<B> for S where
+impl<S: Clone + Send + 'static, B> Servable<B> for S where
     S: Service<
             Request<dormant::Body>,
             Response = Response<B>,

@@ -35,7 +35,7 @@ where
     dead_code,
     reason = "the binaries whose handlers call `echo` themselves do not serve it alone"
 )]
-pub(crate) fn echo_service() -> impl Servable<Full<Bytes>> + Clone {
+pub(crate) fn echo_service() -> impl Servable<Full<Bytes>> {
     service_fn(echo::<dormant::Body>)
 }
 
@@ -71,7 +71,7 @@ pub(crate) async fn mirror(
 
 /// [`mirror`] as a service of dormant's.
 #[allow(dead_code, reason = "only the HTTP/2 tests mirror requests")]
-pub(crate) fn mirror_service() -> impl Servable<Full<Bytes>> + Clone {
+pub(crate) fn mirror_service() -> impl Servable<Full<Bytes>> {
     service_fn(mirror)
 }
 

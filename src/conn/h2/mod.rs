@@ -35,7 +35,7 @@ use super::parked::Clocks;
 use crate::config::H2Sleep;
 use crate::io::Replay;
 use crate::life::Life;
-use crate::service::{ConnService, HttpService, ResBody};
+use crate::service::{ConnService, HttpService, ResBody, SharedService};
 use crate::shutdown::Level;
 use crate::state::{ServeState, Shared};
 use crate::timeout::{Expiry, Timeouts, Watchdog};
@@ -71,7 +71,7 @@ pub(super) async fn serve<T, S, B>(
     replay: Replay,
     asleep: Option<Box<Asleep>>,
     peer: Option<T::Addr>,
-    service: Arc<S>,
+    service: Arc<SharedService<S>>,
     state: &ServeState<T>,
     park_after: Option<Duration>,
     life: &mut Life,
@@ -87,7 +87,7 @@ where
     let tls = stream.connected().tls_info;
     let wire = Wire::new(asleep.as_deref().map_or_else(Watch::new, Asleep::watch));
     let svc = ConnService {
-        inner: service,
+        inner: service.get(),
         peer,
         #[cfg(feature = "tls-no-provider")]
         tls,
