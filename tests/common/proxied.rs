@@ -83,7 +83,7 @@ pub(crate) trait Proxied {
 
 /// Answers every request with `{peer} {path} {body}`: the request's
 /// `PeerAddr<P>` (`Debug`), or `none`.
-pub(crate) fn peer_service<P>() -> impl Servable<Full<Bytes>> + Clone
+pub(crate) fn peer_service<P>() -> impl Servable<Full<Bytes>>
 where
     P: fmt::Debug + Clone + Send + Sync + 'static,
 {
