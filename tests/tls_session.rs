@@ -845,7 +845,7 @@ fn resumed_session_after_the_first_went_dormant() {
 /// Answers with what the request's [`TlsInfo`] says (`none` without one):
 /// `sni=… alpn=… version=… suite=… kind=… certs=…`, the certificates as
 /// hex, each one's DER.
-fn info_service() -> impl Servable<Full<Bytes>> + Clone {
+fn info_service() -> impl Servable<Full<Bytes>> {
     service_fn(|req: Request<dormant::Body>| async move {
         let text = match req.extensions().get::<TlsInfo>() {
             None => "none".to_owned(),
