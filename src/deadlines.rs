@@ -146,28 +146,10 @@ use crate::track::Tracker;
 /// In an axum application served with the `axum` feature
 /// (`dormant::axum`), [`Deadlines::of`] finds the handle in a handler as it
 /// is. Served otherwise (through [`TowerToHyperService`](crate::TowerToHyperService)),
-/// its handlers see axum's body instead of dormant's: put the handle in the
-/// request's extensions before the router (for the routes that need it),
-/// where [`Deadlines::of`] finds it:
-///
-/// ```no_run
-/// # fn wrap(router: axum::Router) {
-/// use dormant::Deadlines;
-/// use tower::ServiceBuilder;
-///
-/// let app = ServiceBuilder::new()
-///     .map_request(|mut req: http::Request<dormant::Body>| {
-///         if req.uri().path() == "/events" {
-///             if let Some(deadlines) = Deadlines::of(&req) {
-///                 req.extensions_mut().insert(deadlines);
-///             }
-///         }
-///         req
-///     })
-///     .service(router);
-/// # let _ = app;
-/// # }
-/// ```
+/// its handlers see axum's body instead of dormant's: a step in front of
+/// the router (a `tower::ServiceBuilder::map_request`) puts the handle
+/// taken from dormant's body, `Deadlines::of(&req)`, in the request's
+/// extensions, where [`Deadlines::of`] finds it.
 #[derive(Clone)]
 pub struct Deadlines {
     tracker: Arc<Tracker>,

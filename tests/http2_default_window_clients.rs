@@ -118,9 +118,7 @@ where
     T::Addr: Dial,
 {
     let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join(client.script);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(client.script);
     let mut args = vec![script.into_os_string()];
     args.extend(srv.addr.args());
     let mut child = ChildClient::start(client.name, &client.program, &args);

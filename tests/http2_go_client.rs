@@ -235,7 +235,7 @@ fn find_go() -> Result<PathBuf, String> {
 /// (`GOTOOLCHAIN=local`), bounded by [`BUILD_TIMEOUT`].
 fn build_go_client() -> Result<PathBuf, String> {
     let go = find_go()?;
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go/h2client");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("go/h2client");
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     // Built under a name of this process's, then renamed into place, so
     // that test processes building at once never run a half-written file.

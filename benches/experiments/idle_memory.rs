@@ -540,7 +540,7 @@ impl Connect for Exchange {
             k if k.starts_with("h2c-httpx-") => ("python3", "idle_h2_httpx.py"),
             _ => return None,
         };
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/scripts");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../benches/scripts");
         let mut command = std::process::Command::new(program);
         command.arg(dir.join(script));
         Some(command)

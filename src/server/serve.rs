@@ -30,9 +30,15 @@ use crate::transport::Seam;
 /// is: `.await` it, or spawn its future:
 ///
 /// ```no_run
+/// # use std::convert::Infallible;
 /// # use std::future::IntoFuture;
-/// # async fn run(server: dormant::Server, listener: tokio::net::TcpListener,
-/// #     service: dormant::TowerToHyperService<axum::Router>) {
+/// # use http::{Request, Response};
+/// # use http_body_util::Full;
+/// # use hyper::body::Bytes;
+/// # async fn run(server: dormant::Server, listener: tokio::net::TcpListener) {
+/// let service = hyper::service::service_fn(|_req: Request<dormant::Body>| async {
+///     Ok::<_, Infallible>(Response::new(Full::new(Bytes::from("hello"))))
+/// });
 /// let serving = tokio::spawn(server.serve(listener, service).into_future());
 /// # }
 /// ```
