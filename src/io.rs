@@ -156,7 +156,9 @@ impl Replay {
 pub(crate) struct ConnIo<T> {
     stream: Served<T>,
     replay: Replay,
-    tracker: Arc<Tracker>,
+    /// `None` once the socket left the lot for hyper's `OnUpgrade`: the
+    /// stream hyper hands over keeps nothing of the connection's record.
+    tracker: Option<Arc<Tracker>>,
     /// A peek found bytes hyper has not read yet: no need to look again
     /// until it has.
     unread: bool,
@@ -200,7 +202,7 @@ impl<T: Seam> ConnIo<T> {
         ConnIo {
             stream: Served::Lot(TokioIo::new(stream)),
             replay,
-            tracker,
+            tracker: Some(tracker),
             unread: false,
         }
     }
@@ -212,7 +214,7 @@ impl<T: Seam> ConnIo<T> {
     /// server.
     #[inline]
     fn leave_if_handed(&mut self) {
-        if self.tracker.handed_to_hyper() && matches!(self.stream, Served::Lot(_)) {
+        if self.tracker.as_ref().is_some_and(|t| t.handed_to_hyper()) {
             self.leave();
         }
     }
@@ -222,6 +224,12 @@ impl<T: Seam> ConnIo<T> {
         let Served::Lot(io) = std::mem::replace(&mut self.stream, Served::Gone) else {
             return;
         };
+        if let Some(tracker) = self.tracker.take() {
+            // The driver must never find it quiet, and take apart what is
+            // no longer its own: to it, the connection stays unflushed
+            // until hyper's future ends with the hand-off.
+            tracker.set_unflushed(true);
+        }
         match io.into_inner().into_stream() {
             Ok(stream) => self.stream = Served::Left(TokioIo::new(stream)),
             Err(error) => tracing::debug!(%error, "upgrade hand-off to hyper failed"),
@@ -249,7 +257,9 @@ impl<T: Seam> ConnIo<T> {
                 // no further look is made until hyper has read them.
                 debug_assert!(self.replay.is_empty());
                 self.replay.carried = bytes;
-                self.tracker.set_read_blocked(false);
+                if let Some(tracker) = &self.tracker {
+                    tracker.set_read_blocked(false);
+                }
                 Ok(())
             }
             Poll::Ready(Err(error)) => Err(error),
@@ -277,18 +287,22 @@ impl<T: Seam> Read for ConnIo<T> {
         let this = self.get_mut();
         // Most reads find no replay: checked here, without a call.
         if !this.replay.is_empty() && this.replay.copy_into(&mut buf) > 0 {
-            this.tracker.set_read_blocked(false);
-            this.tracker.bytes_read();
+            if let Some(tracker) = &this.tracker {
+                tracker.set_read_blocked(false);
+                tracker.bytes_read();
+            }
             return Poll::Ready(Ok(()));
         }
         this.leave_if_handed();
         let res = on_socket!(&mut this.stream, s => Pin::new(s).poll_read(cx, buf), Poll::Ready(Err(gone())));
-        this.tracker.set_read_blocked(res.is_pending());
-        if let Poll::Ready(Ok(())) = res {
-            // Bytes, or the end of the stream, which ends the connection
-            // anyway.
-            this.tracker.bytes_read();
-            this.unread = false;
+        if let Some(tracker) = &this.tracker {
+            tracker.set_read_blocked(res.is_pending());
+            if let Poll::Ready(Ok(())) = res {
+                // Bytes, or the end of the stream, which ends the
+                // connection anyway.
+                tracker.bytes_read();
+                this.unread = false;
+            }
         }
         res
     }
@@ -301,8 +315,10 @@ impl<T: Seam> Write for ConnIo<T> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        this.tracker.set_unflushed(true);
         this.leave_if_handed();
+        if let Some(tracker) = &this.tracker {
+            tracker.set_unflushed(true);
+        }
         on_socket!(&mut this.stream, s => Pin::new(s).poll_write(cx, buf), Poll::Ready(Err(gone())))
     }
 
@@ -312,8 +328,10 @@ impl<T: Seam> Write for ConnIo<T> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        this.tracker.set_unflushed(true);
         this.leave_if_handed();
+        if let Some(tracker) = &this.tracker {
+            tracker.set_unflushed(true);
+        }
         on_socket!(&mut this.stream, s => Pin::new(s).poll_write_vectored(cx, bufs), Poll::Ready(Err(gone())))
     }
 
@@ -326,9 +344,9 @@ impl<T: Seam> Write for ConnIo<T> {
         this.leave_if_handed();
         let res =
             on_socket!(&mut this.stream, s => Pin::new(s).poll_flush(cx), Poll::Ready(Err(gone())));
-        if let Poll::Ready(Ok(())) = res {
-            this.tracker.set_unflushed(false);
-            if !this.unread && this.replay.is_empty() && this.tracker.awaits_response() {
+        if let (Poll::Ready(Ok(())), Some(tracker)) = (&res, &this.tracker) {
+            tracker.set_unflushed(false);
+            if !this.unread && this.replay.is_empty() && tracker.awaits_response() {
                 return Poll::Ready(this.poll_peer_open(cx));
             }
         }
