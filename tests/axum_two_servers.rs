@@ -1,0 +1,397 @@
+//! One axum application, two servers: the same `Router` (state,
+//! `ConnectInfo`, a WebSocket echo, server-sent events, and tower-http's
+//! trace, compression, timeout and CORS layers) served by `axum::serve` and
+//! by dormant (`dormant::axum::App`), driven by the same clients (hyper's
+//! HTTP/1.1 client on one keep-alive connection, tokio-tungstenite) across
+//! pauses that cross PARKED and DORMANT on dormant's side: the responses,
+//! messages and close codes must be the same. Over TCP and a Unix socket
+//! (`axum::serve` has no TLS; dormant's TLS serves the same application in
+//! `axum_app.rs` and `upgrade_hyper.rs`).
+
+mod common {
+    pub(crate) mod timeout;
+}
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, State};
+use axum::response::sse::{Event, Sse};
+use axum::routing::get;
+use axum::serve::ListenerExt;
+use common::timeout::CLIENT_TIMEOUT;
+use futures_util::{SinkExt, StreamExt};
+use http::{Request, StatusCode, header};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::timeout;
+use tokio_tungstenite::tungstenite;
+use tower_http::compression::CompressionLayer;
+use tower_http::cors::CorsLayer;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+/// What the application's state carries.
+#[derive(Clone)]
+struct AppState {
+    greeting: Arc<str>,
+}
+
+/// The peer as `ConnectInfo` gives it, the same for every connection of a
+/// transport (the port differs).
+trait Peer: Clone + Send + Sync + 'static {
+    fn describe(&self) -> String;
+}
+
+impl Peer for SocketAddr {
+    fn describe(&self) -> String {
+        format!("tcp {}", self.ip())
+    }
+}
+
+impl Peer for tokio::net::unix::SocketAddr {
+    fn describe(&self) -> String {
+        format!("unix unnamed={}", self.is_unnamed())
+    }
+}
+
+async fn echo(mut socket: WebSocket) {
+    while let Some(Ok(message)) = socket.recv().await {
+        let reply = match message {
+            Message::Text(text) => Message::Text(text),
+            Message::Binary(bytes) => Message::Binary(bytes),
+            // tungstenite answers pings and the close itself, the close at
+            // the next `recv`, which then ends.
+            Message::Ping(_) | Message::Pong(_) | Message::Close(_) => continue,
+        };
+        if socket.send(reply).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The application, with `A` the listener's address type.
+fn app<A: Peer>() -> axum::Router {
+    let state = AppState {
+        greeting: "hello from axum".into(),
+    };
+    axum::Router::new()
+        .route(
+            "/",
+            get(|State(state): State<AppState>| async move { state.greeting.to_string() }),
+        )
+        .route(
+            "/peer",
+            get(|ConnectInfo(peer): ConnectInfo<A>| async move { peer.describe() }),
+        )
+        .route(
+            "/big",
+            get(|| async { "compressible text, ".repeat(2_000) }),
+        )
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                "too late"
+            }),
+        )
+        .route(
+            "/events",
+            get(|| async {
+                let events = futures_util::stream::iter(0..3).map(|n| {
+                    Ok::<_, std::convert::Infallible>(
+                        Event::default()
+                            .id(n.to_string())
+                            .data(format!("event {n}")),
+                    )
+                });
+                Sse::new(events)
+            }),
+        )
+        .route(
+            "/ws",
+            get(|ws: WebSocketUpgrade| async move { ws.on_upgrade(echo) }),
+        )
+        .route(
+            "/bye",
+            get(|ws: WebSocketUpgrade| async move {
+                ws.on_upgrade(|mut socket| async move {
+                    let close = CloseFrame {
+                        code: 4001,
+                        reason: "bye".into(),
+                    };
+                    let _ = socket.send(Message::Close(Some(close))).await;
+                    while socket.recv().await.is_some() {}
+                })
+            }),
+        )
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            Duration::from_millis(300),
+        ))
+        .layer(CompressionLayer::new())
+        .layer(CorsLayer::permissive())
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// What a client sees of one exchange, to compare between the servers.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Response {
+        path: &'static str,
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Bytes,
+    },
+    WebSocket(Vec<String>),
+}
+
+/// The headers the layers set (`date` and the like differ by nature).
+const COMPARED: [&str; 5] = [
+    "content-type",
+    "content-encoding",
+    "access-control-allow-origin",
+    "vary",
+    "content-length",
+];
+
+async fn fetch(send: &mut SendRequest<Empty<Bytes>>, path: &'static str) -> Seen {
+    send.ready().await.expect("the connection closed");
+    let req = Request::get(path)
+        .header(header::HOST, "localhost")
+        .header(header::ACCEPT_ENCODING, "gzip")
+        .header(header::ORIGIN, "http://example.com")
+        .body(Empty::new())
+        .unwrap();
+    let res = timeout(CLIENT_TIMEOUT, send.send_request(req))
+        .await
+        .expect("no response")
+        .expect("the response");
+    let status = res.status().as_u16();
+    let mut headers: Vec<_> = COMPARED
+        .iter()
+        .filter_map(|name| {
+            let value = res.headers().get(*name)?;
+            Some((name.to_string(), value.to_str().unwrap().to_owned()))
+        })
+        .collect();
+    headers.sort();
+    let body = timeout(CLIENT_TIMEOUT, res.into_body().collect())
+        .await
+        .expect("no body")
+        .expect("the body")
+        .to_bytes();
+    Seen::Response {
+        path,
+        status,
+        headers,
+        body,
+    }
+}
+
+/// A WebSocket on a connection of its own: text and binary echo, a close
+/// with a code; then a socket the server closes with 4001.
+async fn websockets<S, F>(connect: impl Fn() -> F) -> Seen
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    F: Future<Output = S>,
+{
+    use tungstenite::protocol::CloseFrame as ClientClose;
+    use tungstenite::protocol::frame::coding::CloseCode;
+
+    let mut seen = Vec::new();
+    let (mut ws, res) = tokio_tungstenite::client_async("ws://localhost/ws", connect().await)
+        .await
+        .expect("the WebSocket handshake");
+    seen.push(format!("{}", res.status()));
+    for message in [
+        tungstenite::Message::text("hello"),
+        tungstenite::Message::binary(vec![9; 70_000]),
+    ] {
+        ws.send(message).await.unwrap();
+        let back = timeout(CLIENT_TIMEOUT, ws.next()).await.expect("no echo");
+        let back = back.expect("closed").expect("an echo");
+        seen.push(format!("{:?} {}", back.is_text(), back.len()));
+    }
+    let close = ClientClose {
+        code: CloseCode::Normal,
+        reason: "done".into(),
+    };
+    ws.close(Some(close)).await.unwrap();
+    let back = timeout(CLIENT_TIMEOUT, ws.next()).await.expect("no close");
+    seen.push(format!("{back:?}"));
+
+    let (mut ws, _) = tokio_tungstenite::client_async("ws://localhost/bye", connect().await)
+        .await
+        .expect("the WebSocket handshake");
+    let back = timeout(CLIENT_TIMEOUT, ws.next()).await.expect("no close");
+    seen.push(format!("{back:?}"));
+    Seen::WebSocket(seen)
+}
+
+/// Rounds of every route on one keep-alive connection, with pauses
+/// between them, then the WebSockets.
+async fn drive<S, F>(connect: impl Fn() -> F, pause: impl AsyncFn(usize)) -> Vec<Seen>
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    F: Future<Output = S>,
+{
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(connect().await))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let mut seen = Vec::new();
+    for round in 0..3 {
+        for path in ["/", "/peer", "/big", "/events", "/nope"] {
+            seen.push(fetch(&mut send, path).await);
+        }
+        pause(round).await;
+    }
+    // The timeout layer answers 408 on a connection of its own (the
+    // handler's future is dropped; the connection stays usable).
+    seen.push(fetch(&mut send, "/slow").await);
+    seen.push(fetch(&mut send, "/").await);
+    seen.push(websockets(connect).await);
+    seen
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// dormant's server with a short ladder, so that the pauses cross it.
+fn dormant_server() -> dormant::Server {
+    dormant::Server::builder()
+        .park_after(Duration::from_millis(3))
+        .dormant_after(Duration::from_millis(200))
+        .peer_addr(true)
+        .build()
+        .unwrap()
+}
+
+/// Waits, for dormant, until its connections slept to `rung` (pause 0:
+/// PARKED, then DORMANT); for axum, as long.
+async fn pause_for(server: Option<&dormant::Server>, round: usize) {
+    let Some(server) = server else {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        return;
+    };
+    let before = server.stats();
+    let deadline = tokio::time::Instant::now() + CLIENT_TIMEOUT;
+    loop {
+        let s = server.stats();
+        let slept = match round {
+            0 => s.parks > before.parks && s.parked == 1,
+            _ => s.dormancies > before.dormancies && s.dormant == 1,
+        };
+        if slept && s.active == 0 {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never slept: {s:?}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+#[test]
+fn one_axum_app_two_servers_over_tcp() {
+    runtime().block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let make = app::<SocketAddr>().into_make_service_with_connect_info::<SocketAddr>();
+        tokio::spawn(axum::serve(listener, make).into_future());
+        let connect = || async move { tokio::net::TcpStream::connect(addr).await.unwrap() };
+        let by_axum = drive(connect, async |round| pause_for(None, round).await).await;
+
+        let server = dormant_server();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let serving = server.serve(listener, dormant::axum::App::new(app::<SocketAddr>()));
+        tokio::spawn(serving.into_future());
+        let connect = || async move { tokio::net::TcpStream::connect(addr).await.unwrap() };
+        let by_dormant = drive(connect, async |round| pause_for(Some(&server), round).await).await;
+
+        compare(&by_axum, &by_dormant);
+    });
+}
+
+#[test]
+fn one_axum_app_two_servers_over_a_unix_socket() {
+    let dir = std::env::temp_dir().join(format!("dormant-two-servers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    runtime().block_on(async {
+        type Unix = tokio::net::unix::SocketAddr;
+        let path = dir.join("axum.sock");
+        let listener = tokio::net::UnixListener::bind(&path)
+            .unwrap()
+            .tap_io(|_| {});
+        let make = app::<Unix>().into_make_service_with_connect_info::<Unix>();
+        tokio::spawn(axum::serve(listener, make).into_future());
+        let connect = connect_unix(&path);
+        let by_axum = drive(connect, async |round| pause_for(None, round).await).await;
+
+        let server = dormant_server();
+        let path = dir.join("dormant.sock");
+        let listener = tokio::net::UnixListener::bind(&path).unwrap();
+        let serving = server.serve(listener, dormant::axum::App::new(app::<Unix>()));
+        tokio::spawn(serving.into_future());
+        let connect = connect_unix(&path);
+        let by_dormant = drive(connect, async |round| pause_for(Some(&server), round).await).await;
+
+        compare(&by_axum, &by_dormant);
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn connect_unix(
+    path: &Path,
+) -> impl Fn() -> std::pin::Pin<Box<dyn Future<Output = tokio::net::UnixStream>>> {
+    let path = path.to_owned();
+    move || {
+        let path = path.clone();
+        Box::pin(async move { tokio::net::UnixStream::connect(path).await.unwrap() })
+    }
+}
+
+/// The two servers' exchanges, one by one, and a sanity check that the
+/// layers did act.
+fn compare(by_axum: &[Seen], by_dormant: &[Seen]) {
+    assert_eq!(by_axum.len(), by_dormant.len());
+    for (a, d) in by_axum.iter().zip(by_dormant) {
+        assert_eq!(a, d);
+    }
+    let big = by_dormant.iter().find_map(|seen| match seen {
+        Seen::Response {
+            path: "/big",
+            headers,
+            ..
+        } => Some(headers),
+        _ => None,
+    });
+    assert!(
+        big.unwrap()
+            .contains(&("content-encoding".into(), "gzip".into())),
+        "compressed: {big:?}"
+    );
+    let slow = by_dormant.iter().find_map(|seen| match seen {
+        Seen::Response {
+            path: "/slow",
+            status,
+            ..
+        } => Some(*status),
+        _ => None,
+    });
+    assert_eq!(slow, Some(408), "the timeout layer answered");
+}
