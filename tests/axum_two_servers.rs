@@ -2,7 +2,7 @@
 //! `ConnectInfo`, a WebSocket echo, server-sent events, and tower-http's
 //! trace, compression, timeout and CORS layers) served by `axum::serve` and
 //! by dormant (`dormant::axum::App`), driven by the same clients (hyper's
-//! HTTP/1.1 client on one keep-alive connection, tokio-tungstenite) across
+//! HTTP/1.1 client on one keep-alive connection, tokio-tungstenite, curl) across
 //! pauses that cross PARKED and DORMANT on dormant's side: the responses,
 //! messages and close codes must be the same. Over TCP and a Unix socket
 //! (`axum::serve` has no TLS; dormant's TLS serves the same application in
@@ -152,6 +152,8 @@ enum Seen {
         body: Bytes,
     },
     WebSocket(Vec<String>),
+    /// What curl printed: the body (decompressed) and its status line.
+    Curl(String),
 }
 
 /// The headers the layers set (`date` and the like differ by nature).
@@ -237,9 +239,40 @@ where
     Seen::WebSocket(seen)
 }
 
+/// curl (`--compressed`, with an `Origin`) on each route, at `base`
+/// (`http://host:port`, or `http://localhost` with `--unix-socket PATH`
+/// in `args`).
+async fn curl(args: &[String], base: &str) -> Vec<Seen> {
+    let mut seen = Vec::new();
+    for path in ["/", "/peer", "/big", "/events"] {
+        let out = tokio::process::Command::new("curl")
+            .args(args)
+            .args([
+                "-sS",
+                "--compressed",
+                "--max-time",
+                "10",
+                "-H",
+                "Origin: http://example.com",
+            ])
+            .args(["-w", "\n%{http_code} %{content_type}"])
+            .arg(format!("{base}{path}"))
+            .output()
+            .await
+            .expect("curl runs (the tests need it on PATH)");
+        assert!(out.status.success(), "curl {path}: {out:?}");
+        seen.push(Seen::Curl(String::from_utf8(out.stdout).unwrap()));
+    }
+    seen
+}
+
 /// Rounds of every route on one keep-alive connection, with pauses
 /// between them, then the WebSockets.
-async fn drive<S, F>(connect: impl Fn() -> F, pause: impl AsyncFn(usize)) -> Vec<Seen>
+async fn drive<S, F>(
+    connect: impl Fn() -> F,
+    curl_at: (Vec<String>, String),
+    pause: impl AsyncFn(usize),
+) -> Vec<Seen>
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     F: Future<Output = S>,
@@ -260,6 +293,7 @@ where
     seen.push(fetch(&mut send, "/slow").await);
     seen.push(fetch(&mut send, "/").await);
     seen.push(websockets(connect).await);
+    seen.extend(curl(&curl_at.0, &curl_at.1).await);
     seen
 }
 
@@ -312,7 +346,8 @@ fn one_axum_app_two_servers_over_tcp() {
         let make = app::<SocketAddr>().into_make_service_with_connect_info::<SocketAddr>();
         tokio::spawn(axum::serve(listener, make).into_future());
         let connect = || async move { tokio::net::TcpStream::connect(addr).await.unwrap() };
-        let by_axum = drive(connect, async |round| pause_for(None, round).await).await;
+        let at = (Vec::new(), format!("http://{addr}"));
+        let by_axum = drive(connect, at, async |round| pause_for(None, round).await).await;
 
         let server = dormant_server();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -320,7 +355,11 @@ fn one_axum_app_two_servers_over_tcp() {
         let serving = server.serve(listener, dormant::axum::App::new(app::<SocketAddr>()));
         tokio::spawn(serving.into_future());
         let connect = || async move { tokio::net::TcpStream::connect(addr).await.unwrap() };
-        let by_dormant = drive(connect, async |round| pause_for(Some(&server), round).await).await;
+        let at = (Vec::new(), format!("http://{addr}"));
+        let by_dormant = drive(connect, at, async |round| {
+            pause_for(Some(&server), round).await
+        })
+        .await;
 
         compare(&by_axum, &by_dormant);
     });
@@ -340,7 +379,10 @@ fn one_axum_app_two_servers_over_a_unix_socket() {
         let make = app::<Unix>().into_make_service_with_connect_info::<Unix>();
         tokio::spawn(axum::serve(listener, make).into_future());
         let connect = connect_unix(&path);
-        let by_axum = drive(connect, async |round| pause_for(None, round).await).await;
+        let by_axum = drive(connect, curl_unix(&path), async |round| {
+            pause_for(None, round).await
+        })
+        .await;
 
         let server = dormant_server();
         let path = dir.join("dormant.sock");
@@ -348,11 +390,19 @@ fn one_axum_app_two_servers_over_a_unix_socket() {
         let serving = server.serve(listener, dormant::axum::App::new(app::<Unix>()));
         tokio::spawn(serving.into_future());
         let connect = connect_unix(&path);
-        let by_dormant = drive(connect, async |round| pause_for(Some(&server), round).await).await;
+        let by_dormant = drive(connect, curl_unix(&path), async |round| {
+            pause_for(Some(&server), round).await
+        })
+        .await;
 
         compare(&by_axum, &by_dormant);
     });
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn curl_unix(path: &Path) -> (Vec<String>, String) {
+    let args = vec!["--unix-socket".to_owned(), path.display().to_string()];
+    (args, "http://localhost".to_owned())
 }
 
 fn connect_unix(
@@ -394,4 +444,22 @@ fn compare(by_axum: &[Seen], by_dormant: &[Seen]) {
         _ => None,
     });
     assert_eq!(slow, Some(408), "the timeout layer answered");
+    let curled: Vec<_> = by_dormant
+        .iter()
+        .filter_map(|seen| match seen {
+            Seen::Curl(out) => Some(out.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        curled[2].starts_with("compressible text, "),
+        "{:?}",
+        curled[2]
+    );
+    assert!(curled[3].contains("data: event 2\n"), "{:?}", curled[3]);
+    assert!(
+        curled[3].ends_with("200 text/event-stream"),
+        "{:?}",
+        curled[3]
+    );
 }
