@@ -2,7 +2,8 @@
 //! `ConnectInfo`, a WebSocket echo, server-sent events, and tower-http's
 //! trace, compression, timeout and CORS layers) served by `axum::serve` and
 //! by dormant (`dormant::axum::App`), driven by the same clients (hyper's
-//! HTTP/1.1 client on one keep-alive connection, tokio-tungstenite, curl) across
+//! HTTP/1.1 client on one keep-alive connection, tokio-tungstenite, curl,
+//! and over TCP headless Chromium's `fetch` and `WebSocket`) across
 //! pauses that cross PARKED and DORMANT on dormant's side: the responses,
 //! messages and close codes must be the same. Over TCP and a Unix socket
 //! (`axum::serve` has no TLS; dormant's TLS serves the same application in
@@ -37,6 +38,24 @@ use tower_http::compression::CompressionLayer;
 use tower_http::cors::CorsLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
+
+/// The page headless Chromium loads: `fetch`es and a WebSocket, whose
+/// results it writes into the document that `--dump-dom` prints.
+const PAGE: &str = r#"<!doctype html><html><body><pre id="out"></pre><script>
+const out = document.getElementById("out");
+const log = (line) => { out.textContent += line + "\n"; };
+(async () => {
+  for (const path of ["/", "/peer", "/big", "/events", "/nope"]) {
+    const res = await fetch(path);
+    const body = await res.text();
+    log(path + " " + res.status + " " + res.headers.get("content-type") + " " + body.length + " " + body.slice(0, 40));
+  }
+  const ws = new WebSocket("ws://" + location.host + "/ws");
+  ws.onopen = () => ws.send("hello from chromium");
+  ws.onmessage = (event) => { log("ws " + event.data); ws.close(4000, "done"); };
+  ws.onclose = (event) => { log("closed " + event.code + " " + event.reason); log("END"); };
+})().catch((error) => log("error " + error));
+</script></body></html>"#;
 
 /// What the application's state carries.
 #[derive(Clone)]
@@ -115,6 +134,7 @@ fn app<A: Peer>() -> axum::Router {
                 Sse::new(events)
             }),
         )
+        .route("/page", get(|| async { axum::response::Html(PAGE) }))
         .route(
             "/ws",
             get(|ws: WebSocketUpgrade| async move { ws.on_upgrade(echo) }),
@@ -154,6 +174,8 @@ enum Seen {
     WebSocket(Vec<String>),
     /// What curl printed: the body (decompressed) and its status line.
     Curl(String),
+    /// What the page logged in headless Chromium.
+    Browser(String),
 }
 
 /// The headers the layers set (`date` and the like differ by nature).
@@ -266,6 +288,29 @@ async fn curl(args: &[String], base: &str) -> Vec<Seen> {
     seen
 }
 
+/// Headless Chromium on the page at `base`: what its `fetch`es and its
+/// WebSocket logged (`tests/node/chromium.mjs` drives it over its DevTools
+/// protocol and prints the page's log once it is complete).
+async fn chromium(base: &str) -> Seen {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("node/chromium.mjs");
+    let run = tokio::process::Command::new("node")
+        .arg(script)
+        .arg(format!("{base}/page"))
+        .kill_on_drop(true)
+        .output();
+    let out = timeout(Duration::from_secs(60), run)
+        .await
+        .expect("chromium timed out")
+        .expect("node runs (the tests need Node and Chromium on PATH)");
+    let log = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success() && log.ends_with("END\n"),
+        "the page did not finish: {log}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Seen::Browser(log)
+}
+
 /// Rounds of every route on one keep-alive connection, with pauses
 /// between them, then the WebSockets.
 async fn drive<S, F>(
@@ -347,7 +392,8 @@ fn one_axum_app_two_servers_over_tcp() {
         tokio::spawn(axum::serve(listener, make).into_future());
         let connect = || async move { tokio::net::TcpStream::connect(addr).await.unwrap() };
         let at = (Vec::new(), format!("http://{addr}"));
-        let by_axum = drive(connect, at, async |round| pause_for(None, round).await).await;
+        let mut by_axum = drive(connect, at, async |round| pause_for(None, round).await).await;
+        by_axum.push(chromium(&format!("http://{addr}")).await);
 
         let server = dormant_server();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -356,10 +402,11 @@ fn one_axum_app_two_servers_over_tcp() {
         tokio::spawn(serving.into_future());
         let connect = || async move { tokio::net::TcpStream::connect(addr).await.unwrap() };
         let at = (Vec::new(), format!("http://{addr}"));
-        let by_dormant = drive(connect, at, async |round| {
+        let mut by_dormant = drive(connect, at, async |round| {
             pause_for(Some(&server), round).await
         })
         .await;
+        by_dormant.push(chromium(&format!("http://{addr}")).await);
 
         compare(&by_axum, &by_dormant);
     });
@@ -462,4 +509,16 @@ fn compare(by_axum: &[Seen], by_dormant: &[Seen]) {
         "{:?}",
         curled[3]
     );
+    let browser = by_dormant.iter().find_map(|seen| match seen {
+        Seen::Browser(log) => Some(log),
+        _ => None,
+    });
+    if let Some(log) = browser {
+        assert!(log.contains("\nws hello from chromium\n"), "{log}");
+        assert!(log.contains("\nclosed 4000 done\n"), "{log}");
+        assert!(
+            log.contains("/peer 200 text/plain; charset=utf-8 13 tcp 127.0.0.1"),
+            "{log}"
+        );
+    }
 }
