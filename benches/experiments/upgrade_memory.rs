@@ -76,6 +76,8 @@ use tokio::task::JoinHandle;
 mod memory;
 #[path = "../common/procs.rs"]
 mod procs;
+#[path = "../common/switching.rs"]
+mod switching;
 
 use memory::{env_usize, wait_until};
 use procs::{Bench, UnderTest, WARMUP};
@@ -285,18 +287,7 @@ fn upgrade_and_echo(addr: SocketAddr) -> TcpStream {
         .expect("timeout");
     s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
         .expect("write");
-    let mut buf = Vec::with_capacity(256);
-    let mut chunk = [0u8; 256];
-    let head_end = loop {
-        let n = s.read(&mut chunk).expect("read");
-        assert!(n > 0, "server closed the connection");
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break end + 4;
-        }
-    };
-    assert!(buf.starts_with(b"HTTP/1.1 101"), "not a 101");
-    assert_eq!(head_end, buf.len(), "unexpected bytes after the 101");
+    switching::read_switching_head(&mut s);
     s.write_all(b"ping").expect("write");
     let mut echo = [0u8; 4];
     s.read_exact(&mut echo).expect("echo");

@@ -49,6 +49,8 @@ use tokio::task::JoinHandle;
 mod memory;
 #[path = "../common/procs.rs"]
 mod procs;
+#[path = "../common/switching.rs"]
+mod switching;
 
 use memory::wait_until;
 use procs::{Bench, UnderTest, WARMUP};
@@ -155,18 +157,7 @@ fn handshake_and_echo(addr: SocketAddr) -> TcpStream {
           Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
     )
     .expect("write");
-    let mut buf = Vec::with_capacity(256);
-    let mut chunk = [0u8; 256];
-    let head_end = loop {
-        let n = s.read(&mut chunk).expect("read");
-        assert!(n > 0, "server closed the connection");
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break end + 4;
-        }
-    };
-    assert!(buf.starts_with(b"HTTP/1.1 101"), "not a 101");
-    assert_eq!(head_end, buf.len(), "unexpected bytes after the 101");
+    switching::read_switching_head(&mut s);
     let mask = [1, 2, 3, 4];
     let mut frame = vec![0x81, 0x80 | 4];
     frame.extend_from_slice(&mask);
