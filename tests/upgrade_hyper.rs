@@ -1,5 +1,5 @@
 //! hyper's own upgrades on dormant's HTTP/1 connections: `hyper::upgrade::on`
-//! and what is built on it (axum's `WebSocketUpgrade`), over every transport,
+//! and what is built on it (axum's `WebSocketUpgrade`, CONNECT tunnels), over every transport,
 //! on connections that slept (PARKED and DORMANT) before the upgrade request,
 //! with real clients (hyper's with upgrades, tokio-tungstenite).
 
@@ -44,6 +44,7 @@ use tokio_tungstenite::tungstenite;
 over_every_transport!(
     hyper_upgrade_on_works_after_a_sleep,
     hyper_upgrade_declined_goes_on_as_http,
+    hyper_connect_tunnels_after_a_sleep,
     axum_websocket_works_after_a_sleep,
     axum_websocket_over_http2_after_a_sleep,
 );
@@ -52,6 +53,20 @@ over_every_transport!(
 /// stream through `hyper::upgrade::on`; `/decline` asks for the upgrade
 /// and answers `200`; anything else `200 plain`.
 async fn hyper_echo(mut req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
+    if req.method() == http::Method::CONNECT {
+        // A tunnel, as a CONNECT proxy opens one: `2xx`, then bytes.
+        let on = hyper::upgrade::on(&mut req);
+        tokio::spawn(async move {
+            let mut stream = TokioIo::new(on.await.expect("hyper's upgrade"));
+            let mut buf = [0; 1024];
+            while let Ok(n @ 1..) = stream.read(&mut buf).await {
+                if stream.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        });
+        return Ok(Response::new(Full::default()));
+    }
     if !req.headers().contains_key(header::UPGRADE) {
         return Ok(Response::new(Full::new(Bytes::from_static(b"plain"))));
     }
@@ -150,6 +165,47 @@ fn hyper_upgrade_on_works_after_a_sleep<T: Transport>() {
             woke(&srv, rung, before);
             srv.wait_for("the upgrade counted", |s| s.upgrades == i as u64 + 1);
             drop(stream);
+        }
+    });
+    all_closed(&srv);
+}
+
+/// `CONNECT` through `hyper::upgrade::on`, as a CONNECT proxy serves it, on
+/// a connection that slept (PARKED, then DORMANT) after a request: the
+/// tunnel echoes.
+fn hyper_connect_tunnels_after_a_sleep<T: Transport>() {
+    let srv = T::serve(&ladder(DORMANT_AFTER), service_fn(hyper_echo));
+    client_runtime().block_on(async {
+        for (i, rung) in [Rung::Parked, Rung::Dormant].into_iter().enumerate() {
+            let mut send = hyper_client(T::connect_http1(&srv.addr).await).await;
+            let req = Request::get("/").header(header::HOST, "localhost");
+            let res = ready(&mut send)
+                .await
+                .send_request(req.body(Empty::new()).unwrap())
+                .await;
+            let body = res.unwrap().into_body().collect().await.unwrap();
+            assert_eq!(body.to_bytes(), "plain");
+            sleep_until(&srv, rung, srv.stats());
+            let before = srv.stats();
+            let connect = Request::connect("example.com:443")
+                .header(header::HOST, "example.com:443")
+                .body(Empty::new())
+                .unwrap();
+            let res = timeout(CLIENT_TIMEOUT, ready(&mut send).await.send_request(connect))
+                .await
+                .expect("no response")
+                .expect("the CONNECT request");
+            assert_eq!(res.status(), StatusCode::OK, "from {rung:?}");
+            let mut tunnel = TokioIo::new(hyper::upgrade::on(res).await.expect("the tunnel"));
+            tunnel.write_all(b"through the tunnel").await.unwrap();
+            let mut back = [0; 18];
+            timeout(CLIENT_TIMEOUT, tunnel.read_exact(&mut back))
+                .await
+                .expect("no echo")
+                .unwrap();
+            assert_eq!(&back, b"through the tunnel", "from {rung:?}");
+            woke(&srv, rung, before);
+            srv.wait_for("the upgrade counted", |s| s.upgrades == i as u64 + 1);
         }
     });
     all_closed(&srv);
