@@ -28,8 +28,9 @@
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use tracing::error;
+use tracing::{error, trace};
 
 use crate::lot::{Answered, Carry};
 use crate::wire::Asleep;
@@ -107,9 +108,38 @@ impl<A> Hooks<A> {
         self.accept.is_some() || self.state.is_some()
     }
 
+    /// What the hooks decide for a new connection from `peer`: the
+    /// admission hook first (a rejection is counted in `rejected`), then
+    /// the state hook's [`ConnState::New`]. The one place both run, for
+    /// connections admitted at accept and for those whose peer came in a
+    /// PROXY header.
+    pub(crate) fn open(&self, peer: &A, rejected: &AtomicU64) -> Admitted<A>
+    where
+        A: Clone + fmt::Debug,
+    {
+        if self.admit(peer) == Admit::Reject {
+            trace!(?peer, "connection rejected by the admission hook");
+            rejected.fetch_add(1, Relaxed);
+            return Admitted::Close;
+        }
+        let Some(hook) = &self.state else {
+            return Admitted::Serve(None);
+        };
+        let watched = Box::new(Watched {
+            hook: hook.clone(),
+            peer: peer.clone(),
+            upgraded: false,
+        });
+        match watched.report(ConnState::New) {
+            true => Admitted::Serve(Some(watched)),
+            // The state hook panicked.
+            false => Admitted::Close,
+        }
+    }
+
     /// What the admission hook decides for `peer`; [`Admit::Reject`] if
     /// it panics.
-    pub(crate) fn admit(&self, peer: &A) -> Admit {
+    fn admit(&self, peer: &A) -> Admit {
         let Some(accept) = &self.accept else {
             return Admit::Accept;
         };
@@ -118,28 +148,14 @@ impl<A> Hooks<A> {
             Admit::Reject
         })
     }
+}
 
-    /// A new connection from `peer`, reported [`ConnState::New`]: what it
-    /// carries for the state hook from now on, `None` without one. `Err`
-    /// if the hook panicked: the connection is to be closed.
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn watch(&self, peer: &A) -> Result<Option<Box<Watched<A>>>, ()>
-    where
-        A: Clone,
-    {
-        let Some(hook) = &self.state else {
-            return Ok(None);
-        };
-        let watched = Box::new(Watched {
-            hook: hook.clone(),
-            peer: peer.clone(),
-            upgraded: false,
-        });
-        match watched.report(ConnState::New) {
-            true => Ok(Some(watched)),
-            false => Err(()),
-        }
-    }
+/// What the hooks decided for a new connection ([`Hooks::open`]).
+pub(crate) enum Admitted<A> {
+    /// Serve it, with its link to the state hook if there is one.
+    Serve(Option<Box<Watched<A>>>),
+    /// Close it: rejected, or the state hook panicked.
+    Close,
 }
 
 /// A connection's link to its `serve` call's state hook: reports its

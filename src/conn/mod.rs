@@ -51,7 +51,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug, debug_span, trace};
 
 use crate::config::Config;
-use crate::hooks::{Admit, ConnState, Kept, Watched};
+use crate::hooks::{Admitted, ConnState, Kept, Watched};
 use crate::io::Replay;
 use crate::life::Life;
 use crate::lot::Due;
@@ -156,28 +156,25 @@ impl<A: fmt::Debug> fmt::Debug for ShowPeer<'_, A> {
 }
 
 /// The connection hooks of a connection whose peer's address came in a
-/// PROXY header, now read: admission (a rejected connection is counted and
-/// `Err`, to be closed) and `New`, with the header's address (the
-/// socket's, for a header without one).
-#[allow(clippy::type_complexity)]
+/// PROXY header, now read ([`Hooks::open`](crate::hooks::Hooks::open)),
+/// with the header's address (the socket's, for a header without one).
 fn admit_late<T: Seam>(
     stream: &T,
     peer: &Option<T::Addr>,
     state: &ServeState<T>,
-) -> Result<Option<Box<Watched<T::Addr>>>, ()> {
+) -> Admitted<T::Addr> {
     let Some(hooks) = &state.hooks else {
-        return Ok(None);
+        return Admitted::Serve(None);
     };
     let peer = match peer {
         Some(peer) => peer.clone(),
-        None => stream.peer_addr().map_err(|_| ())?,
+        None => match stream.peer_addr() {
+            Ok(peer) => peer,
+            // The peer reset the connection.
+            Err(_) => return Admitted::Close,
+        },
     };
-    if hooks.admit(&peer) == Admit::Reject {
-        trace!(?peer, "connection rejected by the admission hook");
-        state.shared.stats.rejected.fetch_add(1, Relaxed);
-        return Err(());
-    }
-    hooks.watch(&peer)
+    hooks.open(&peer, &state.shared.stats.rejected)
 }
 
 /// Reports `state` to the connection's state hook, if it has one; `false`
@@ -312,8 +309,8 @@ where
                     }
                     if T::PEER_IN_HEADER {
                         match admit_late(&stream, &peer, &state) {
-                            Ok(w) => watched = w,
-                            Err(()) => return,
+                            Admitted::Serve(w) => watched = w,
+                            Admitted::Close => return,
                         }
                     }
                     detect(&replay, &shared.config, stream.connected().alpn)

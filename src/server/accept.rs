@@ -10,7 +10,7 @@ use std::time::Duration;
 use tracing::{debug, error, trace};
 
 use crate::conn::{self, Admission, Origin};
-use crate::hooks::Admit;
+use crate::hooks::Admitted;
 use crate::listener::Listener;
 use crate::service::{HttpService, ResBody, SharedService};
 use crate::shutdown::Level;
@@ -87,18 +87,10 @@ pub(super) async fn accept_until<L, S, B, F>(
                 let watched = match &state.hooks {
                     Some(_) if Served::<L>::PEER_IN_HEADER => Admission::InHeader,
                     None => Admission::Done(None),
-                    Some(hooks) => {
-                        if hooks.admit(&peer) == Admit::Reject {
-                            trace!(?peer, "connection rejected by the admission hook");
-                            stats.rejected.fetch_add(1, Ordering::Relaxed);
-                            continue;
-                        }
-                        match hooks.watch(&peer) {
-                            Ok(watched) => Admission::Done(watched),
-                            // Its state hook panicked: closed.
-                            Err(()) => continue,
-                        }
-                    }
+                    Some(hooks) => match hooks.open(&peer, &stats.rejected) {
+                        Admitted::Serve(watched) => Admission::Done(watched),
+                        Admitted::Close => continue,
+                    },
                 };
                 let stream = match stream.serve_in(&serving) {
                     Ok(stream) => stream,
