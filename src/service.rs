@@ -18,8 +18,8 @@ use tokio::sync::oneshot;
 
 use crate::body::Body;
 use crate::error::Error;
-use crate::track::{Accepted, HandOffResult, InFlight, Tracker};
-use crate::upgrade::Handle;
+use crate::track::{Accepted, InFlight, Tracker};
+use crate::upgrade::{HandOffResult, Handle};
 
 /// Boxed error, as hyper takes them.
 pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;

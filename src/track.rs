@@ -19,9 +19,8 @@ use std::task::Waker;
 
 use tokio::sync::oneshot;
 
-use crate::error::Error;
 use crate::timeout::{Chosen, ChosenCell, Observed};
-use crate::upgrade::Parts;
+use crate::upgrade::HandOffResult;
 
 /// How a request body ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,9 +30,6 @@ pub(crate) enum BodyEnd {
     /// Dropped before its end.
     Abandoned,
 }
-
-/// What the driver sends to the handler's `OnUpgrade`.
-pub(crate) type HandOffResult = Result<Parts, Error>;
 
 /// An upgrade the handler accepted (it answered `101`, or `2xx` to
 /// `CONNECT`), waiting for hyper to finish its connection.

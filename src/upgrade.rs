@@ -129,7 +129,7 @@ pub use crate::pool::PooledBytes;
 pub use crate::transport::Stream;
 
 /// What the driver sends to the handler's [`OnUpgrade`].
-type HandOffResult = Result<Parts, Error>;
+pub(crate) type HandOffResult = Result<Parts, Error>;
 
 /// Starts an upgrade of the connection that carries `req`: the returned
 /// future resolves, once the handler's `101 Switching Protocols` response

@@ -97,9 +97,9 @@ use crate::shutdown::{Level, Shutdown, Watch};
 use crate::state::ServeState;
 use crate::stats::Counters;
 use crate::timeout::{Expiry, Watchdog};
-use crate::track::{Accepted, HandOffResult, Tracker};
+use crate::track::{Accepted, Tracker};
 use crate::transport::Seam;
-use crate::upgrade;
+use crate::upgrade::{self, HandOffResult};
 
 /// hyper's HTTP/1 connection over dormant's transport, with hyper's
 /// upgrades (`hyper::upgrade::on`, and dormant's `upgrade::on` on top).
