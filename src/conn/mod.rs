@@ -40,7 +40,6 @@ mod parked;
 
 use std::fmt;
 use std::future::Future;
-use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -48,7 +47,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
-use tracing::{Instrument, debug, debug_span, trace};
+use tracing::{Instrument, debug_span, trace};
 
 use crate::config::Config;
 use crate::hooks::{Admitted, ConnState, Kept, Watched};
@@ -60,6 +59,7 @@ use crate::state::{Open, ServeState};
 use crate::stats::Gauge;
 use crate::transport::{Alpn, Seam};
 use crate::wire::Asleep;
+pub(crate) use parked::closed_while_idle;
 use parked::{Clocks, ParkedWait, Woken};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -181,25 +181,6 @@ fn admit_late<T: Seam>(
 /// if the hook panicked: the connection is then closed.
 fn report<A>(watched: &Option<Box<Watched<A>>>, state: ConnState) -> bool {
     watched.as_ref().is_none_or(|w| w.report(state))
-}
-
-/// Logs a connection its peer closed, or reset, while it waited: a normal
-/// end, logged the same way on every rung. Other errors are logged at
-/// debug.
-pub(crate) fn closed_while_idle(rung: &'static str, error: Option<&io::Error>) {
-    use io::ErrorKind::*;
-    match error {
-        None => trace!(rung, "connection closed by the peer"),
-        Some(e)
-            if matches!(
-                e.kind(),
-                ConnectionReset | ConnectionAborted | BrokenPipe | NotConnected | UnexpectedEof
-            ) =>
-        {
-            trace!(rung, error = %e, "connection closed by the peer")
-        }
-        Some(e) => debug!(rung, error = %e, "connection failed while idle"),
-    }
 }
 
 /// An ACTIVE phase, boxed: its future is large, and a PARKED task must not

@@ -2,6 +2,7 @@
 //! buffer.
 
 use std::future::Future;
+use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -9,9 +10,8 @@ use bytes::Bytes;
 use pin_project_lite::pin_project;
 use tokio::io::ReadBuf;
 use tokio::time::{Instant, Sleep};
-use tracing::debug;
+use tracing::{debug, trace};
 
-use super::closed_while_idle;
 use crate::io::Replay;
 use crate::life::Life;
 use crate::lot::Parkable;
@@ -245,5 +245,24 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
             return Poll::Ready(Woken::Shutdown);
         }
         Poll::Pending
+    }
+}
+
+/// Logs a connection its peer closed, or reset, while it waited: a normal
+/// end, logged the same way on every rung. Other errors are logged at
+/// debug.
+pub(crate) fn closed_while_idle(rung: &'static str, error: Option<&io::Error>) {
+    use io::ErrorKind::*;
+    match error {
+        None => trace!(rung, "connection closed by the peer"),
+        Some(e)
+            if matches!(
+                e.kind(),
+                ConnectionReset | ConnectionAborted | BrokenPipe | NotConnected | UnexpectedEof
+            ) =>
+        {
+            trace!(rung, error = %e, "connection closed by the peer")
+        }
+        Some(e) => debug!(rung, error = %e, "connection failed while idle"),
     }
 }
