@@ -14,29 +14,20 @@ mod owner;
 mod serve;
 
 use std::fmt;
-use std::io;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use http::{Request, Response};
 use hyper::service::Service;
-use tracing::error;
 
 pub use builder::Builder;
 pub use handle::Handle;
 pub use serve::{Serve, ServeFuture, WithGracefulShutdown};
 
-use crate::accounting::Held;
 use crate::body::Body;
-use crate::hooks::Hooks;
 use crate::listener::Listener;
-use crate::lot::Pings;
-use crate::service::{BoxError, HttpService, ResBody, SharedService};
-use crate::shutdown::{Level, Signal};
-use crate::state::{ServeState, Shared};
+use crate::service::BoxError;
+use crate::state::Shared;
 use crate::stats::Stats;
-use crate::transport::Seam;
-use crate::upgrade::{self, StreamLot};
-use owner::LotOwner;
 
 /// An HTTP/1.1 and HTTP/2 server whose idle connections hold no hyper state
 /// and no buffers.
@@ -137,73 +128,5 @@ impl fmt::Debug for Server {
             .field("config", &self.shared.config)
             .field("stats", &self.stats())
             .finish()
-    }
-}
-
-/// Makes the state of a `serve` call and starts its parking lot, which
-/// every connection is registered with: without it nothing is served.
-fn start<T, S, B>(
-    shared: &Arc<Shared>,
-    service: &Arc<SharedService<S>>,
-    hooks: Hooks<T::Addr>,
-) -> io::Result<Arc<ServeState<T>>>
-where
-    T: Seam,
-    S: HttpService<B>,
-    B: ResBody,
-{
-    let poll = mio::Poll::new()?;
-    let registry = poll.registry().try_clone()?;
-    let state = Arc::new_cyclic(|weak: &Weak<ServeState<T>>| {
-        // The lot reports to the state it belongs to, weakly: the state
-        // keeps the lot.
-        let owner = LotOwner::new(weak.clone(), service.clone());
-        let config = &shared.config;
-        let pings = (config.h2_sleep.keep_alive).map_or_else(Pings::default, |k| Pings {
-            every: k.interval,
-            answer_within: k.timeout,
-        });
-        let lives = config.lot_lives();
-        let lot = StreamLot::new(Box::new(owner), config.lot_slack(), pings, lives, registry);
-        ServeState {
-            shared: shared.clone(),
-            signal: Signal::default(),
-            upgrade_lot: upgrade::Lot::new(lot.clone()),
-            lot,
-            held: Held::new(shared.config.max_connections),
-            hooks: hooks.any().then_some(hooks),
-        }
-    });
-    tokio::spawn(drive_lot(state.clone(), poll));
-    Ok(state)
-}
-
-/// Drives the parking lot of one `serve` call until shutdown.
-async fn drive_lot<T: Seam>(state: Arc<ServeState<T>>, poll: mio::Poll) {
-    let lot = &state.lot;
-    // Every connection reads and writes through the lot: it runs until the
-    // last one is gone after shutdown began.
-    let done = async {
-        // Polled on every wake of the lot's task: a `Watch` is one atomic
-        // load per poll, where `reached` takes the signal's lock.
-        let mut watch = std::pin::pin!(state.signal.watch());
-        std::future::poll_fn(|cx| match watch.as_mut().poll_level(cx) {
-            Level::Running => std::task::Poll::Pending,
-            Level::Draining | Level::Forced => std::task::Poll::Ready(()),
-        })
-        .await;
-        state.held.all_released().await;
-    };
-    tokio::select! {
-        biased;
-        () = done => {}
-        res = lot.drive(poll) => {
-            if let Err(error) = res {
-                error!(%error, "parking lot failed; closing every connection");
-            }
-            // No connection can make progress without it.
-            lot.close_all();
-            state.signal.raise(Level::Forced);
-        }
     }
 }

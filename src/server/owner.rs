@@ -1,9 +1,11 @@
-//! The owner of a `serve` call's parking lot: it counts what the lot
-//! reports (parks, dormancies, closes) in the server's stats, and serves
-//! the connections the lot hands back, first in place, in the lot's own
-//! task, under `catch_unwind`.
+//! The owner of a `serve` call's parking lot: it makes the call's state and
+//! starts the lot ([`start`]) and drives it until shutdown; it counts what
+//! the lot reports (parks, dormancies, closes) in the server's stats, and
+//! serves the connections the lot hands back, first in place, in the lot's
+//! own task, under `catch_unwind`.
 
 use std::future::Future;
+use std::io;
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -12,13 +14,16 @@ use std::task::{Context, Poll, Waker};
 
 use tracing::error;
 
+use crate::accounting::Held;
 use crate::conn::{self, Origin, Pause};
-use crate::hooks::Kept;
+use crate::hooks::{Hooks, Kept};
 use crate::life::Life;
-use crate::lot::{self, Closed, Rung, Slept, Turn, Woke};
+use crate::lot::{self, Closed, Pings, Rung, Slept, Turn, Woke};
 use crate::service::{HttpService, ResBody, SharedService};
-use crate::state::{Open, ServeState};
+use crate::shutdown::{Level, Signal};
+use crate::state::{Open, ServeState, Shared};
 use crate::transport::Seam;
+use crate::upgrade::{self, StreamLot};
 
 /// Serves a connection the parking lot handed back with bytes waiting (or
 /// the peer's close). It still counts as held.
@@ -204,5 +209,73 @@ where
         stats.parked.fetch_sub(n, Ordering::Relaxed);
         stats.dormant.fetch_add(n, Ordering::Relaxed);
         stats.dormancies.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// Makes the state of a `serve` call and starts its parking lot, which
+/// every connection is registered with: without it nothing is served.
+pub(super) fn start<T, S, B>(
+    shared: &Arc<Shared>,
+    service: &Arc<SharedService<S>>,
+    hooks: Hooks<T::Addr>,
+) -> io::Result<Arc<ServeState<T>>>
+where
+    T: Seam,
+    S: HttpService<B>,
+    B: ResBody,
+{
+    let poll = mio::Poll::new()?;
+    let registry = poll.registry().try_clone()?;
+    let state = Arc::new_cyclic(|weak: &Weak<ServeState<T>>| {
+        // The lot reports to the state it belongs to, weakly: the state
+        // keeps the lot.
+        let owner = LotOwner::new(weak.clone(), service.clone());
+        let config = &shared.config;
+        let pings = (config.h2_sleep.keep_alive).map_or_else(Pings::default, |k| Pings {
+            every: k.interval,
+            answer_within: k.timeout,
+        });
+        let lives = config.lot_lives();
+        let lot = StreamLot::new(Box::new(owner), config.lot_slack(), pings, lives, registry);
+        ServeState {
+            shared: shared.clone(),
+            signal: Signal::default(),
+            upgrade_lot: upgrade::Lot::new(lot.clone()),
+            lot,
+            held: Held::new(shared.config.max_connections),
+            hooks: hooks.any().then_some(hooks),
+        }
+    });
+    tokio::spawn(drive_lot(state.clone(), poll));
+    Ok(state)
+}
+
+/// Drives the parking lot of one `serve` call until shutdown.
+async fn drive_lot<T: Seam>(state: Arc<ServeState<T>>, poll: mio::Poll) {
+    let lot = &state.lot;
+    // Every connection reads and writes through the lot: it runs until the
+    // last one is gone after shutdown began.
+    let done = async {
+        // Polled on every wake of the lot's task: a `Watch` is one atomic
+        // load per poll, where `reached` takes the signal's lock.
+        let mut watch = std::pin::pin!(state.signal.watch());
+        std::future::poll_fn(|cx| match watch.as_mut().poll_level(cx) {
+            Level::Running => std::task::Poll::Pending,
+            Level::Draining | Level::Forced => std::task::Poll::Ready(()),
+        })
+        .await;
+        state.held.all_released().await;
+    };
+    tokio::select! {
+        biased;
+        () = done => {}
+        res = lot.drive(poll) => {
+            if let Err(error) = res {
+                error!(%error, "parking lot failed; closing every connection");
+            }
+            // No connection can make progress without it.
+            lot.close_all();
+            state.signal.raise(Level::Forced);
+        }
     }
 }

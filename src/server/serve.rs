@@ -17,7 +17,7 @@ use tracing::debug;
 use super::Server;
 use super::accept::{accept_until, drain};
 use super::handle::{Command, Count, Handle, Serving};
-use super::start;
+use super::owner::start;
 use crate::body::Body;
 use crate::hooks::{Admit, ConnState, Hooks};
 use crate::listener::{Addr, Listener};
