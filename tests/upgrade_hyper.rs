@@ -55,16 +55,7 @@ over_every_transport!(
 async fn hyper_echo(mut req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infallible> {
     if req.method() == http::Method::CONNECT {
         // A tunnel, as a CONNECT proxy opens one: `2xx`, then bytes.
-        let on = hyper::upgrade::on(&mut req);
-        tokio::spawn(async move {
-            let mut stream = TokioIo::new(on.await.expect("hyper's upgrade"));
-            let mut buf = [0; 1024];
-            while let Ok(n @ 1..) = stream.read(&mut buf).await {
-                if stream.write_all(&buf[..n]).await.is_err() {
-                    return;
-                }
-            }
-        });
+        spawn_echo(hyper::upgrade::on(&mut req));
         return Ok(Response::new(Full::default()));
     }
     if !req.headers().contains_key(header::UPGRADE) {
@@ -78,6 +69,18 @@ async fn hyper_echo(mut req: Request<dormant::Body>) -> Result<Response<Full<Byt
         drop(on);
         return Ok(Response::new(Full::new(Bytes::from_static(b"declined"))));
     }
+    spawn_echo(on);
+    let res = Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header(header::CONNECTION, "upgrade")
+        .header(header::UPGRADE, "echo")
+        .body(Full::default())
+        .unwrap();
+    Ok(res)
+}
+
+/// Echoes the stream hyper hands to `on`, in a task of its own.
+fn spawn_echo(on: hyper::upgrade::OnUpgrade) {
     tokio::spawn(async move {
         let mut stream = TokioIo::new(on.await.expect("hyper's upgrade"));
         let mut buf = [0; 1024];
@@ -87,13 +90,6 @@ async fn hyper_echo(mut req: Request<dormant::Body>) -> Result<Response<Full<Byt
             }
         }
     });
-    let res = Response::builder()
-        .status(StatusCode::SWITCHING_PROTOCOLS)
-        .header(header::CONNECTION, "upgrade")
-        .header(header::UPGRADE, "echo")
-        .body(Full::default())
-        .unwrap();
-    Ok(res)
 }
 
 /// hyper's HTTP/1 client, with upgrades, on `io`.
@@ -130,50 +126,30 @@ fn upgrade_request(path: &str) -> Request<Empty<Bytes>> {
 /// `hyper::upgrade::on`: the stream echoes, and the connection counts as
 /// upgraded, not open.
 fn hyper_upgrade_on_works_after_a_sleep<T: Transport>() {
-    let srv = T::serve(&ladder(DORMANT_AFTER), service_fn(hyper_echo));
-    client_runtime().block_on(async {
-        for (i, rung) in [Rung::Parked, Rung::Dormant].into_iter().enumerate() {
-            let mut send = hyper_client(T::connect_http1(&srv.addr).await).await;
-            let req = Request::get("/").header(header::HOST, "localhost");
-            let res = ready(&mut send)
-                .await
-                .send_request(req.body(Empty::new()).unwrap())
-                .await;
-            let body = res.unwrap().into_body().collect().await.unwrap();
-            assert_eq!(body.to_bytes(), "plain");
-            let before = srv.stats();
-            sleep_until(&srv, rung, before);
-            let before = srv.stats();
-            let res = timeout(
-                CLIENT_TIMEOUT,
-                ready(&mut send).await.send_request(upgrade_request("/")),
-            )
-            .await
-            .expect("no response")
-            .expect("the upgrade request");
-            assert_eq!(res.status(), StatusCode::SWITCHING_PROTOCOLS);
-            let mut stream = TokioIo::new(hyper::upgrade::on(res).await.expect("client upgrade"));
-            for message in [&b"hello"[..], &[0xff; 700], b"after the sleep"] {
-                stream.write_all(message).await.unwrap();
-                let mut back = vec![0; message.len()];
-                timeout(CLIENT_TIMEOUT, stream.read_exact(&mut back))
-                    .await
-                    .expect("no echo")
-                    .unwrap();
-                assert_eq!(back, message, "from {rung:?}");
-            }
-            woke(&srv, rung, before);
-            srv.wait_for("the upgrade counted", |s| s.upgrades == i as u64 + 1);
-            drop(stream);
-        }
-    });
-    all_closed(&srv);
+    upgraded_after_a_sleep::<T>(|| upgrade_request("/"), StatusCode::SWITCHING_PROTOCOLS);
 }
 
 /// `CONNECT` through `hyper::upgrade::on`, as a CONNECT proxy serves it, on
 /// a connection that slept (PARKED, then DORMANT) after a request: the
 /// tunnel echoes.
 fn hyper_connect_tunnels_after_a_sleep<T: Transport>() {
+    let connect = || {
+        Request::connect("example.com:443")
+            .header(header::HOST, "example.com:443")
+            .body(Empty::new())
+            .unwrap()
+    };
+    upgraded_after_a_sleep::<T>(connect, StatusCode::OK);
+}
+
+/// On a new connection per rung: `GET /`, a pause until the connection
+/// sleeps to the rung, then `request`, answered with `status`; the stream
+/// hyper's client gets echoes, the request woke the connection, and it
+/// counts as upgraded.
+fn upgraded_after_a_sleep<T: Transport>(
+    request: impl Fn() -> Request<Empty<Bytes>>,
+    status: StatusCode,
+) {
     let srv = T::serve(&ladder(DORMANT_AFTER), service_fn(hyper_echo));
     client_runtime().block_on(async {
         for (i, rung) in [Rung::Parked, Rung::Dormant].into_iter().enumerate() {
@@ -187,23 +163,24 @@ fn hyper_connect_tunnels_after_a_sleep<T: Transport>() {
             assert_eq!(body.to_bytes(), "plain");
             sleep_until(&srv, rung, srv.stats());
             let before = srv.stats();
-            let connect = Request::connect("example.com:443")
-                .header(header::HOST, "example.com:443")
-                .body(Empty::new())
-                .unwrap();
-            let res = timeout(CLIENT_TIMEOUT, ready(&mut send).await.send_request(connect))
-                .await
-                .expect("no response")
-                .expect("the CONNECT request");
-            assert_eq!(res.status(), StatusCode::OK, "from {rung:?}");
-            let mut tunnel = TokioIo::new(hyper::upgrade::on(res).await.expect("the tunnel"));
-            tunnel.write_all(b"through the tunnel").await.unwrap();
-            let mut back = [0; 18];
-            timeout(CLIENT_TIMEOUT, tunnel.read_exact(&mut back))
-                .await
-                .expect("no echo")
-                .unwrap();
-            assert_eq!(&back, b"through the tunnel", "from {rung:?}");
+            let res = timeout(
+                CLIENT_TIMEOUT,
+                ready(&mut send).await.send_request(request()),
+            )
+            .await
+            .expect("no response")
+            .expect("the upgrade request");
+            assert_eq!(res.status(), status, "from {rung:?}");
+            let mut stream = TokioIo::new(hyper::upgrade::on(res).await.expect("client upgrade"));
+            for message in [&b"hello"[..], &[0xff; 700], b"after the sleep"] {
+                stream.write_all(message).await.unwrap();
+                let mut back = vec![0; message.len()];
+                timeout(CLIENT_TIMEOUT, stream.read_exact(&mut back))
+                    .await
+                    .expect("no echo")
+                    .unwrap();
+                assert_eq!(back, message, "from {rung:?}");
+            }
             woke(&srv, rung, before);
             srv.wait_for("the upgrade counted", |s| s.upgrades == i as u64 + 1);
         }
