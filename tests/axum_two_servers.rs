@@ -367,13 +367,15 @@ async fn pause_for(server: Option<&dormant::Server>, round: usize) {
         tokio::time::sleep(Duration::from_millis(250)).await;
         return;
     };
-    let before = server.stats();
+    // The round's responses are in: the connection is ACTIVE until it
+    // sleeps again (it may have parked before this look, even gone
+    // DORMANT).
     let deadline = tokio::time::Instant::now() + CLIENT_TIMEOUT;
     loop {
         let s = server.stats();
         let slept = match round {
-            0 => s.parks > before.parks && s.parked == 1,
-            _ => s.dormancies > before.dormancies && s.dormant == 1,
+            0 => s.parked + s.dormant == 1,
+            _ => s.dormant == 1,
         };
         if slept && s.active == 0 {
             return;
