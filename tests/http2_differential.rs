@@ -251,7 +251,9 @@ fn frames_on_streams_from_before_a_sleep_get_what_plain_hyper_answers<T: Referen
                 client.get(1).await;
                 client.get(3).await;
                 match dormant {
-                    Some(srv) => sleep_until(srv, rung, before),
+                    Some(srv) => {
+                        sleep_until(srv, rung, before);
+                    }
                     None => tokio::time::sleep(Duration::from_millis(10)).await,
                 }
                 client.send(probe).await;
@@ -507,8 +509,7 @@ impl<'a, A> Pauses<'a, A> {
         self.count[rung as usize] += 1;
         match (self.dormant, self.before) {
             (Some(srv), Some(before)) => {
-                sleep_until(srv, rung, before);
-                self.before = Some(srv.stats());
+                self.before = Some(sleep_until(srv, rung, before));
                 self.asleep = Some(rung);
             }
             _ => std::thread::sleep(Duration::from_millis(10)),

@@ -295,20 +295,22 @@ where
                         }
                     }
                     detect(&replay, &shared.config, stream.connected().alpn)
+                } else if asleep.is_some() {
+                    Protocol::Http2
                 } else {
-                    shared.stats.wakes.fetch_add(1, Relaxed);
-                    if asleep.is_some() {
-                        Protocol::Http2
-                    } else {
-                        Protocol::Http1
-                    }
+                    Protocol::Http1
                 };
                 if let Protocol::Undecided = protocol {
                     carried = replay.into_carried();
                     continue;
                 }
-                first = false;
                 gauge.set_active();
+                // Counted once out of the parked gauge: whoever saw the
+                // connection parked sees its wake counted after.
+                if !first {
+                    shared.stats.wakes.fetch_add(1, Relaxed);
+                }
+                first = false;
                 if !report(&watched, ConnState::Active) {
                     return;
                 }

@@ -157,8 +157,10 @@ where
                 config.park_after.is_some_and(|p| slept >= p)
             }
             Slept::Dormant => {
-                stats.lot_wakes.fetch_add(1, Ordering::Relaxed);
+                // Out of the gauge before the wake is counted, as a
+                // parked connection's wake is.
                 stats.dormant.fetch_sub(1, Ordering::Relaxed);
+                stats.lot_wakes.fetch_add(1, Ordering::Relaxed);
                 // It slept at least `dormant_after`.
                 matches!((config.park_after, config.dormant_after), (Some(p), Some(d)) if p <= d)
             }

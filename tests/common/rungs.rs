@@ -2,6 +2,7 @@
 //! idle ladder, and checking that the next request woke it: for the
 //! HTTP/2 tests, whose async clients run on a runtime of their own.
 
+use std::cell::Cell;
 use std::time::Duration;
 
 use dormant::Stats;
@@ -32,20 +33,46 @@ pub(crate) fn client_runtime() -> tokio::runtime::Runtime {
 
 /// Waits, the client idle, until its connection (the server's only one)
 /// has gone to sleep since `before` (taken before the client's last
-/// request) and reached `rung`.
-pub(crate) fn sleep_until<A>(srv: &Serve<A>, rung: Rung, before: Stats) {
-    match rung {
+/// request) and reached `rung`; returns the stats that saw it asleep, for
+/// [`woke`].
+///
+/// A client's frame still in flight (a late WINDOW_UPDATE) may wake the
+/// connection right after it fell asleep, and the client's next step then
+/// find it awake. So the wake counters of the stats returned are read
+/// before the gauges that show the connection asleep: the server moves a
+/// woken connection out of its gauge before it counts the wake, so a wake
+/// after the connection was seen asleep, the step's or a late frame's, is
+/// never in them.
+pub(crate) fn sleep_until<A>(srv: &Serve<A>, rung: Rung, before: Stats) -> Stats {
+    let asleep = |s: &Stats| match rung {
         // Asleep, it holds no pool buffer (invariant I4).
-        Rung::Parked => srv.wait_for("the h2 connection PARKED, holding no buffer", |s| {
+        Rung::Parked => {
             s.parks > before.parks && s.parked == 1 && s.active == 0 && s.pool.in_use == 0
-        }),
-        Rung::Dormant => srv.wait_for("the h2 connection DORMANT, holding no buffer", |s| {
+        }
+        Rung::Dormant => {
             s.dormancies > before.dormancies
                 && s.dormant == 1
                 && s.active == 0
                 && s.pool.in_use == 0
-        }),
-    }
+        }
+    };
+    let seen = Cell::new(None);
+    srv.wait_for(
+        &format!("the connection {rung:?}, holding no buffer"),
+        |_| {
+            let counted = srv.stats();
+            let now = srv.stats();
+            let found = asleep(&now);
+            if found {
+                let mut seen_asleep = now;
+                seen_asleep.wakes = counted.wakes;
+                seen_asleep.lot_wakes = counted.lot_wakes;
+                seen.set(Some(seen_asleep));
+            }
+            found
+        },
+    );
+    seen.get().expect("seen asleep")
 }
 
 /// Waits until the wake from `rung` by the requests that `before`
