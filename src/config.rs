@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use crate::life::Limits;
-use crate::lot::Lives;
 use crate::timeout::Timeouts;
 
 /// A server's validated settings (see `Builder` for each one's meaning).
@@ -67,16 +66,11 @@ impl Config {
         })
     }
 
-    /// What the parking lot keeps of task-less connections' lives (see
-    /// `life`): with an age, a sweep every thirty-second of it, between
-    /// 10 ms and a minute.
-    pub(crate) fn lot_lives(&self) -> Lives {
-        Lives {
-            keep: self.limits.any(),
-            sweep_every: self
-                .limits
-                .max_age
-                .map(|age| (age / 32).clamp(Duration::from_millis(10), Duration::from_secs(60))),
-        }
+    /// How often the parking lot looks for task-less connections past
+    /// their age (see `life`): a thirty-second of it, between 10 ms and a
+    /// minute; `None` without an age.
+    pub(crate) fn lot_sweep_every(&self) -> Option<Duration> {
+        (self.limits.max_age)
+            .map(|age| (age / 32).clamp(Duration::from_millis(10), Duration::from_secs(60)))
     }
 }

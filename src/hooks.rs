@@ -9,14 +9,14 @@
 //! close: the hook and the peer's address, boxed once per connection. It
 //! travels with the connection on every rung (in its task while it is
 //! served or PARKED there, with what a task-less connection carries in the
-//! parking lot otherwise, see `lot::Carry`), and reports
+//! parking lot otherwise, see `kept`), and reports
 //! [`ConnState::Closed`] when it is dropped, wherever that happens: the
 //! connection's task ending, the lot closing it (the peer's close, an idle
 //! timeout, its age, shutdown). A connection handed to an upgrade reports
 //! [`ConnState::Upgraded`] last: the stream is its handler's.
 //!
-//! What a task-less connection carries in the lot is a [`Kept`]: its
-//! `Watched`, and an HTTP/2 connection's facts while it sleeps.
+//! What a connection carries from phase to phase, its `Watched` with the
+//! rest, is `kept`'s.
 //!
 //! A hook runs on the connection's task or the lot's, so it must be quick
 //! (count, not log to a slow sink). One that panics closes that connection
@@ -31,9 +31,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use tracing::{error, trace};
-
-use crate::lot::{Answered, Carry};
-use crate::wire::Asleep;
 
 /// What an admission hook ([`Serve::on_accept`](crate::Serve::on_accept))
 /// decides for a new connection.
@@ -204,107 +201,5 @@ impl<A> Drop for Watched<A> {
         if !self.upgraded && !std::thread::panicking() {
             let _ = self.report(ConnState::Closed);
         }
-    }
-}
-
-/// What a task-less connection carries in the parking lot beside its
-/// transport: an HTTP/2 connection's facts while asleep, and, with a state
-/// hook, its [`Watched`] (boxed with them: a sleeping HTTP/2 connection of
-/// a server without hooks keeps its facts in the lot's box alone).
-#[derive(Debug)]
-pub(crate) enum Kept<A> {
-    /// An HTTP/2 connection asleep, on a server without a state hook.
-    Asleep(Asleep),
-    /// A connection with a state hook, asleep if HTTP/2.
-    Watched {
-        asleep: Option<Box<Asleep>>,
-        watched: Box<Watched<A>>,
-    },
-}
-
-impl<A> Kept<A> {
-    /// What a connection keeps, if anything.
-    pub(crate) fn new(
-        asleep: Option<Box<Asleep>>,
-        watched: Option<Box<Watched<A>>>,
-    ) -> Option<Self> {
-        match (asleep, watched) {
-            (asleep, Some(watched)) => Some(Kept::Watched { asleep, watched }),
-            (Some(asleep), None) => Some(Kept::Asleep(*asleep)),
-            (None, None) => None,
-        }
-    }
-
-    /// Back apart.
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn split(kept: Option<Self>) -> (Option<Box<Asleep>>, Option<Box<Watched<A>>>) {
-        match kept {
-            None => (None, None),
-            Some(Kept::Asleep(asleep)) => (Some(Box::new(asleep)), None),
-            Some(Kept::Watched { asleep, watched }) => (asleep, Some(watched)),
-        }
-    }
-
-    pub(crate) fn asleep(&self) -> Option<&Asleep> {
-        match self {
-            Kept::Asleep(asleep) => Some(asleep),
-            Kept::Watched { asleep, .. } => asleep.as_deref(),
-        }
-    }
-}
-
-impl<A: Send + 'static> Carry for Kept<A> {
-    fn goodbye(&self) -> Vec<u8> {
-        self.asleep().map(Asleep::goaway).unwrap_or_default()
-    }
-
-    fn ping(&mut self) -> Vec<u8> {
-        match self {
-            Kept::Asleep(asleep) => asleep.keep_alive_ping(),
-            Kept::Watched { asleep, .. } => asleep
-                .as_deref_mut()
-                .map(Asleep::keep_alive_ping)
-                .unwrap_or_default(),
-        }
-    }
-
-    fn went_dormant(&mut self) -> bool {
-        match self {
-            Kept::Asleep(_) => true,
-            Kept::Watched { watched, .. } => watched.report(ConnState::Dormant),
-        }
-    }
-
-    fn answer(&self, read: &[u8], reply: &mut Vec<u8>) -> Option<Answered> {
-        let pongs = self.asleep()?.answer(read, reply)?;
-        Some(Answered { pongs })
-    }
-
-    fn answers(&self) -> bool {
-        self.asleep().is_some()
-    }
-
-    fn answered(&mut self, answered: Answered) {
-        let asleep = match self {
-            Kept::Asleep(asleep) => Some(asleep),
-            Kept::Watched { asleep, .. } => asleep.as_deref_mut(),
-        };
-        if let Some(asleep) = asleep {
-            asleep.answered(answered.pongs);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_sleeping_connection_keeps_24_bytes_with_or_without_a_hook() {
-        // The lot boxes it with 8 bytes of its own (`lot`'s size test):
-        // a DORMANT HTTP/2 connection's box is 32 bytes.
-        let kept = std::mem::size_of::<Kept<std::net::SocketAddr>>();
-        assert_eq!(kept, std::mem::size_of::<Asleep>());
-        assert_eq!(kept, 24);
     }
 }

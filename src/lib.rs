@@ -99,6 +99,7 @@ mod deadlines;
 mod error;
 mod hooks;
 mod io;
+mod kept;
 mod life;
 mod listener;
 mod lot;

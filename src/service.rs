@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 use crate::body::Body;
 use crate::error::Error;
 use crate::track::{Accepted, InFlight, Tracker};
+use crate::transport::Connected;
 use crate::upgrade::{HandOffResult, Handle};
 
 /// Boxed error, as hyper takes them.
@@ -107,6 +108,30 @@ pub(crate) struct ConnService<S, A> {
     /// How many requests the connection may still start in this phase
     /// (`Builder::max_requests_per_connection`); `None` without a limit.
     pub(crate) requests_left: Option<u32>,
+}
+
+impl<S, A> ConnService<S, A> {
+    /// The service of one ACTIVE phase of a connection whose transport
+    /// settled `connected`; `peer` is `Some` when the builder turned the
+    /// `PeerAddr` extension on.
+    pub(crate) fn new(
+        inner: S,
+        peer: Option<A>,
+        connected: Connected<A>,
+        tracker: Arc<Tracker>,
+        requests_left: Option<u32>,
+    ) -> Self {
+        #[cfg(not(feature = "tls-no-provider"))]
+        let _ = connected;
+        ConnService {
+            inner,
+            peer,
+            #[cfg(feature = "tls-no-provider")]
+            tls: connected.tls_info,
+            tracker,
+            requests_left,
+        }
+    }
 }
 
 impl<S, B, A> Service<Request<Incoming>> for ConnService<S, A>

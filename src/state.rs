@@ -4,18 +4,21 @@
 
 use std::ops::Deref;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use hyper::server::conn::{http1, http2};
 use hyper_util::rt::TokioExecutor;
 
 use crate::accounting::Held;
 use crate::config::Config;
-use crate::hooks::Hooks;
+use crate::hooks::{Admitted, Hooks};
+use crate::kept::Stowed;
+use crate::lot;
 use crate::pool::Pool;
 use crate::shutdown::Signal;
 use crate::stats::Counters;
-use crate::transport::Seam;
-use crate::upgrade::{self, StreamLot};
+use crate::transport::{Handshakes, Seam};
+use crate::upgrade::{self, Handler};
 use crate::wire::SettingsCache;
 
 /// What every connection of a server shares.
@@ -29,23 +32,23 @@ pub(crate) struct Shared {
     pub(crate) h2_settings: SettingsCache,
 }
 
-#[cfg(feature = "tls-no-provider")]
-impl crate::transport::Handshakes for Shared {
-    fn completed(&self) {
-        (self.stats.tls_handshakes).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+impl Handshakes for Shared {
+    fn tls_completed(&self) {
+        self.stats.tls_handshakes.fetch_add(1, Relaxed);
     }
 
-    fn failed(&self) {
-        (self.stats.tls_handshake_failures).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    fn tls_failed(&self) {
+        self.stats.tls_handshake_failures.fetch_add(1, Relaxed);
+    }
+
+    fn proxy_header_failed(&self) {
+        self.stats.proxy_header_failures.fetch_add(1, Relaxed);
     }
 }
 
-#[cfg(feature = "proxy-protocol")]
-impl crate::transport::ProxyHeaders for Shared {
-    fn failed(&self) {
-        (self.stats.proxy_header_failures).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-}
+/// The parking lot of one `serve` call: its sleepers are upgraded streams,
+/// its task-less connections carry what they keep (`kept`).
+pub(crate) type StreamLot<T> = lot::Lot<T, Box<dyn Handler>, Stowed<<T as Seam>::Addr>>;
 
 /// What the connections of one `serve` call share.
 pub(crate) struct ServeState<T: Seam> {
@@ -60,36 +63,83 @@ pub(crate) struct ServeState<T: Seam> {
     pub(crate) hooks: Option<Hooks<T::Addr>>,
 }
 
-/// A connection task's handle on its `serve` call. The connection counts as
-/// held from accept until it is closed: when this handle drops, unless it
-/// went into the parking lot, which then holds it.
+impl<T: Seam> ServeState<T> {
+    /// What the connection hooks decide for a new connection from `peer`
+    /// ([`Hooks::open`]): at accept, or once a PROXY header named the
+    /// peer.
+    pub(crate) fn admit(&self, peer: &T::Addr) -> Admitted<T::Addr> {
+        match &self.hooks {
+            None => Admitted::Serve(None),
+            Some(hooks) => hooks.open(peer, &self.shared.stats.rejected),
+        }
+    }
+}
+
+/// A connection task's hold on its `serve` call: it counts the connection
+/// as held (from accept until it is closed) and in the `active` or
+/// `parked` gauge of the server's stats, until it drops, or until the
+/// connection goes into the parking lot, which counts it from then on.
 pub(crate) struct Open<T: Seam> {
     state: Arc<ServeState<T>>,
-    held: bool,
+    gauge: Gauge,
+}
+
+/// The gauge an [`Open`] connection counts in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gauge {
+    Active,
+    Parked,
+    /// In the lot, which counts it.
+    Lot,
 }
 
 impl<T: Seam> Open<T> {
-    /// A newly accepted connection.
+    /// A newly accepted connection, PARKED until its first bytes.
     pub(crate) fn accepted(state: &Arc<ServeState<T>>) -> Self {
         state.held.acquire();
-        Open {
-            state: state.clone(),
-            held: true,
-        }
+        Open::woken(state)
     }
 
-    /// A connection the parking lot hands back; it is already counted.
+    /// A connection the parking lot hands back, PARKED until served; it
+    /// is already held.
     pub(crate) fn woken(state: &Arc<ServeState<T>>) -> Self {
+        state.shared.stats.parked.fetch_add(1, Relaxed);
         Open {
             state: state.clone(),
-            held: true,
+            gauge: Gauge::Parked,
         }
     }
 
-    /// The connection moves into the parking lot, which holds it from now
-    /// on: it stays counted until the lot closes it or hands it back.
-    pub(crate) fn into_lot(mut self) {
-        self.held = false;
+    pub(crate) fn set_active(&mut self) {
+        self.set(Gauge::Active);
+    }
+
+    pub(crate) fn set_parked(&mut self) {
+        self.set(Gauge::Parked);
+    }
+
+    fn set(&mut self, gauge: Gauge) {
+        if self.gauge != gauge {
+            self.counter().fetch_sub(1, Relaxed);
+            self.gauge = gauge;
+            self.counter().fetch_add(1, Relaxed);
+        }
+    }
+
+    fn counter(&self) -> &AtomicUsize {
+        let stats = &self.state.shared.stats;
+        match self.gauge {
+            Gauge::Active => &stats.active,
+            Gauge::Parked | Gauge::Lot => &stats.parked,
+        }
+    }
+
+    /// The (PARKED) connection moved into the parking lot, which holds it
+    /// and counts it as parked from now on, until it closes it or hands it
+    /// back.
+    pub(crate) fn moved_to_lot(&mut self) {
+        debug_assert_eq!(self.gauge, Gauge::Parked);
+        self.gauge = Gauge::Lot;
     }
 }
 
@@ -102,7 +152,8 @@ impl<T: Seam> Deref for Open<T> {
 
 impl<T: Seam> Drop for Open<T> {
     fn drop(&mut self) {
-        if self.held {
+        if self.gauge != Gauge::Lot {
+            self.counter().fetch_sub(1, Relaxed);
             self.state.held.release(1);
         }
     }

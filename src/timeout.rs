@@ -94,7 +94,6 @@ pub(crate) enum Expiry {
     AgeGrace,
     /// A PROXY header took longer than `tls_handshake_timeout`, the bound
     /// of a transport's handshake.
-    #[cfg(feature = "proxy-protocol")]
     ProxyHeader,
 }
 
@@ -103,12 +102,7 @@ impl Expiry {
     /// alone: once the handshake is done, the connection's other
     /// deadlines take over.
     pub(crate) fn bounds_handshake(self) -> bool {
-        match self {
-            Expiry::Handshake => true,
-            #[cfg(feature = "proxy-protocol")]
-            Expiry::ProxyHeader => true,
-            _ => false,
-        }
+        matches!(self, Expiry::Handshake | Expiry::ProxyHeader)
     }
 
     /// Counts a connection closed for this reason.
@@ -120,7 +114,6 @@ impl Expiry {
             Expiry::Idle => &stats.idle_timeouts,
             Expiry::HeaderRead => &stats.header_read_timeouts,
             // The stream counts its failed header itself.
-            #[cfg(feature = "proxy-protocol")]
             Expiry::ProxyHeader => return,
             Expiry::Read => &stats.read_timeouts,
             Expiry::Write => &stats.write_timeouts,

@@ -437,11 +437,10 @@ trait Beds: Send + Sync {
     fn sleeping(&self) -> usize;
 }
 
-/// A lot whose sleepers are upgraded streams, and whose sleeping HTTP/2
-/// connections carry their facts.
-pub(crate) type StreamLot<T> = lot::Lot<T, Box<dyn Handler>, crate::hooks::Kept<<T as Seam>::Addr>>;
+/// A lot whose sleepers are upgraded streams.
+type StreamLot<T, C> = lot::Lot<T, Box<dyn Handler>, C>;
 
-impl<T: Seam> Beds for StreamLot<T> {
+impl<T: Seam, C: lot::Carry> Beds for StreamLot<T, C> {
     fn sleep(&self, stream: Stream, callback: Box<dyn Handler>) {
         match T::dormant_from_stream(stream) {
             Ok(Ok(dormant)) => lot::Lot::sleep(self, dormant, callback),
@@ -473,7 +472,7 @@ impl<T: Seam> lot::Callback<T> for Box<dyn Handler> {
 
 impl Lot {
     /// The handle on a serve call's lot.
-    pub(crate) fn new<T: Seam>(lot: StreamLot<T>) -> Self {
+    pub(crate) fn new<T: Seam, C: lot::Carry>(lot: StreamLot<T, C>) -> Self {
         Lot(Arc::new(Box::new(lot) as Box<dyn Beds>))
     }
 

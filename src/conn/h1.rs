@@ -87,12 +87,11 @@ use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 use tracing::debug;
 
-use super::Active;
-use super::parked::Clocks;
+use super::phase::{Clocks, Ended, Quiet, Start, count_requests};
 use crate::error::Error;
-use crate::io::{ConnIo, Replay};
+use crate::io::ConnIo;
 use crate::life::Life;
-use crate::service::{ConnService, HttpService, ResBody, SharedService};
+use crate::service::{ConnService, HttpService, ResBody};
 use crate::shutdown::{Level, Shutdown, Watch};
 use crate::state::ServeState;
 use crate::stats::Counters;
@@ -118,51 +117,32 @@ enum Stop {
     Failed,
 }
 
-/// The clocks an ACTIVE phase starts with.
-pub(super) struct Timing {
-    /// When the bytes about to be replayed began to arrive, if a request
-    /// head was already on the clock; else they begin one now.
-    pub(super) head_since: Option<Instant>,
-    /// How long the phase must be quiet to park.
-    pub(super) park_after: Option<Duration>,
-}
-
 /// Runs hyper until the connection closes, a timeout passes, or it has been
-/// quiet for `timing.park_after`; counts its requests in `life`, whose
+/// quiet for its `park_after`; counts its requests in its life, whose
 /// limits it keeps.
-pub(super) async fn serve<T, S, B>(
-    stream: T,
-    replay: Replay,
-    peer: Option<T::Addr>,
-    service: &Arc<SharedService<S>>,
-    state: &ServeState<T>,
-    timing: Timing,
-    life: &mut Life,
-) -> Active<T>
+pub(super) async fn serve<T, S, B>(start: Start<'_, T, S>) -> Ended<T>
 where
     T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
+    let Start {
+        stream,
+        replay,
+        service,
+        tracker,
+        state,
+        timing,
+        life,
+    } = start;
     let shared = &state.shared;
     let head_since = timing.head_since.unwrap_or_else(Instant::now);
-    let tracker = Arc::new(Tracker::default());
-    #[cfg(feature = "tls-no-provider")]
-    let tls = stream.connected().tls_info;
     let io = ConnIo::new(stream, replay, tracker.clone());
-    let svc = ConnService {
-        inner: service.get(),
-        peer,
-        #[cfg(feature = "tls-no-provider")]
-        tls,
-        tracker: tracker.clone(),
-        requests_left: shared.config.limits.requests_left(life),
-    };
     let config = &shared.config;
     let mut watchdog = Watchdog::new(config.timeouts, timing.park_after, Some(head_since));
     watchdog.set_end(life.ends_at.map(|at| (at, Expiry::Age)));
     let mut driver = Driver {
-        conn: shared.http1.serve_connection(io, svc).with_upgrades(),
+        conn: shared.http1.serve_connection(io, service).with_upgrades(),
         watchdog,
         tracker,
         acked: 0,
@@ -275,32 +255,30 @@ where
 
     /// What the connection becomes once the driver stopped; its requests
     /// are counted in `life` too.
-    fn finish(self, stop: Stop, state: &ServeState<T>, life: &mut Life) -> Active<T> {
+    fn finish(self, stop: Stop, state: &ServeState<T>, life: &mut Life) -> Ended<T> {
         let shared = &state.shared;
-        let requests = self.tracker.requests();
-        shared.stats.requests.fetch_add(requests, Relaxed);
-        life.add_requests(requests, &shared.config.limits, &shared.stats);
+        count_requests(&self.tracker, life, shared);
         match stop {
             Stop::Expired(Expiry::Park) => take_apart(self.conn, &self.watchdog),
             Stop::Expired(why) => {
                 debug!(?why, "timeout");
                 why.count(&shared.stats);
-                Active::Closed
+                Ended::Closed
             }
             Stop::Finished => match self.tracker.upgrade.take() {
                 Some(Accepted::Dormant { tx, on }) => match hand_off(on, tx, state) {
-                    true => Active::Upgraded,
-                    false => Active::Closed,
+                    true => Ended::Upgraded,
+                    false => Ended::Closed,
                 },
                 Some(Accepted::Hyper) => {
                     // hyper gave the connection to the handler's `OnUpgrade`
                     // (or dropped it, if the handler did not keep one).
                     shared.stats.upgrades.fetch_add(1, Relaxed);
-                    Active::Upgraded
+                    Ended::Upgraded
                 }
-                None => Active::Closed,
+                None => Ended::Closed,
             },
-            Stop::Failed => Active::Closed,
+            Stop::Failed => Ended::Closed,
         }
     }
 }
@@ -308,7 +286,7 @@ where
 /// ACTIVE → PARKED: takes hyper apart between messages (I3), keeping the
 /// transport and a copy of the bytes hyper read but did not parse (I1,
 /// I2).
-fn take_apart<T, S, B>(conn: Connection<T, S>, watchdog: &Watchdog) -> Active<T>
+fn take_apart<T, S, B>(conn: Connection<T, S>, watchdog: &Watchdog) -> Ended<T>
 where
     T: Seam,
     S: HttpService<B>,
@@ -321,20 +299,21 @@ where
         .and_then(|parts| Some((parts.read_buf, parts.io.into_inner()?)));
     let Some((read_buf, (stream, replay))) = taken else {
         debug_assert!(false, "parked after an upgrade");
-        return Active::Closed;
+        return Ended::Closed;
     };
     debug_assert!(replay.is_empty(), "quiet implies the replay was consumed");
     // Copy: `read_buf` is a view into hyper's whole read allocation.
     let carried = Bytes::copy_from_slice(&read_buf);
     let (quiet_since, head_since) = watchdog.parked_clocks(&carried);
-    Active::Parked(
+    Ended::Quiet(Quiet {
         stream,
         carried,
-        Clocks {
+        clocks: Clocks {
             quiet_since,
             head_since,
         },
-    )
+        asleep: None,
+    })
 }
 
 /// Hands the connection hyper gave to `on` (hyper's upgrade, which the

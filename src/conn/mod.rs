@@ -37,6 +37,7 @@
 mod h1;
 mod h2;
 mod parked;
+mod phase;
 
 use std::fmt;
 use std::future::Future;
@@ -50,17 +51,16 @@ use tokio::time::Instant;
 use tracing::{Instrument, debug_span, trace};
 
 use crate::config::Config;
-use crate::hooks::{Admitted, ConnState, Kept, Watched};
+use crate::hooks::{Admitted, ConnState, Watched};
 use crate::io::Replay;
-use crate::life::Life;
+use crate::kept::{Kept, Stowed};
 use crate::lot::Due;
 use crate::service::{HttpService, ResBody, SharedService};
 use crate::state::{Open, ServeState};
-use crate::stats::Gauge;
-use crate::transport::{Alpn, Seam};
-use crate::wire::Asleep;
+use crate::transport::{Alpn, ClientAddr, Seam};
 pub(crate) use parked::closed_while_idle;
-use parked::{Clocks, ParkedWait, Woken};
+use parked::{ParkedWait, Waited};
+use phase::{Clocks, Ended, Quiet, Timing};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -70,10 +70,10 @@ pub(crate) enum Origin<A> {
     /// Just accepted: its first request is on the header clock from now.
     Accepted(Admission<A>),
     /// Handed back by the parking lot, with bytes waiting (or a close),
-    /// after a pause of its client, with what it carried there, what it
-    /// used of its limits, and the bytes the lot read for it (usually
-    /// none: see `lot::Woke`), which it serves first.
-    Woken(Pause, Option<Kept<A>>, Life, Bytes),
+    /// after a pause of its client, with what it kept there and the bytes
+    /// the lot read for it (usually none: see `lot::Woke`), which it
+    /// serves first.
+    Woken(Pause, Option<Stowed<A>>, Bytes),
 }
 
 /// Where a new connection is with the connection hooks.
@@ -97,21 +97,6 @@ pub(crate) enum Pause {
     /// At least `park_after`: its ACTIVE phase parks again as soon as it is
     /// quiet (see [`serve`]).
     Long,
-}
-
-/// How an ACTIVE phase ended.
-enum Active<T> {
-    /// Quiet long enough: back to PARKED with the transport and unparsed
-    /// bytes.
-    Parked(T, Bytes, Clocks),
-    /// An HTTP/2 connection quiet long enough: asleep, with the transport
-    /// and what a fresh connection needs.
-    Asleep(T, Box<Asleep>, Clocks),
-    /// The connection is finished (closed by either side, an error, a
-    /// timeout, or shutdown).
-    Closed,
-    /// The connection was handed to an upgrade's handler.
-    Upgraded,
 }
 
 /// What the first bytes of a connection say it speaks.
@@ -155,40 +140,71 @@ impl<A: fmt::Debug> fmt::Debug for ShowPeer<'_, A> {
     }
 }
 
-/// The connection hooks of a connection whose peer's address came in a
-/// PROXY header, now read ([`Hooks::open`](crate::hooks::Hooks::open)),
-/// with the header's address (the socket's, for a header without one).
-fn admit_late<T: Seam>(
-    stream: &T,
-    peer: &Option<T::Addr>,
-    state: &ServeState<T>,
-) -> Admitted<T::Addr> {
-    let Some(hooks) = &state.hooks else {
-        return Admitted::Serve(None);
-    };
-    let peer = match peer {
-        Some(peer) => peer.clone(),
-        None => match stream.peer_addr() {
-            Ok(peer) => peer,
-            // The peer reset the connection.
-            Err(_) => return Admitted::Close,
-        },
-    };
-    hooks.open(&peer, &state.shared.stats.rejected)
+/// A connection its task serves, between two steps of [`serve`]: what goes
+/// with it from state to state, but its transport, which the states hold.
+struct Conn<T: Seam> {
+    /// The task's hold on its `serve` call: the connection counts as held,
+    /// and in its gauge, until this drops or it goes into the lot.
+    open: Open<T>,
+    /// The peer's address: from accept, or the PROXY header's; for a
+    /// woken connection, only if something will show it (see
+    /// `server::owner`).
+    peer: Option<T::Addr>,
+    kept: Kept<T::Addr>,
+    progress: Progress,
+    /// Its client's last pause (see [`Pause`]).
+    pause: Pause,
 }
 
-/// Reports `state` to the connection's state hook, if it has one; `false`
-/// if the hook panicked: the connection is then closed.
-fn report<A>(watched: &Option<Box<Watched<A>>>, state: ConnState) -> bool {
-    watched.as_ref().is_none_or(|w| w.report(state))
+/// How far a connection has come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Progress {
+    /// Accepted, nothing served: its first bytes say its protocol.
+    New,
+    /// As `New`, behind a PROXY header: the connection hooks see it once
+    /// the header named its client.
+    NewInHeader,
+    /// Served before: bytes that arrive wake it.
+    Served,
 }
 
-/// An ACTIVE phase, boxed: its future is large, and a PARKED task must not
-/// keep its room.
-type ActiveFuture<'a, T> = Pin<Box<dyn Future<Output = Active<T>> + Send + 'a>>;
+/// A connection's state in its task: where it is on the ladder, with its
+/// transport.
+enum State<T> {
+    /// PARKED in its task: a new connection, one holding part of a
+    /// request head (`carried`), or one the lot did not take. It waits for
+    /// bytes under its clocks' deadline; with `ready`, `carried` are bytes
+    /// the lot read for it, served without a wait.
+    Parked {
+        stream: T,
+        carried: Bytes,
+        clocks: Clocks,
+        ready: bool,
+    },
+    /// Bytes arrived: an ACTIVE phase of `protocol` serves them.
+    Active {
+        stream: T,
+        replay: Replay,
+        protocol: Protocol,
+        head_since: Option<Instant>,
+    },
+    /// Quiet between requests: into the lot without its task, if it may;
+    /// PARKED in its task otherwise.
+    Quiet {
+        stream: T,
+        carried: Bytes,
+        clocks: Clocks,
+    },
+    /// Shutdown, or its age passed, while it waited: closed, after its
+    /// protocol's goodbye.
+    Closing(T),
+    /// Closed, handed to an upgrade, or in the lot: the task ends.
+    Gone,
+}
 
 /// Serves one connection until it closes or parks without its task (in
-/// the lot, which later moves it to DORMANT).
+/// the lot, which later moves it to DORMANT): the [`State`]s, one step at
+/// a time.
 ///
 /// The future's size is what a PARKED connection costs, so it is written
 /// with care: an `async` block that uses its captured variables in place (an
@@ -199,10 +215,10 @@ type ActiveFuture<'a, T> = Pin<Box<dyn Future<Output = Active<T>> + Send + 'a>>;
     reason = "an async fn keeps its arguments twice in the PARKED task"
 )]
 pub(crate) fn serve<T, S, B>(
-    mut stream: T,
-    #[cfg_attr(not(feature = "proxy-protocol"), allow(unused_mut))] mut peer: Option<T::Addr>,
+    stream: T,
+    peer: Option<T::Addr>,
     service: Arc<SharedService<S>>,
-    state: Open<T>,
+    open: Open<T>,
     origin: Origin<T::Addr>,
 ) -> impl Future<Output = ()> + Send
 where
@@ -211,277 +227,327 @@ where
     B: ResBody,
 {
     async move {
-        let mut gauge = Gauge::parked(&state.shared.stats);
-        let mut carried = Bytes::new();
-        let accepted = Instant::now();
-        let mut first = matches!(origin, Origin::Accepted(_));
-        let mut clocks = Clocks {
-            quiet_since: accepted,
-            // Like Go's, the header read timeout of a new connection counts
-            // from accept.
-            head_since: first.then_some(accepted),
-        };
-        // Bytes the lot read for a woken connection, in `carried`: served
-        // at once, with no wait for the socket.
-        let mut read_ahead = false;
-        let (mut park_at_once, mut asleep, mut watched, mut life) = match origin {
-            Origin::Accepted(admission) => {
-                let life = state.shared.config.limits.born(accepted);
-                let watched = match admission {
-                    Admission::Done(watched) => watched,
-                    Admission::InHeader => None,
-                };
-                (false, None, watched, life)
-            }
-            Origin::Woken(pause, kept, life, unread) => {
-                read_ahead = !unread.is_empty();
-                carried = unread;
-                let (asleep, watched) = Kept::split(kept);
-                (pause == Pause::Long, asleep, watched, life)
-            }
-        };
+        let (mut conn, mut state) = Conn::start(stream, peer, open, origin);
         loop {
-            // PARKED: no hyper state, no buffer. Whatever is not needed
-            // across the wait is computed inside it, so the task does not
-            // keep it.
-            let active: ActiveFuture<'_, T> = {
-                let wait = ParkedWait::new(&mut stream, &state, carried, &clocks, &life);
-                let woken = match std::mem::take(&mut read_ahead) {
-                    true => Woken::Readable(wait.into_replay()),
-                    false => wait.await,
-                };
-                let replay = match woken {
-                    Woken::Readable(replay) => replay,
-                    Woken::Shutdown => {
-                        match asleep.as_deref().map(Asleep::goaway) {
-                            // A sleeping HTTP/2 connection says GOAWAY.
-                            Some(goaway) => match stream.into_dormant() {
-                                Ok((dormant, _)) => T::close_dormant(dormant, &goaway),
-                                Err(stream) => stream.close(),
-                            },
-                            None => stream.close(),
-                        }
-                        return;
-                    }
-                    Woken::Quiet => {
-                        let kept = Kept::new(asleep, watched);
-                        match park_taskless(stream, kept, &Bytes::new(), &clocks, life, &state) {
-                            Ok(()) => {
-                                gauge.into_lot();
-                                state.into_lot();
-                                return;
-                            }
-                            Err((s, k)) => {
-                                stream = s;
-                                (asleep, watched) = Kept::split(k);
-                                carried = Bytes::new();
-                                continue;
-                            }
-                        }
-                    }
-                    Woken::Closed => return,
-                };
-                let shared = &state.shared;
-                let protocol = if first {
-                    // Past a PROXY header now: its client is the peer.
-                    #[cfg(feature = "proxy-protocol")]
-                    if let Some(client) = stream.proxied_peer() {
-                        peer = Some(client);
-                    }
-                    if T::PEER_IN_HEADER {
-                        match admit_late(&stream, &peer, &state) {
-                            Admitted::Serve(w) => watched = w,
-                            Admitted::Close => return,
-                        }
-                    }
-                    detect(&replay, &shared.config, stream.connected().alpn)
-                } else if asleep.is_some() {
-                    Protocol::Http2
-                } else {
-                    Protocol::Http1
-                };
-                if let Protocol::Undecided = protocol {
-                    carried = replay.into_carried();
-                    continue;
+            state = match state {
+                State::Parked {
+                    mut stream,
+                    carried,
+                    clocks,
+                    ready,
+                } => {
+                    // No hyper state, no buffer: whatever is not needed
+                    // across the wait is computed inside it.
+                    let life = &conn.kept.life;
+                    let wait = ParkedWait::new(&mut stream, &conn.open, carried, &clocks, life);
+                    let waited = match ready {
+                        true => Waited::Readable(wait.into_replay()),
+                        false => wait.await,
+                    };
+                    conn.waited(stream, waited, clocks)
                 }
-                gauge.set_active();
-                // Counted once out of the parked gauge: whoever saw the
-                // connection parked sees its wake counted after.
-                if !first {
-                    shared.stats.wakes.fetch_add(1, Relaxed);
+                State::Active {
+                    stream,
+                    replay,
+                    protocol,
+                    head_since,
+                } => {
+                    let active = conn.activate(stream, replay, protocol, head_since, &service);
+                    let ended = active.await;
+                    conn.ended(ended)
                 }
-                first = false;
-                if !report(&watched, ConnState::Active) {
-                    return;
+                State::Quiet {
+                    stream,
+                    carried,
+                    clocks,
+                } => conn.park(stream, carried, clocks),
+                State::Closing(stream) => {
+                    conn.close(stream);
+                    State::Gone
                 }
-                let timing = h1::Timing {
-                    head_since: clocks.head_since,
-                    park_after: if park_at_once {
-                        Some(Duration::ZERO)
-                    } else {
-                        shared.config.park_after
-                    },
-                };
-                let asleep = asleep.take();
-                activate(
-                    stream, replay, protocol, asleep, &peer, &service, &state, timing, &mut life,
-                )
+                State::Gone => return,
             };
-            match active.await {
-                Active::Parked(s, c, k) => {
-                    trace!(carried = c.len(), "parked");
-                    // A phase that parks holding part of a request (a head
-                    // that came in pieces) hands parking at once on to the
-                    // phase that finishes the request: the client paused
-                    // mid-request, not after one.
-                    park_at_once &= !c.is_empty();
-                    state.shared.stats.parks.fetch_add(1, Relaxed);
-                    gauge.set_parked();
-                    if !report(&watched, ConnState::Parked) {
-                        return;
-                    }
-                    match park_taskless(s, Kept::new(None, watched), &c, &k, life, &state) {
-                        Ok(()) => {
-                            // The lot counts it as parked and held from
-                            // here on.
-                            gauge.into_lot();
-                            state.into_lot();
-                            return;
-                        }
-                        Err((s, k)) => {
-                            stream = s;
-                            (_, watched) = Kept::split(k);
-                        }
-                    }
-                    carried = c;
-                    clocks = k;
-                }
-                Active::Asleep(s, a, k) => {
-                    trace!("asleep");
-                    park_at_once = false;
-                    state.shared.stats.parks.fetch_add(1, Relaxed);
-                    gauge.set_parked();
-                    if !report(&watched, ConnState::Parked) {
-                        return;
-                    }
-                    let kept = Kept::new(Some(a), watched);
-                    match park_taskless(s, kept, &Bytes::new(), &k, life, &state) {
-                        Ok(()) => {
-                            gauge.into_lot();
-                            state.into_lot();
-                            return;
-                        }
-                        Err((s, k)) => {
-                            stream = s;
-                            (asleep, watched) = Kept::split(k);
-                        }
-                    }
-                    carried = Bytes::new();
-                    clocks = k;
-                }
-                Active::Closed => return,
-                Active::Upgraded => {
-                    if let Some(watched) = &mut watched {
-                        watched.upgraded();
-                    }
-                    return;
-                }
-            }
         }
     }
 }
 
-/// Starts the ACTIVE phase of `protocol` on bytes that just arrived (an
-/// HTTP/2 connection woken from a sleep with what it kept), which counts
-/// its requests in `life`.
-#[allow(clippy::too_many_arguments)]
-fn activate<'a, T, S, B>(
-    stream: T,
-    replay: Replay,
-    protocol: Protocol,
-    asleep: Option<Box<Asleep>>,
-    peer: &Option<T::Addr>,
-    service: &'a Arc<SharedService<S>>,
-    state: &'a ServeState<T>,
-    timing: h1::Timing,
-    life: &'a mut Life,
-) -> ActiveFuture<'a, T>
-where
-    T: Seam,
-    S: HttpService<B>,
-    B: ResBody,
-{
-    // The span covers ACTIVE phases only: in a PARKED task it would cost
-    // its size for every waiting connection.
-    let span = debug_span!("conn", peer = ?ShowPeer(peer));
-    let peer = peer.clone().filter(|_| state.shared.config.peer_addr);
-    if let Protocol::Http2 = protocol {
-        let service = service.clone();
-        return Box::pin(
-            async move {
-                match h2::serve(
-                    stream,
-                    replay,
-                    asleep,
-                    peer,
-                    service,
-                    state,
-                    timing.park_after,
-                    life,
+/// An ACTIVE phase, boxed: its future is large, and a PARKED task must not
+/// keep its room.
+type ActiveFuture<'a, T> = Pin<Box<dyn Future<Output = Ended<T>> + Send + 'a>>;
+
+impl<T: Seam> Conn<T> {
+    /// A connection from `origin`, and its first state.
+    fn start(
+        stream: T,
+        peer: Option<T::Addr>,
+        open: Open<T>,
+        origin: Origin<T::Addr>,
+    ) -> (Self, State<T>) {
+        let now = Instant::now();
+        let (progress, pause, kept, carried) = match origin {
+            Origin::Accepted(admission) => {
+                let life = open.shared.config.limits.born(now);
+                let (progress, watched) = match admission {
+                    Admission::Done(watched) => (Progress::New, watched),
+                    Admission::InHeader => (Progress::NewInHeader, None),
+                };
+                (
+                    progress,
+                    Pause::Short,
+                    Kept::new(life, watched),
+                    Bytes::new(),
                 )
-                .await
-                {
-                    h2::Ended::Closed => Active::Closed,
-                    h2::Ended::Asleep(stream, asleep, clocks) => {
-                        Active::Asleep(stream, asleep, clocks)
+            }
+            Origin::Woken(pause, stowed, unread) => {
+                (Progress::Served, pause, Kept::unstow(stowed), unread)
+            }
+        };
+        let clocks = Clocks {
+            quiet_since: now,
+            // Like Go's, the header read timeout of a new connection counts
+            // from accept.
+            head_since: (progress != Progress::Served).then_some(now),
+        };
+        let conn = Conn {
+            open,
+            peer,
+            kept,
+            progress,
+            pause,
+        };
+        let state = State::Parked {
+            stream,
+            ready: !carried.is_empty(),
+            carried,
+            clocks,
+        };
+        (conn, state)
+    }
+
+    /// PARKED in its task → what its wait ended with.
+    fn waited(&mut self, stream: T, waited: Waited, clocks: Clocks) -> State<T> {
+        match waited {
+            Waited::Readable(replay) => self.readable(stream, replay, clocks),
+            Waited::Quiet => State::Quiet {
+                stream,
+                carried: Bytes::new(),
+                clocks,
+            },
+            Waited::Shutdown => State::Closing(stream),
+            Waited::Closed => State::Gone,
+        }
+    }
+
+    /// Bytes arrived: ACTIVE on them, in the protocol they (or the
+    /// connection's past) say; PARKED again while they do not say yet.
+    fn readable(&mut self, stream: T, replay: Replay, clocks: Clocks) -> State<T> {
+        let protocol = match self.progress {
+            Progress::Served if self.kept.asleep.is_some() => Protocol::Http2,
+            Progress::Served => Protocol::Http1,
+            Progress::New | Progress::NewInHeader => {
+                let connected = stream.connected();
+                // Past a PROXY header now: its client is the peer.
+                if let ClientAddr::Named(client) = connected.client {
+                    self.peer = Some(client);
+                }
+                if self.progress == Progress::NewInHeader {
+                    match self.admit_named(&stream) {
+                        Admitted::Serve(watched) => self.kept.watched = watched,
+                        Admitted::Close => return State::Gone,
                     }
+                    self.progress = Progress::New;
+                }
+                detect(&replay, &self.open.shared.config, connected.alpn)
+            }
+        };
+        if let Protocol::Undecided = protocol {
+            let carried = replay.into_carried();
+            return State::Parked {
+                stream,
+                carried,
+                clocks,
+                ready: false,
+            };
+        }
+        self.open.set_active();
+        // Counted once out of the parked gauge: whoever saw the connection
+        // parked sees its wake counted after.
+        if self.progress == Progress::Served {
+            self.open.shared.stats.wakes.fetch_add(1, Relaxed);
+        }
+        self.progress = Progress::Served;
+        if !self.kept.report(ConnState::Active) {
+            return State::Gone;
+        }
+        State::Active {
+            stream,
+            replay,
+            protocol,
+            head_since: clocks.head_since,
+        }
+    }
+
+    /// The connection hooks' decision on a connection whose PROXY header
+    /// was just read, with the address it named (the socket's, for a
+    /// header without one).
+    fn admit_named(&self, stream: &T) -> Admitted<T::Addr> {
+        let peer = match &self.peer {
+            Some(peer) => peer.clone(),
+            None => match stream.peer_addr() {
+                Ok(peer) => peer,
+                // The peer reset the connection.
+                Err(_) => return Admitted::Close,
+            },
+        };
+        self.open.admit(&peer)
+    }
+
+    /// Starts the ACTIVE phase of `protocol` on bytes that just arrived (an
+    /// HTTP/2 connection woken from a sleep with what it kept), which counts
+    /// its requests in the connection's life.
+    fn activate<'a, S, B>(
+        &'a mut self,
+        stream: T,
+        replay: Replay,
+        protocol: Protocol,
+        head_since: Option<Instant>,
+        service: &'a SharedService<S>,
+    ) -> ActiveFuture<'a, T>
+    where
+        S: HttpService<B>,
+        B: ResBody,
+    {
+        let state: &'a ServeState<T> = &self.open;
+        let config = &state.shared.config;
+        // The span covers ACTIVE phases only: in a PARKED task it would
+        // cost its size for every waiting connection.
+        let span = debug_span!("conn", peer = ?ShowPeer(&self.peer));
+        let peer = self.peer.clone().filter(|_| config.peer_addr);
+        let tracker = Arc::default();
+        let start = phase::Start {
+            service: phase::service(
+                &stream,
+                peer,
+                service,
+                &tracker,
+                &state.shared,
+                &self.kept.life,
+            ),
+            stream,
+            replay,
+            tracker,
+            state,
+            timing: Timing {
+                head_since,
+                park_after: match self.pause {
+                    Pause::Long => Some(Duration::ZERO),
+                    Pause::Short => config.park_after,
+                },
+            },
+            life: &mut self.kept.life,
+        };
+        if let Protocol::Http2 = protocol {
+            let asleep = self.kept.asleep.take();
+            return Box::pin(h2::serve(start, asleep).instrument(span));
+        }
+        let active = h1::serve(start);
+        if span.is_disabled() {
+            // Entering a disabled span still costs every poll.
+            Box::pin(active)
+        } else {
+            Box::pin(active.instrument(span))
+        }
+    }
+
+    /// ACTIVE → what its phase ended with.
+    fn ended(&mut self, ended: Ended<T>) -> State<T> {
+        let Quiet {
+            stream,
+            carried,
+            clocks,
+            asleep,
+        } = match ended {
+            Ended::Quiet(quiet) => quiet,
+            Ended::Closed => return State::Gone,
+            Ended::Upgraded => {
+                if let Some(watched) = &mut self.kept.watched {
+                    watched.upgraded();
+                }
+                return State::Gone;
+            }
+        };
+        trace!(carried = carried.len(), asleep = asleep.is_some(), "parked");
+        // A phase that parks holding part of a request (a head that came
+        // in pieces) hands parking at once on to the phase that finishes
+        // the request: the client paused mid-request, not after one.
+        if carried.is_empty() {
+            self.pause = Pause::Short;
+        }
+        self.kept.asleep = asleep;
+        self.open.shared.stats.parks.fetch_add(1, Relaxed);
+        self.open.set_parked();
+        if !self.kept.report(ConnState::Parked) {
+            return State::Gone;
+        }
+        State::Quiet {
+            stream,
+            carried,
+            clocks,
+        }
+    }
+
+    /// Quiet → into the lot without its task, with what it keeps, if it
+    /// carries no bytes and has no request head on the clock, and the lot
+    /// takes it; PARKED in its task otherwise.
+    fn park(&mut self, stream: T, carried: Bytes, clocks: Clocks) -> State<T> {
+        if !carried.is_empty() || clocks.head_since.is_some() {
+            return State::Parked {
+                stream,
+                carried,
+                clocks,
+                ready: false,
+            };
+        }
+        let config = &self.open.shared.config;
+        let now = Instant::now();
+        // As hyper times it: from the client's last frame; HTTP/2 only.
+        let ping_at = (config.h2_sleep.keep_alive)
+            .filter(|_| self.kept.asleep.is_some())
+            .map(|k| clocks.quiet_since + k.interval);
+        let due = Due {
+            dormant_at: config.dormant_after.map(|d| now + d),
+            idle_at: (config.timeouts.idle_deadline(clocks.quiet_since)).map(|(at, _)| at),
+            ping_at,
+        };
+        let kept = std::mem::replace(&mut self.kept, Kept::new(Default::default(), None));
+        let stowed = kept.stow(config.limits.any());
+        match self.open.lot.park(stream, stowed, now, due) {
+            Ok(()) => {
+                // The lot counts it as parked and held from here on.
+                self.open.moved_to_lot();
+                State::Gone
+            }
+            Err((stream, stowed)) => {
+                self.kept = Kept::unstow(stowed);
+                State::Parked {
+                    stream,
+                    carried,
+                    clocks,
+                    ready: false,
                 }
             }
-            .instrument(span),
-        );
+        }
     }
-    let active = h1::serve(stream, replay, peer, service, state, timing, life);
-    if span.is_disabled() {
-        // Entering a disabled span still costs every poll.
-        Box::pin(active)
-    } else {
-        Box::pin(active.instrument(span))
-    }
-}
 
-/// A connection the lot did not take, with what it would have kept.
-type Refused<T> = (T, Option<Kept<<T as Seam>::Addr>>);
-
-/// Puts a parked connection in the lot without its task (with what a
-/// sleeping HTTP/2 connection keeps), if it carries no bytes and has no
-/// request head on the clock; gives it back otherwise, or if the lot
-/// refuses it. The lot keeps its `life`.
-fn park_taskless<T: Seam>(
-    stream: T,
-    kept: Option<Kept<T::Addr>>,
-    carried: &Bytes,
-    clocks: &Clocks,
-    life: Life,
-    state: &ServeState<T>,
-) -> Result<(), Refused<T>> {
-    let lot = &state.lot;
-    if !carried.is_empty() || clocks.head_since.is_some() {
-        return Err((stream, kept));
+    /// Closes a connection at shutdown, or past its age, while it waits:
+    /// a sleeping HTTP/2 connection says GOAWAY first.
+    fn close(&self, stream: T) {
+        match self.kept.asleep.as_deref().map(crate::wire::Asleep::goaway) {
+            Some(goaway) => match stream.into_dormant() {
+                Ok((dormant, _)) => T::close_dormant(dormant, &goaway),
+                Err(stream) => stream.close(),
+            },
+            None => stream.close(),
+        }
     }
-    let config = &state.shared.config;
-    let now = Instant::now();
-    let dormant_at = config.dormant_after.map(|d| now + d);
-    let idle_at = config.timeouts.idle_deadline(clocks.quiet_since);
-    let idle_at = idle_at.map(|(at, _)| at);
-    // As hyper times it: from the client's last frame; HTTP/2 only.
-    let asleep = kept.as_ref().and_then(Kept::asleep).is_some();
-    let ping_at = (config.h2_sleep.keep_alive)
-        .filter(|_| asleep)
-        .map(|k| clocks.quiet_since + k.interval);
-    let due = Due {
-        dormant_at,
-        idle_at,
-        ping_at,
-    };
-    lot.park(stream, kept, life, now, due)
 }

@@ -12,6 +12,7 @@ use tokio::io::ReadBuf;
 use tokio::time::{Instant, Sleep};
 use tracing::{debug, trace};
 
+use super::phase::Clocks;
 use crate::io::Replay;
 use crate::life::Life;
 use crate::lot::Parkable;
@@ -20,20 +21,8 @@ use crate::state::ServeState;
 use crate::timeout::Expiry;
 use crate::transport::{Handshake, Seam};
 
-/// The clocks a connection keeps while PARKED.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Clocks {
-    /// When the connection last became quiet (the idle timeout counts from
-    /// here).
-    pub(super) quiet_since: Instant,
-    /// When the request head the connection is receiving began: at accept
-    /// until the first request, then while it holds part of a pipelined
-    /// request head.
-    pub(super) head_since: Option<Instant>,
-}
-
 /// How a PARKED wait ended.
-pub(super) enum Woken {
+pub(super) enum Waited {
     /// Bytes arrived: serve them.
     Readable(Replay),
     /// The connection is finished: the peer closed it, it failed, or a
@@ -62,7 +51,7 @@ pin_project! {
         // in bytes.
         why: Expiry,
         expired: bool,
-        // May end with `Woken::Quiet` (see there).
+        // May end with `Waited::Quiet` (see there).
         may_sleep: bool,
         #[pin]
         timer: Option<Sleep>,
@@ -102,7 +91,6 @@ impl<'a, T: Seam> ParkedWait<'a, T> {
             let why = match stream.connected().handshake {
                 Handshake::Settled => None,
                 Handshake::UnderWay => Some(Expiry::Handshake),
-                #[cfg(feature = "proxy-protocol")]
                 Handshake::ProxyHeader => Some(Expiry::ProxyHeader),
             };
             if let Some(why) = why.filter(|_| deadline.is_none_or(|(head, _)| at < head)) {
@@ -138,7 +126,7 @@ impl<T: Seam> ParkedWait<'_, T> {
     /// otherwise the handshake completed in time, and the timer moves on to
     /// the request head's deadline, counted from the same accept
     /// (`Pending`, the timer registered).
-    fn handshake_done(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Woken> {
+    fn handshake_done(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Waited> {
         let mut this = self.project();
         if this.stream.connected().handshake != Handshake::Settled {
             return Poll::Ready(timed_out(*this.why, this.state));
@@ -171,19 +159,19 @@ impl<T: Seam> ParkedWait<'_, T> {
 }
 
 /// The deadline of a PARKED wait passed.
-fn timed_out<T: Seam>(why: Expiry, state: &ServeState<T>) -> Woken {
+fn timed_out<T: Seam>(why: Expiry, state: &ServeState<T>) -> Waited {
     debug!(?why, "timeout while parked");
     why.count(&state.shared.stats);
     match why {
-        Expiry::Age => Woken::Shutdown,
-        _ => Woken::Closed,
+        Expiry::Age => Waited::Shutdown,
+        _ => Waited::Closed,
     }
 }
 
 impl<T: Seam> Future for ParkedWait<'_, T> {
-    type Output = Woken;
+    type Output = Waited;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Woken> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Waited> {
         if self.expired && self.why.bounds_handshake() {
             std::task::ready!(self.as_mut().handshake_done(cx));
         }
@@ -194,14 +182,14 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
         // Registered only before returning `Pending`: a woken connection's
         // wait ends in its first poll.
         if this.watch.level() >= Level::Draining {
-            return Poll::Ready(Woken::Shutdown);
+            return Poll::Ready(Waited::Shutdown);
         }
         // `poll_read_ready` keeps its waker in the connection's readiness
         // cell (the lot's); nothing is added to this task.
         if let Poll::Ready(ready) = Parkable::poll_read_ready(&**this.stream, cx) {
             if let Err(error) = ready {
                 closed_while_idle("parked", Some(&error));
-                return Poll::Ready(Woken::Closed);
+                return Poll::Ready(Waited::Closed);
             }
             // The buffer is taken only now, after readiness (I4).
             let mut buf = this.state.shared.pool.take();
@@ -216,20 +204,20 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
                         // EOF. Bytes of an incomplete request die with the
                         // connection, as they would on plain hyper.
                         closed_while_idle("parked", None);
-                        return Poll::Ready(Woken::Closed);
+                        return Poll::Ready(Waited::Closed);
                     }
-                    return Poll::Ready(Woken::Readable(Replay {
+                    return Poll::Ready(Waited::Readable(Replay {
                         carried: std::mem::take(this.carried),
                         fresh: Some((buf, 0..n)),
                     }));
                 }
                 Poll::Ready(Err(error)) => {
                     closed_while_idle("parked", Some(&error));
-                    return Poll::Ready(Woken::Closed);
+                    return Poll::Ready(Waited::Closed);
                 }
                 // Nothing for the protocol: readiness cleared, the waker
                 // registered, the buffer back to the pool.
-                Poll::Pending if *this.may_sleep => return Poll::Ready(Woken::Quiet),
+                Poll::Pending if *this.may_sleep => return Poll::Ready(Waited::Quiet),
                 Poll::Pending => {}
             }
         }
@@ -242,7 +230,7 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
             }
         }
         if this.watch.poll_level(cx) >= Level::Draining {
-            return Poll::Ready(Woken::Shutdown);
+            return Poll::Ready(Waited::Shutdown);
         }
         Poll::Pending
     }

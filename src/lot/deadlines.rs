@@ -46,17 +46,6 @@ impl Clock {
         // Truncation is the wrapping clock.
         at.saturating_duration_since(self.epoch).as_millis() as Millis
     }
-
-    /// The instant of `at`, which is within ~24 days of `now`.
-    pub(crate) fn instant(&self, at: Millis, now: Instant) -> Instant {
-        let ahead = at.wrapping_sub(self.millis(now)) as i32;
-        let by = Duration::from_millis(ahead.unsigned_abs().into());
-        if ahead >= 0 {
-            now + by
-        } else {
-            now.checked_sub(by).unwrap_or(now)
-        }
-    }
 }
 
 /// Deadlines in FIFO order, each naming a slab key.
@@ -146,21 +135,6 @@ mod tests {
         let mut q = Deadlines::default();
         q.push(10, 1);
         assert_eq!(q.next_in(50), Some(Duration::ZERO));
-    }
-
-    #[test]
-    fn instants_come_back_to_the_millisecond() {
-        let epoch = Instant::now();
-        let clock = Clock::new(epoch);
-        let now = epoch + Duration::from_secs(50);
-        for at in [
-            epoch + Duration::from_secs(10),
-            now,
-            now + Duration::from_secs(7),
-        ] {
-            let back = clock.instant(clock.millis(at), now);
-            assert_eq!(clock.millis(back), clock.millis(at));
-        }
     }
 
     #[test]

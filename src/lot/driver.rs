@@ -7,6 +7,7 @@ use std::task::{Poll as Ready, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
+use mio::event::Event;
 use mio::{Events, Poll};
 use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
@@ -18,7 +19,6 @@ use super::{
     Callback, Carried, Carry, Closed, Inner, Lot, Parkable, Ping, Rung, Slept, Slot, Turn, Woke,
     Woken,
 };
-use crate::life::Life;
 
 /// Events collected per `epoll_wait`.
 const EVENTS: usize = 256;
@@ -39,7 +39,7 @@ struct Batch<T: Parkable, W, C> {
     wake: Vec<Waker>,
     /// Task-less connections to hand to the owner, with what they carry
     /// and the bytes the lot read for them.
-    woken: Vec<(T, Option<C>, Life, Slept, Bytes)>,
+    woken: Vec<(T, Option<C>, Slept, Bytes)>,
     /// Connections the peer closed (or that failed), to close.
     gone: Vec<(T::Dormant, Rung, Closed)>,
     /// Sleepers to take out of the poll and call back.
@@ -60,7 +60,19 @@ enum InPlace {
     Gone(Closed, Option<io::Error>),
 }
 
-/// The slots a sweep took out, by rung.
+/// What an event says of a task-less connection or a sleeper it takes
+/// out of its slot.
+struct Waking {
+    /// The peer closed it, or it failed.
+    gone: Option<Closed>,
+    failure: Option<io::Error>,
+    /// What its readiness cell is told of reading, once served again.
+    read: Report,
+    /// Bytes the lot read for its protocol (see [`Woke::unread`]).
+    unread: Bytes,
+}
+
+/// Slots taken out to be closed, by rung.
 type Aged<D, W, C> = Vec<(Slot<D, W, C>, Rung)>;
 
 impl<T: Parkable, W, C> Default for Batch<T, W, C> {
@@ -75,158 +87,177 @@ impl<T: Parkable, W, C> Default for Batch<T, W, C> {
 }
 
 impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
-    /// Acts on a batch of events under the lot's lock; what needs no lock
-    /// is left in `batch`.
+    /// Acts on a batch of events under the lot's lock, then on what needs
+    /// no lock, left in `batch`.
     fn on_events(&self, events: &Events, batch: &mut Batch<T, W, C>) {
-        let shared = &self.0;
         // Read once per batch, when a parked connection wakes.
         let mut now = None;
-        let mut instant = None;
-        let mut inner = shared.lock();
+        let mut inner = self.0.lock();
         for event in events.iter() {
-            let Ok(key) = u32::try_from(event.token().0) else {
-                continue;
-            };
-            let closing = event.is_read_closed() || event.is_error();
-            let readable = event.is_readable() || closing;
-            let read = match (readable, closing) {
-                (_, true) => Report::Closed,
-                (true, false) => Report::Ready,
-                (false, false) => Report::Nothing,
-            };
-            let slot = match inner.slots.get_mut(key) {
-                Some(Slot::Served(cell)) => {
-                    let write = if event.is_write_closed() || event.is_error() {
-                        Report::Closed
-                    } else if event.is_writable() {
-                        Report::Ready
-                    } else {
-                        Report::Nothing
-                    };
-                    cell.set(read, write, &mut batch.wake);
-                    continue;
-                }
-                // Room to write (the ACK of the last response) does not
-                // wake a task-less connection.
-                Some(slot) if readable => slot,
-                _ => continue,
-            };
-            let conn = match slot {
-                Slot::Parked { conn, .. }
-                | Slot::Dormant { conn, .. }
-                | Slot::ParkedCarrying { conn, .. }
-                | Slot::DormantCarrying { conn, .. }
-                | Slot::Sleeping { conn, .. } => conn,
-                Slot::Served(_) => continue,
-            };
-            // An event without the peer's close means bytes: no peek, the
-            // reader finds them. With the close, the transport tells bytes
-            // sent before it (serve them) from none (close the fd here).
-            let mut failure = None;
-            let mut gone = match closing.then(|| T::peer_closed(conn)).flatten() {
-                None | Some(Ok(false)) => None,
-                Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Some(Ok(true)) => Some(Closed::ByPeer),
-                Some(Err(error)) => {
-                    trace!(%error, "a task-less connection failed");
-                    failure = Some(error);
-                    Some(Closed::Failed)
-                }
-            };
-            // A carrying connection's protocol may answer the bytes where
-            // it sleeps.
-            let mut unread = Bytes::new();
-            let mut read = read;
-            if !closing {
-                match self.answer_in_place(&mut inner, key, &mut now) {
-                    InPlace::Answered | InPlace::Nothing => continue,
-                    InPlace::Wake(bytes) => {
-                        if !bytes.is_empty() && bytes.len() < ANSWER_READ {
-                            // Read empty: the next read waits for an event.
-                            read = Report::Nothing;
-                        }
-                        unread = bytes;
-                    }
-                    InPlace::Gone(why, error) => (gone, failure) = (Some(why), error),
-                }
-            }
-            // Not `inner.remove`: a woken slot is put back under its key.
-            let Some(slot) = inner.slots.remove(key) else {
-                continue;
-            };
-            match (slot, gone) {
-                (Slot::Sleeping { conn, callback }, gone) => {
-                    inner.sleeping -= 1;
-                    let woken = match gone {
-                        None => Woken::Readable(conn),
-                        Some(Closed::ByPeer) => Woken::Eof(conn),
-                        Some(_) => {
-                            // Closed here, under the lock, like a
-                            // task-less connection that failed.
-                            drop(conn);
-                            Woken::Failed(failure.unwrap_or_else(|| {
-                                io::Error::other("the socket failed while asleep")
-                            }))
-                        }
-                    };
-                    batch.sleepers.push((*callback, woken));
-                }
-                (Slot::Served(_), _) => {}
-                (slot, gone) => {
-                    // PARKED or DORMANT, carrying or not.
-                    let (conn, cell, carried) = match slot {
-                        Slot::Parked { conn, cell } => (conn, Some(cell), None),
-                        Slot::Dormant { conn, .. } => (conn, None, None),
-                        Slot::ParkedCarrying { conn, with } => {
-                            let Carried {
-                                rung: cell, value, ..
-                            } = *with;
-                            (conn, Some(cell), Some(value))
-                        }
-                        Slot::DormantCarrying { conn, with } => (conn, None, Some(with.value)),
-                        Slot::Served(_) | Slot::Sleeping { .. } => continue,
-                    };
-                    if let Some(why) = gone {
-                        let from = if cell.is_some() {
-                            Rung::Parked
-                        } else {
-                            Rung::Dormant
-                        };
-                        batch.gone.push((conn, from, why));
-                        continue;
-                    }
-                    let (cell, slept) = match cell {
-                        Some(cell) => {
-                            let parked_at = cell.set_woken(read);
-                            let now =
-                                *now.get_or_insert_with(|| shared.clock.millis(Instant::now()));
-                            let slept = Duration::from_millis(now.wrapping_sub(parked_at).into());
-                            (cell, Slept::Parked(slept))
-                        }
-                        None => {
-                            let cell = inner.new_cell();
-                            cell.set_woken(read);
-                            (cell, Slept::Dormant)
-                        }
-                    };
-                    inner.slots.put_back(key, Slot::Served(cell.clone()));
-                    let life = match shared.lives.keep {
-                        true => {
-                            let instant = *instant.get_or_insert_with(Instant::now);
-                            inner.life(key, &shared.clock, &shared.lives, instant)
-                        }
-                        false => Life::default(),
-                    };
-                    let registration = Registration::new(key, cell, shared.clone());
-                    let conn = T::from_dormant(conn, registration);
-                    batch
-                        .woken
-                        .push((conn, carried, life, slept, std::mem::take(&mut unread)));
-                }
+            if let Ok(key) = u32::try_from(event.token().0) {
+                self.on_event(&mut inner, key, event, batch, &mut now);
             }
         }
         inner.shrink_if_empty();
         drop(inner);
+        self.hand_over(batch);
+    }
+
+    /// Acts on one event of the connection at `key`: sets a served one's
+    /// readiness, or takes a task-less one or a sleeper out of its slot
+    /// (unless its protocol answers its bytes where it sleeps).
+    fn on_event(
+        &self,
+        inner: &mut Inner<T::Dormant, W, C>,
+        key: u32,
+        event: &Event,
+        batch: &mut Batch<T, W, C>,
+        now: &mut Option<Millis>,
+    ) {
+        let closing = event.is_read_closed() || event.is_error();
+        let readable = event.is_readable() || closing;
+        let read = match (readable, closing) {
+            (_, true) => Report::Closed,
+            (true, false) => Report::Ready,
+            (false, false) => Report::Nothing,
+        };
+        let conn = match inner.slots.get_mut(key) {
+            Some(Slot::Served(cell)) => {
+                let write = if event.is_write_closed() || event.is_error() {
+                    Report::Closed
+                } else if event.is_writable() {
+                    Report::Ready
+                } else {
+                    Report::Nothing
+                };
+                cell.set(read, write, &mut batch.wake);
+                return;
+            }
+            // Room to write (the ACK of the last response) does not wake a
+            // task-less connection.
+            Some(
+                Slot::Parked { conn, .. }
+                | Slot::Dormant { conn, .. }
+                | Slot::ParkedCarrying { conn, .. }
+                | Slot::DormantCarrying { conn, .. }
+                | Slot::Sleeping { conn, .. },
+            ) if readable => conn,
+            _ => return,
+        };
+        // An event without the peer's close means bytes: no peek, the
+        // reader finds them. With the close, the transport tells bytes sent
+        // before it (serve them) from none (close the fd here).
+        let mut woke = Waking {
+            gone: None,
+            failure: None,
+            read,
+            unread: Bytes::new(),
+        };
+        match closing.then(|| T::peer_closed(conn)).flatten() {
+            None | Some(Ok(false)) => {}
+            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Some(Ok(true)) => woke.gone = Some(Closed::ByPeer),
+            Some(Err(error)) => {
+                trace!(%error, "a task-less connection failed");
+                (woke.gone, woke.failure) = (Some(Closed::Failed), Some(error));
+            }
+        }
+        // A carrying connection's protocol may answer the bytes where it
+        // sleeps.
+        if !closing {
+            match self.answer_in_place(inner, key, now) {
+                InPlace::Answered | InPlace::Nothing => return,
+                InPlace::Wake(bytes) => {
+                    if !bytes.is_empty() && bytes.len() < ANSWER_READ {
+                        // Read empty: the next read waits for an event.
+                        woke.read = Report::Nothing;
+                    }
+                    woke.unread = bytes;
+                }
+                InPlace::Gone(why, error) => (woke.gone, woke.failure) = (Some(why), error),
+            }
+        }
+        // Not `inner.remove`: a woken slot is put back under its key.
+        if let Some(slot) = inner.slots.remove(key) {
+            self.take_out(inner, key, slot, woke, batch, now);
+        }
+    }
+
+    /// A task-less connection or a sleeper, out of its slot at `key`, as
+    /// its event says: served again (its slot `Served` again, both sides
+    /// ready), closed, or called back.
+    fn take_out(
+        &self,
+        inner: &mut Inner<T::Dormant, W, C>,
+        key: u32,
+        slot: Slot<T::Dormant, W, C>,
+        woke: Waking,
+        batch: &mut Batch<T, W, C>,
+        now: &mut Option<Millis>,
+    ) {
+        let (conn, cell, carried) = match slot {
+            Slot::Sleeping { conn, callback } => {
+                inner.sleeping -= 1;
+                let woken =
+                    match woke.gone {
+                        None => Woken::Readable(conn),
+                        Some(Closed::ByPeer) => Woken::Eof(conn),
+                        Some(_) => {
+                            // Closed here, under the lock, like a task-less
+                            // connection that failed.
+                            drop(conn);
+                            Woken::Failed(woke.failure.unwrap_or_else(|| {
+                                io::Error::other("the socket failed while asleep")
+                            }))
+                        }
+                    };
+                batch.sleepers.push((*callback, woken));
+                return;
+            }
+            Slot::Served(_) => return,
+            Slot::Parked { conn, cell } => (conn, Some(cell), None),
+            Slot::Dormant { conn, .. } => (conn, None, None),
+            Slot::ParkedCarrying { conn, with } => {
+                let Carried {
+                    rung: cell, value, ..
+                } = *with;
+                (conn, Some(cell), Some(value))
+            }
+            Slot::DormantCarrying { conn, with } => (conn, None, Some(with.value)),
+        };
+        if let Some(why) = woke.gone {
+            let from = if cell.is_some() {
+                Rung::Parked
+            } else {
+                Rung::Dormant
+            };
+            batch.gone.push((conn, from, why));
+            return;
+        }
+        let (cell, slept) = match cell {
+            Some(cell) => {
+                let parked_at = cell.set_woken(woke.read);
+                let now = *now.get_or_insert_with(|| self.0.clock.millis(Instant::now()));
+                let slept = Duration::from_millis(now.wrapping_sub(parked_at).into());
+                (cell, Slept::Parked(slept))
+            }
+            None => {
+                let cell = inner.new_cell();
+                cell.set_woken(woke.read);
+                (cell, Slept::Dormant)
+            }
+        };
+        inner.slots.put_back(key, Slot::Served(cell.clone()));
+        let registration = Registration::new(key, cell, self.0.clone());
+        let conn = T::from_dormant(conn, registration);
+        batch.woken.push((conn, carried, slept, woke.unread));
+    }
+
+    /// What a batch of events left to do without the lot's lock: wakes
+    /// tasks, closes connections, calls sleepers back, and hands woken
+    /// connections to the owner.
+    fn hand_over(&self, batch: &mut Batch<T, W, C>) {
+        let shared = &self.0;
         batch.wake.drain(..).for_each(Waker::wake);
         for (conn, from, why) in batch.gone.drain(..) {
             trace!(?from, ?why, "task-less connection closed");
@@ -239,14 +270,14 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         }
         // Last: the owner may serve the last one here, in the lot's task.
         let n = batch.woken.len();
-        for (i, (conn, carried, life, slept, unread)) in batch.woken.drain(..).enumerate() {
+        for (i, (conn, carried, slept, unread)) in batch.woken.drain(..).enumerate() {
             let turn = if i + 1 == n { Turn::Last } else { Turn::Before };
             let woke = Woke {
                 slept,
                 turn,
                 unread,
             };
-            shared.owner.woken(conn, carried, life, woke);
+            shared.owner.woken(conn, carried, woke);
         }
     }
 
@@ -312,12 +343,51 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// Closes the connections whose idle deadline passed and moves
     /// task-less PARKED ones whose dormant deadline passed to DORMANT;
     /// pings carrying connections whose ping is due and closes those whose
-    /// answer is late; returns how long until the next deadline.
-    fn expire(&self, now: Instant) -> Option<Duration> {
+    /// answer is late, and those past their end; returns how long until
+    /// the next deadline.
+    fn expire(&self, instant: Instant) -> Option<Duration> {
         let shared = &*self.0;
-        let now = shared.clock.millis(now);
+        let now = shared.clock.millis(instant);
         let mut inner = shared.lock();
         let mut idle = Vec::new();
+        self.expire_dormant(&mut inner, now, &mut idle);
+        let (entered, refused) = self.expire_parked(&mut inner, now, &mut idle);
+        let mut unanswered = Vec::new();
+        self.ping(&mut inner, now, &mut unanswered);
+        let aged = self.sweep(&mut inner, now, instant);
+        let next = [
+            inner.dormant_deadlines.next_in(now),
+            inner.parked_deadlines.next_in(now),
+            inner.ping_deadlines.next_in(now),
+            inner.answer_deadlines.next_in(now),
+            (inner.next_sweep).map(|at| Duration::from_millis(at.wrapping_sub(now).into())),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        drop(inner);
+        for (rung, why, n) in unanswered {
+            shared.owner.closed(rung, why, n);
+        }
+        self.close(idle, Closed::Idle);
+        let n_refused = refused.len();
+        for (conn, value) in refused {
+            T::close_dormant(conn, &value.goodbye());
+        }
+        shared.owner.closed(Rung::Parked, Closed::Failed, n_refused);
+        shared.owner.went_dormant(entered);
+        self.close(aged, Closed::Age);
+        next
+    }
+
+    /// Takes the DORMANT connections whose idle deadline passed out of the
+    /// slab, into `idle`.
+    fn expire_dormant(
+        &self,
+        inner: &mut Inner<T::Dormant, W, C>,
+        now: Millis,
+        idle: &mut Aged<T::Dormant, W, C>,
+    ) {
         while let Some((deadline, key)) = inner.dormant_deadlines.pop_due(now) {
             // A key reused since has a later deadline of its own.
             let current = match inner.slots.get(key) {
@@ -331,8 +401,19 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
                 }
             }
         }
+    }
+
+    /// Moves the PARKED connections whose due time passed to DORMANT, or
+    /// into `idle` if their idle deadline passed too; returns how many
+    /// went DORMANT, and the carrying ones that declined to
+    /// ([`Carry::went_dormant`]), out of the slab.
+    fn expire_parked(
+        &self,
+        inner: &mut Inner<T::Dormant, W, C>,
+        now: Millis,
+        idle: &mut Aged<T::Dormant, W, C>,
+    ) -> (usize, Vec<(T::Dormant, C)>) {
         let mut entered = 0;
-        // Carrying connections that declined to go DORMANT.
         let mut refused = Vec::new();
         while let Some((due, key)) = inner.parked_deadlines.pop_due(now) {
             // A key reused since has a later deadline of its own (or the
@@ -381,68 +462,47 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         if !refused.is_empty() {
             inner.shrink_if_empty();
         }
-        let mut unanswered = Vec::new();
-        self.ping(&mut inner, now, &mut unanswered);
-        let aged = self.sweep(&mut inner, now);
-        let next = [
-            inner.dormant_deadlines.next_in(now),
-            inner.parked_deadlines.next_in(now),
-            inner.ping_deadlines.next_in(now),
-            inner.answer_deadlines.next_in(now),
-            (inner.next_sweep).map(|at| Duration::from_millis(at.wrapping_sub(now).into())),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        drop(inner);
-        for (rung, why, n) in unanswered {
-            shared.owner.closed(rung, why, n);
-        }
-        let n_dormant = idle.iter().filter(|(_, r)| *r == Rung::Dormant).count();
-        let n_parked = idle.len() - n_dormant;
-        for (slot, _) in idle {
-            match slot {
-                // Its protocol says goodbye (an HTTP/2 GOAWAY).
-                Slot::ParkedCarrying { conn, with } => {
-                    T::close_dormant(conn, &with.value.goodbye());
-                }
-                Slot::DormantCarrying { conn, with } => {
-                    T::close_dormant(conn, &with.value.goodbye());
-                }
-                // Dropping the others closes them.
-                slot => drop(slot),
-            }
-        }
-        shared.owner.closed(Rung::Dormant, Closed::Idle, n_dormant);
-        shared.owner.closed(Rung::Parked, Closed::Idle, n_parked);
-        let n_refused = refused.len();
-        for (conn, value) in refused {
-            T::close_dormant(conn, &value.goodbye());
-        }
-        shared.owner.closed(Rung::Parked, Closed::Failed, n_refused);
-        shared.owner.went_dormant(entered);
+        (entered, refused)
+    }
+
+    /// Closes task-less connections taken out of the slab, each after its
+    /// protocol's goodbye (an HTTP/2 GOAWAY) and its transport's (TLS:
+    /// `close_notify`), and reports them closed for `why`. At the idle
+    /// deadline, those that carry nothing are dropped, as hyper drops
+    /// them.
+    fn close(&self, slots: Aged<T::Dormant, W, C>, why: Closed) {
         let (mut n_parked, mut n_dormant) = (0, 0);
-        for (slot, rung) in aged {
+        for (slot, rung) in slots {
             match rung {
                 Rung::Parked => n_parked += 1,
                 Rung::Dormant => n_dormant += 1,
             }
-            // As at shutdown: its protocol's goodbye (an HTTP/2 GOAWAY),
-            // then its transport's (TLS: `close_notify`).
-            if let Some((conn, _, goodbye)) = slot.into_goodbye() {
-                T::close_dormant(conn, &goodbye);
+            match slot {
+                // At its idle deadline, one that carries nothing is
+                // dropped.
+                Slot::Parked { .. } | Slot::Dormant { .. } if why == Closed::Idle => drop(slot),
+                slot => {
+                    if let Some((conn, _, goodbye)) = slot.into_goodbye() {
+                        T::close_dormant(conn, &goodbye);
+                    }
+                }
             }
         }
-        shared.owner.closed(Rung::Dormant, Closed::Age, n_dormant);
-        shared.owner.closed(Rung::Parked, Closed::Age, n_parked);
-        next
+        self.0.owner.closed(Rung::Dormant, why, n_dormant);
+        self.0.owner.closed(Rung::Parked, why, n_parked);
     }
 
-    /// Takes the task-less connections past their age out of the slab, if
-    /// a sweep is due (see [`Lives`](super::Lives)), and sets the next one
-    /// while task-less connections remain.
-    fn sweep(&self, inner: &mut Inner<T::Dormant, W, C>, now: Millis) -> Aged<T::Dormant, W, C> {
-        let (Some(every), Some(due)) = (self.0.lives.sweep_every, inner.next_sweep) else {
+    /// Takes the task-less connections past their end out of the slab, if
+    /// a sweep is due (see [`Carry::ends_at`]), and sets the next one
+    /// while task-less connections with an end remain. `now` is `instant`
+    /// on the lot's clock.
+    fn sweep(
+        &self,
+        inner: &mut Inner<T::Dormant, W, C>,
+        now: Millis,
+        instant: Instant,
+    ) -> Aged<T::Dormant, W, C> {
+        let (Some(every), Some(due)) = (self.0.sweep_every, inner.next_sweep) else {
             return Vec::new();
         };
         if before(now, due) {
@@ -451,10 +511,14 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         let mut aged = Vec::new();
         let mut left = false;
         for key in 0..inner.slots.end() {
-            let Some(rung) = inner.slots.get(key).and_then(Slot::rung) else {
+            let Some((rung, ends_at)) = inner
+                .slots
+                .get(key)
+                .and_then(|slot| Some((slot.rung()?, slot.ends_at()?)))
+            else {
                 continue;
             };
-            if !inner.aged(key, now) {
+            if instant < ends_at {
                 left = true;
                 continue;
             }

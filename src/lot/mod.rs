@@ -35,8 +35,6 @@
 //!  parked_deadlines    (due, key) in FIFO order: every parked connection
 //!                      has the same dormant_after and idle timeout
 //!  dormant_deadlines   (deadline, key) in FIFO order
-//!  lives               per key, only with connection limits: what a
-//!                      task-less connection used of them (`life`)
 //! ```
 //!
 //! While a task serves a connection, its transport reads and writes
@@ -81,14 +79,13 @@
 //! a hint, checked against the socket by whoever acts on it (a read that
 //! finds nothing, a peek), and costs at most a spurious wake.
 //!
-//! # Lives
+//! # Ends
 //!
-//! With connection limits (`life`), a task-less connection's [`Life`]
-//! waits in a side table indexed by its key, so that neither the slot nor
-//! the cell grows for a server without limits. Ages are jittered, so their
-//! deadlines do not come in FIFO order; rather than a heap, whose entries
-//! would outlive every connection that woke, the driver sweeps the slab
-//! for task-less connections past their age every so often (`sweep_every`)
+//! What a task-less connection carries may say when the connection ends
+//! ([`Carry::ends_at`]: the owner's connection age). Ends come in no
+//! order (the owner jitters ages); rather than a heap, whose entries would
+//! outlive every connection that woke, the driver sweeps the slab for
+//! carrying connections whose end passed every so often (`sweep_every`)
 //! and closes them (after their goodbye).
 //!
 //! # Sleepers
@@ -123,7 +120,7 @@ use mio::unix::SourceFd;
 use mio::{Interest, Token};
 use tokio::time::Instant;
 
-use deadlines::{Clock, Deadlines, Millis, before, earliest};
+use deadlines::{Clock, Deadlines, Millis, earliest};
 pub(crate) use ready::Direction;
 #[expect(
     unreachable_pub,
@@ -132,8 +129,6 @@ pub(crate) use ready::Direction;
 pub use ready::Registration;
 use ready::{Cell, Table};
 use slab::Slab;
-
-use crate::life::Life;
 
 /// A slab at most this long is kept when it empties.
 const SLOTS_KEEP: usize = 64;
@@ -249,7 +244,7 @@ pub(crate) enum Closed {
     Failed,
     /// [`Lot::close_all`].
     Shutdown,
-    /// Its `max_connection_age` passed (see [`Lives`]).
+    /// Its end passed ([`Carry::ends_at`]).
     Age,
 }
 
@@ -259,9 +254,8 @@ pub(crate) trait Owner<T, C>: Send + Sync + 'static {
     /// A task-less connection turned readable (bytes, or the peer's close,
     /// which its first read finds): it is served again, with what it
     /// carried, and how it woke ([`Woke`]: the owner may serve the last of
-    /// a batch of events in the lot's task, see `server::owner`). `life` is
-    /// what [`Lot::park`] was given (default without [`Lives`]).
-    fn woken(&self, conn: T, carried: Option<C>, life: Life, woke: Woke);
+    /// a batch of events in the lot's task, see `server::owner`).
+    fn woken(&self, conn: T, carried: Option<C>, woke: Woke);
     /// The lot closed `n` connections that waited on `from`.
     fn closed(&self, from: Rung, why: Closed, n: usize);
     /// `n` connections moved from PARKED to DORMANT.
@@ -342,6 +336,10 @@ pub(crate) trait Carry: Send + 'static {
 
     /// The lot wrote the reply of [`answer`](Self::answer)'s `answered`.
     fn answered(&mut self, answered: Answered);
+
+    /// When the connection ends, if it has an end: past it, the lot's
+    /// sweep closes the connection (after its goodbye).
+    fn ends_at(&self) -> Option<Instant>;
 }
 
 /// What a task-less connection's protocol answered where it sleeps
@@ -440,6 +438,15 @@ impl<D, W, C: Carry> Slot<D, W, C> {
             Slot::Served(_) | Slot::Sleeping { .. } => None,
         }
     }
+
+    /// When a carrying connection ends, if what it carries has an end.
+    fn ends_at(&self) -> Option<Instant> {
+        match self {
+            Slot::ParkedCarrying { with, .. } => with.value.ends_at(),
+            Slot::DormantCarrying { with, .. } => with.value.ends_at(),
+            _ => None,
+        }
+    }
 }
 
 /// A carrying connection's keep-alive ping, in 4 bytes: `0` when none is
@@ -485,30 +492,10 @@ pub(crate) struct Pings {
     pub(crate) answer_within: Duration,
 }
 
-/// What the lot keeps of task-less connections' [`Life`]s.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Lives {
-    /// Whether connections have limits: their lives are kept.
-    pub(crate) keep: bool,
-    /// How often task-less connections are looked at for their age; `None`
-    /// without `max_connection_age`.
-    pub(crate) sweep_every: Option<Duration>,
-}
-
-/// A task-less connection's [`Life`], on the lot's clock.
-#[derive(Clone, Copy, Debug, Default)]
-struct Kept {
-    /// When its age passes; meaningless without a sweep.
-    ends: Millis,
-    requests: u32,
-}
-
 struct Inner<D, W, C> {
     slots: Slab<Slot<D, W, C>>,
-    /// By key, with [`Lives::keep`]: the life of each task-less
-    /// connection (stale for other keys).
-    lives: Vec<Kept>,
-    /// When the next sweep is due, with [`Lives::sweep_every`].
+    /// When the next sweep for ends is due, while a task-less connection
+    /// has one.
     next_sweep: Option<Millis>,
     parked_deadlines: Deadlines,
     dormant_deadlines: Deadlines,
@@ -555,38 +542,6 @@ impl<D, W, C> Inner<D, W, C> {
         Some(slot)
     }
 
-    /// Keeps the life of the connection parking at `key`.
-    fn keep_life(&mut self, key: u32, clock: &Clock, life: Life, now: Instant) {
-        let key = key as usize;
-        if self.lives.len() <= key {
-            self.lives.resize(key + 1, Kept::default());
-        }
-        self.lives[key] = Kept {
-            // A passed age is due at once.
-            ends: clock.millis(life.ends_at.map_or(now, |at| at.max(now))),
-            requests: life.requests,
-        };
-    }
-
-    /// The life kept for the connection waking at `key`.
-    fn life(&self, key: u32, clock: &Clock, lives: &Lives, now: Instant) -> Life {
-        if !lives.keep {
-            return Life::default();
-        }
-        let kept = self.lives.get(key as usize).copied().unwrap_or_default();
-        Life {
-            ends_at: lives.sweep_every.map(|_| clock.instant(kept.ends, now)),
-            requests: kept.requests,
-        }
-    }
-
-    /// Whether the task-less connection at `key` is past its age at `now`.
-    fn aged(&self, key: u32, now: Millis) -> bool {
-        self.lives
-            .get(key as usize)
-            .is_some_and(|kept| !before(now, kept.ends))
-    }
-
     /// Frees a large slab once its last connection left (see `remove`).
     /// Not between a `Slab::remove` and its `Slab::put_back`: that would
     /// lose the entry put back.
@@ -597,7 +552,6 @@ impl<D, W, C> Inner<D, W, C> {
     }
 
     fn clear_deadlines(&mut self) {
-        self.lives = Vec::new();
         self.parked_deadlines.clear();
         self.dormant_deadlines.clear();
         self.ping_deadlines.clear();
@@ -620,7 +574,9 @@ struct Shared<T: Parkable, W, C> {
     slack: Duration,
     /// Carrying connections' keep-alive pings.
     pings: Pings,
-    lives: Lives,
+    /// How often carrying connections are looked at for their end; `None`
+    /// if none has one.
+    sweep_every: Option<Duration>,
     inner: Mutex<Inner<T::Dormant, W, C>>,
     clock: Clock,
     /// A deadline queue went from empty to non-empty since the driver
@@ -664,23 +620,23 @@ impl<T: Parkable, W: Send + 'static, C: Send + 'static> Table for Shared<T, W, C
 impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// A lot that reports to `owner` and may act on a deadline up to
     /// `slack` late, to act on many at once, pings carrying connections as
-    /// `pings` says, and keeps `lives`. `registry` is that of the poll its
-    /// driver runs ([`Lot::drive`]).
+    /// `pings` says, and looks for those past their end every
+    /// `sweep_every`. `registry` is that of the poll its driver runs
+    /// ([`Lot::drive`]).
     pub(crate) fn new(
         owner: Box<dyn Owner<T, C>>,
         slack: Duration,
         pings: Pings,
-        lives: Lives,
+        sweep_every: Option<Duration>,
         registry: mio::Registry,
     ) -> Self {
         Lot(Arc::new(Shared {
             slack,
             pings,
-            lives,
+            sweep_every,
             registry,
             inner: Mutex::new(Inner {
                 slots: Slab::default(),
-                lives: Vec::new(),
                 next_sweep: None,
                 parked_deadlines: Deadlines::default(),
                 dormant_deadlines: Deadlines::default(),
@@ -730,18 +686,16 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// bytes arrive, with how long it slept. When it is [`Due`]: at
     /// `dormant_at` the lot moves it to DORMANT, at `idle_at` (if earlier)
     /// closes it; at `ping_at` it pings it (see
-    /// [`Carry::ping`]; only a connection that carries something). Its
-    /// `life` is kept with [`Lives::keep`], handed back when it wakes, and
-    /// closes it when its age passes. Gives
-    /// the stream back if a read may find bytes already, if its transport
-    /// holds some, or if the lot is closed. The caller keeps counting the
-    /// connection as held and parked until this returns `Ok`; from then on
-    /// the lot reports what becomes of it.
+    /// [`Carry::ping`]; only a connection that carries something); past
+    /// the end of what it carries ([`Carry::ends_at`]), a sweep closes it.
+    /// Gives the stream back if a read may find bytes already, if its
+    /// transport holds some, or if the lot is closed. The caller keeps
+    /// counting the connection as held and parked until this returns `Ok`;
+    /// from then on the lot reports what becomes of it.
     pub(crate) fn park(
         &self,
         stream: T,
         carries: Option<C>,
-        life: Life,
         now: Instant,
         due: Due,
     ) -> Result<(), (T, Option<C>)> {
@@ -762,6 +716,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             Err(stream) => return Err((stream, carries)),
         };
         let (key, cell) = registration.into_slot();
+        let ends = carries.as_ref().and_then(Carry::ends_at).is_some();
         let idle = idle_at.map(|at| shared.clock.millis(at));
         let due = earliest(dormant_at.map(|at| shared.clock.millis(at)), idle);
         let due = due.map(|due| inner.parked_deadlines.push(due, key));
@@ -790,12 +745,9 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             // A registration's slot is served until it parks or closes.
             _ => unreachable!("a served connection's slot is not served"),
         }
-        if shared.lives.keep {
-            inner.keep_life(key, &shared.clock, life, now);
-        }
         let first = |queue: &Deadlines, queued: bool| queued && queue.len() == 1;
-        let sweep = match shared.lives.sweep_every {
-            Some(every) if inner.next_sweep.is_none() => {
+        let sweep = match shared.sweep_every {
+            Some(every) if ends && inner.next_sweep.is_none() => {
                 let at = shared.clock.millis(now + every);
                 inner.next_sweep = Some(at);
                 true

@@ -15,11 +15,7 @@ use crate::listener::Listener;
 use crate::service::{HttpService, ResBody, SharedService};
 use crate::shutdown::Level;
 use crate::state::{Open, ServeState};
-#[cfg(feature = "tls-no-provider")]
-use crate::transport::Handshakes;
-#[cfg(feature = "proxy-protocol")]
-use crate::transport::ProxyHeaders;
-use crate::transport::{Seam, Serving, Transport};
+use crate::transport::{ClientAddr, Handshakes, Seam, Serving, Transport};
 
 /// How a listener's connections are served.
 type Served<L> = <<L as Listener>::Io as Transport>::Served;
@@ -51,18 +47,11 @@ pub(super) async fn accept_until<L, S, B, F>(
     B: ResBody,
     F: Future<Output = ()> + Send + 'static,
 {
-    #[cfg(feature = "tls-no-provider")]
     let handshakes: Arc<dyn Handshakes> = state.shared.clone();
-    #[cfg(feature = "proxy-protocol")]
-    let proxy_headers: Arc<dyn ProxyHeaders> = state.shared.clone();
     let serving = Serving {
         lot: &state.lot,
-        #[cfg(feature = "tls-no-provider")]
         config: &state.shared.config,
-        #[cfg(feature = "tls-no-provider")]
         handshakes: &handshakes,
-        #[cfg(feature = "proxy-protocol")]
-        proxy_headers: &proxy_headers,
     };
     let mut signal = std::pin::pin!(signal);
     let mut backoff = MIN_BACKOFF;
@@ -82,16 +71,6 @@ pub(super) async fn accept_until<L, S, B, F>(
                 backoff = MIN_BACKOFF;
                 let stats = &state.shared.stats;
                 stats.accepted.fetch_add(1, Ordering::Relaxed);
-                // Behind a PROXY header, the hooks wait for its address
-                // (`conn::serve`).
-                let watched = match &state.hooks {
-                    Some(_) if Served::<L>::PEER_IN_HEADER => Admission::InHeader,
-                    None => Admission::Done(None),
-                    Some(hooks) => match hooks.open(&peer, &stats.rejected) {
-                        Admitted::Serve(watched) => Admission::Done(watched),
-                        Admitted::Close => continue,
-                    },
-                };
                 let stream = match stream.serve_in(&serving) {
                     Ok(stream) => stream,
                     Err(error) => {
@@ -101,13 +80,22 @@ pub(super) async fn accept_until<L, S, B, F>(
                         continue;
                     }
                 };
+                // Behind a PROXY header, the hooks wait for its address
+                // (`conn::serve`).
+                let admission = match stream.connected().client {
+                    ClientAddr::InHeader => Admission::InHeader,
+                    ClientAddr::Socket | ClientAddr::Named(_) => match state.admit(&peer) {
+                        Admitted::Serve(watched) => Admission::Done(watched),
+                        Admitted::Close => continue,
+                    },
+                };
                 let open = Open::accepted(state);
                 tokio::spawn(conn::serve(
                     stream,
                     Some(peer),
                     service.clone(),
                     open,
-                    Origin::Accepted(watched),
+                    Origin::Accepted(admission),
                 ));
                 continue;
             }

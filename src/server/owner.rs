@@ -16,14 +16,14 @@ use tracing::error;
 
 use crate::accounting::Held;
 use crate::conn::{self, Origin, Pause};
-use crate::hooks::{Hooks, Kept};
-use crate::life::Life;
+use crate::hooks::Hooks;
+use crate::kept::Stowed;
 use crate::lot::{self, Closed, Pings, Rung, Slept, Turn, Woke};
 use crate::service::{HttpService, ResBody, SharedService};
 use crate::shutdown::{Level, Signal};
-use crate::state::{Open, ServeState, Shared};
+use crate::state::{Open, ServeState, Shared, StreamLot};
 use crate::transport::Seam;
-use crate::upgrade::{self, StreamLot};
+use crate::upgrade;
 
 /// Serves a connection the parking lot handed back with bytes waiting (or
 /// the peer's close). It still counts as held.
@@ -134,13 +134,13 @@ impl<T: Seam, S, B> LotOwner<T, S, B> {
     }
 }
 
-impl<T, S, B> lot::Owner<T, Kept<T::Addr>> for LotOwner<T, S, B>
+impl<T, S, B> lot::Owner<T, Stowed<T::Addr>> for LotOwner<T, S, B>
 where
     T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
-    fn woken(&self, conn: T, kept: Option<Kept<T::Addr>>, life: Life, woke: Woke) {
+    fn woken(&self, conn: T, stowed: Option<Stowed<T::Addr>>, woke: Woke) {
         let Woke {
             slept,
             turn,
@@ -170,7 +170,7 @@ where
             (Workers::One, _) | (Workers::Many, Turn::Last) => FirstPoll::InPlace,
             (Workers::Many, Turn::Before) => FirstPoll::InTask,
         };
-        let origin = Origin::Woken(pause, kept, life, unread);
+        let origin = Origin::Woken(pause, stowed, unread);
         serve_woken(&state, conn, origin, &self.service, first_poll);
     }
 
@@ -237,8 +237,14 @@ where
             every: k.interval,
             answer_within: k.timeout,
         });
-        let lives = config.lot_lives();
-        let lot = StreamLot::new(Box::new(owner), config.lot_slack(), pings, lives, registry);
+        let sweep_every = config.lot_sweep_every();
+        let lot = StreamLot::new(
+            Box::new(owner),
+            config.lot_slack(),
+            pings,
+            sweep_every,
+            registry,
+        );
         ServeState {
             shared: shared.clone(),
             signal: Signal::default(),

@@ -53,9 +53,7 @@ use crate::lot::Parkable;
 pub(crate) use crate::lot::Register;
 #[cfg(feature = "proxy-protocol")]
 pub use proxy::{ProxiedStream, UnixPeer};
-#[cfg(any(feature = "tls-no-provider", feature = "proxy-protocol"))]
-pub(crate) use sealed::Connected;
-pub(crate) use sealed::{Alpn, Handshake, Peer, Seam};
+pub(crate) use sealed::{Alpn, ClientAddr, Connected, Handshake, Peer, Seam};
 pub use stream::Stream;
 #[cfg(feature = "tls-no-provider")]
 pub use tls::TlsStream;
@@ -98,14 +96,14 @@ pub struct Serving<'a> {
     pub(crate) lot: &'a dyn Register,
     /// The server's settings: whether it serves HTTP/2 (a TLS session
     /// offers `h2` with ALPN only then) and reports [`TlsInfo`].
-    #[cfg(feature = "tls-no-provider")]
+    #[cfg_attr(not(feature = "tls-no-provider"), expect(dead_code))]
     pub(crate) config: &'a crate::config::Config,
-    /// Where a TLS session counts how its handshake ends.
-    #[cfg(feature = "tls-no-provider")]
+    /// Where a transport counts how its own handshake ends.
+    #[cfg_attr(
+        not(any(feature = "tls-no-provider", feature = "proxy-protocol")),
+        expect(dead_code)
+    )]
     pub(crate) handshakes: &'a std::sync::Arc<dyn Handshakes>,
-    /// Where a proxied connection counts a PROXY header that failed.
-    #[cfg(feature = "proxy-protocol")]
-    pub(crate) proxy_headers: &'a std::sync::Arc<dyn ProxyHeaders>,
 }
 
 impl fmt::Debug for Serving<'_> {
@@ -114,23 +112,19 @@ impl fmt::Debug for Serving<'_> {
     }
 }
 
-/// Where a transport with a handshake of its own (TLS) counts how its
-/// handshakes end: the server's stats. The transport counts them, since
-/// only it knows when a handshake completes.
-#[cfg(feature = "tls-no-provider")]
+/// Where a transport with a handshake of its own (TLS, a PROXY header)
+/// counts how its handshakes end: the server's stats. The transport counts
+/// them, since only it knows when a handshake completes.
 pub(crate) trait Handshakes: Send + Sync + 'static {
-    /// A handshake completed.
-    fn completed(&self);
-    /// A connection closed before its handshake completed.
-    fn failed(&self);
-}
-
-/// Where a proxied connection counts a PROXY header that failed: the
-/// server's stats.
-#[cfg(feature = "proxy-protocol")]
-pub(crate) trait ProxyHeaders: Send + Sync + 'static {
+    /// A TLS handshake completed.
+    #[cfg_attr(not(feature = "tls-no-provider"), expect(dead_code))]
+    fn tls_completed(&self);
+    /// A connection closed before its TLS handshake completed.
+    #[cfg_attr(not(feature = "tls-no-provider"), expect(dead_code))]
+    fn tls_failed(&self);
     /// A connection closed before its PROXY header was read.
-    fn failed(&self);
+    #[cfg_attr(not(feature = "proxy-protocol"), expect(dead_code))]
+    fn proxy_header_failed(&self);
 }
 
 /// The most bytes a peer-close check that must read reads at once.
@@ -184,19 +178,6 @@ mod sealed {
         /// Returns the address of the connection's peer.
         fn peer_addr(&self) -> io::Result<Self::Addr>;
 
-        /// Returns the client's address a PROXY header carried, once it is
-        /// read: it stands for the address the listener gave at accept.
-        /// `None` while it is not read, and for a header without one.
-        #[cfg(feature = "proxy-protocol")]
-        fn proxied_peer(&self) -> Option<Self::Addr> {
-            None
-        }
-
-        /// Whether the peer's address comes in the connection's first bytes
-        /// (a PROXY header) rather than from accept: the connection hooks
-        /// wait for it.
-        const PEER_IN_HEADER: bool = false;
-
         /// Looks for the peer's close while a request is answered, without
         /// losing a byte. `Pending` (with the waker registered) while
         /// nothing arrived.
@@ -205,7 +186,7 @@ mod sealed {
         /// Returns what the transport's own handshake has settled so far:
         /// the one thing the driver asks a transport about itself. A
         /// transport without a handshake has settled nothing.
-        fn connected(&self) -> Connected {
+        fn connected(&self) -> Connected<Self::Addr> {
             Connected::default()
         }
 
@@ -224,17 +205,45 @@ mod sealed {
 
     /// What a transport's handshake has settled, as the protocol drivers
     /// see it: one value, as hyper's client `Connection::connected` hands
-    /// one `Connected`, so that the drivers know nothing of TLS.
-    #[derive(Clone, Debug, Default)]
-    pub struct Connected {
+    /// one `Connected`, so that the drivers know nothing of TLS or PROXY
+    /// headers.
+    #[derive(Clone, Debug)]
+    pub struct Connected<A> {
         /// Whether the handshake is still under way.
         pub handshake: Handshake,
         /// The application protocol the handshake chose.
         pub alpn: Alpn,
+        /// Where the client's address comes from.
+        pub client: ClientAddr<A>,
         /// What a TLS handshake negotiated, once complete, when the server
         /// reports it to handlers.
         #[cfg(feature = "tls-no-provider")]
         pub tls_info: Option<super::TlsInfo>,
+    }
+
+    impl<A> Default for Connected<A> {
+        fn default() -> Self {
+            Connected {
+                handshake: Handshake::default(),
+                alpn: Alpn::default(),
+                client: ClientAddr::default(),
+                #[cfg(feature = "tls-no-provider")]
+                tls_info: None,
+            }
+        }
+    }
+
+    /// Where a connection's client's address comes from.
+    #[derive(Clone, Debug, Default, PartialEq, Eq)]
+    pub enum ClientAddr<A> {
+        /// The socket's peer: the address the listener gave at accept.
+        #[default]
+        Socket,
+        /// A header the transport reads first (PROXY protocol) names it:
+        /// not read yet. The connection hooks wait for it.
+        InHeader,
+        /// The header named it: its address stands for the socket's peer.
+        Named(A),
     }
 
     /// Where a transport's handshake is.
@@ -248,7 +257,6 @@ mod sealed {
         UnderWay,
         /// A PROXY header is being read: the bytes that arrive are the
         /// header's, and the peer is not known yet.
-        #[cfg(feature = "proxy-protocol")]
         ProxyHeader,
     }
 

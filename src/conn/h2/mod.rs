@@ -31,13 +31,16 @@ use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 use tracing::debug;
 
-use super::parked::Clocks;
+use bytes::Bytes;
+use hyper::server::conn::http2;
+use hyper_util::rt::TokioExecutor;
+
+use super::phase::{Clocks, Closing, Ended, Quiet, Start, count_requests};
 use crate::config::H2Sleep;
-use crate::io::Replay;
 use crate::life::Life;
-use crate::service::{ConnService, HttpService, ResBody, SharedService};
-use crate::shutdown::Level;
-use crate::state::{ServeState, Shared};
+use crate::service::{ConnService, HttpService, ResBody};
+use crate::shutdown::{Level, Watch as ShutdownWatch};
+use crate::state::Shared;
 use crate::timeout::{Expiry, Timeouts, Watchdog};
 use crate::track::Tracker;
 use crate::transport::Seam;
@@ -48,148 +51,188 @@ use io::{H2Io, Wire, lock};
 /// `park_after` is shorter (or zero, right after a long sleep).
 const FENCE_WAIT: Duration = Duration::from_secs(1);
 
+/// hyper's HTTP/2 connection over dormant's transport.
+type Connection<'a, T, S> =
+    http2::Connection<H2Io<'a, T>, ConnService<S, <T as Seam>::Addr>, TokioExecutor>;
+
 /// Where the sleep timer waits while the connection is busy: far enough
 /// never to fire.
 const OUT_OF_THE_WAY: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// How an HTTP/2 ACTIVE phase ended.
-pub(super) enum Ended<T> {
-    /// The connection is finished.
-    Closed,
-    /// Quiet (and fenced, if it needed it): asleep, with what a fresh
-    /// connection needs.
-    Asleep(T, Box<Asleep>, Clocks),
-}
-
 /// Serves an HTTP/2 connection until it ends or sleeps; `asleep` is what
-/// it kept if it wakes from a sleep. Counts its streams in `life`, whose
+/// it kept if it wakes from a sleep. Counts its streams in its life, whose
 /// limits it keeps: past its age, or once its last request started, it
 /// sends GOAWAY and ends with its streams (past the age's grace, at once).
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn serve<T, S, B>(
-    mut stream: T,
-    replay: Replay,
-    asleep: Option<Box<Asleep>>,
-    peer: Option<T::Addr>,
-    service: Arc<SharedService<S>>,
-    state: &ServeState<T>,
-    park_after: Option<Duration>,
-    life: &mut Life,
-) -> Ended<T>
+pub(super) async fn serve<T, S, B>(start: Start<'_, T, S>, asleep: Option<Box<Asleep>>) -> Ended<T>
 where
     T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
+    let Start {
+        mut stream,
+        replay,
+        service,
+        tracker,
+        state,
+        timing,
+        life,
+    } = start;
     let shared = &state.shared;
-    let tracker = Arc::new(Tracker::default());
-    #[cfg(feature = "tls-no-provider")]
-    let tls = stream.connected().tls_info;
     let wire = Wire::new(asleep.as_deref().map_or_else(Watch::new, Asleep::watch));
-    let svc = ConnService {
-        inner: service.get(),
-        peer,
-        #[cfg(feature = "tls-no-provider")]
-        tls,
-        tracker: tracker.clone(),
-        requests_left: shared.config.limits.requests_left(life),
+    let requests_left = service.requests_left;
+    let mut driver = Driver::new(shared, life, requests_left, timing.park_after, tracker);
+    let mut pins = Pins {
+        timer: pin!(tokio::time::sleep(Duration::ZERO)),
+        park_timer: pin!(tokio::time::sleep(Duration::ZERO)),
+        watch: pin!(state.signal.watch()),
     };
-    let requests_left = svc.requests_left;
-    let stats = &shared.stats;
-    let idle_only = Timeouts {
-        idle: shared.config.timeouts.idle,
-        ..Timeouts::default()
-    };
-    let mut watchdog = Watchdog::new(idle_only, None, None);
-    watchdog.set_end(life.ends_at.map(|at| (at, Expiry::Age)));
-    let age_grace = shared.config.limits.age_grace;
-    // Closing, and its end is on the watchdog: the grace after the age.
-    let mut graced = false;
-    let mut bedtime = park_after.map(|after| Bedtime::new(after, shared.config.h2_sleep));
-    let mut timer = pin!(tokio::time::sleep(Duration::ZERO));
-    let mut park_timer = pin!(tokio::time::sleep(Duration::ZERO));
-    let mut watch = pin!(state.signal.watch());
-    let mut closing = false;
-    // Ends with what the connection keeps if it may sleep, and since when
-    // it is quiet; with `None` if it ended.
     let outcome = {
         let io = H2Io::new(&mut stream, replay, &wire, &shared.pool, asleep.as_deref());
-        let mut conn = pin!(shared.http2.serve_connection(io, svc));
-        poll_fn(|cx| {
-            match watch.as_mut().poll_level(cx) {
-                Level::Running => {}
-                Level::Draining if closing => {}
-                Level::Draining => {
-                    closing = true;
+        let mut conn = pin!(shared.http2.serve_connection(io, service));
+        poll_fn(|cx| driver.poll(cx, conn.as_mut(), &mut pins, &wire)).await
+    };
+    count_requests(&driver.tracker, life, shared);
+    match outcome {
+        Some((asleep, quiet_since)) => Ended::Quiet(Quiet {
+            stream,
+            carried: Bytes::new(),
+            clocks: Clocks {
+                quiet_since,
+                head_since: None,
+            },
+            asleep: Some(Box::new(asleep)),
+        }),
+        None => Ended::Closed,
+    }
+}
+
+/// The timers and the shutdown watch of an HTTP/2 phase, pinned on its
+/// stack.
+struct Pins<'p, 's> {
+    /// The watchdog's: the idle timeout, the age and its grace.
+    timer: Pin<&'p mut Sleep>,
+    /// [`Bedtime`]'s.
+    park_timer: Pin<&'p mut Sleep>,
+    watch: Pin<&'p mut ShutdownWatch<'s>>,
+}
+
+/// What an HTTP/2 phase ended with: `None` if the connection is finished;
+/// what a fresh connection needs if it sleeps, and since when it is quiet.
+type Outcome = Option<(Asleep, Instant)>;
+
+/// One ACTIVE HTTP/2 connection: what the driver watches hyper with.
+struct Driver<'a> {
+    shared: &'a Shared,
+    tracker: Arc<Tracker>,
+    watchdog: Watchdog,
+    closing: Closing,
+    age_grace: Option<Duration>,
+    /// How many more requests the connection may start.
+    requests_left: Option<u32>,
+    /// When it may sleep; `None` if it may not (`park_after(None)`).
+    bedtime: Option<Bedtime>,
+}
+
+impl<'a> Driver<'a> {
+    fn new(
+        shared: &'a Shared,
+        life: &Life,
+        requests_left: Option<u32>,
+        park_after: Option<Duration>,
+        tracker: Arc<Tracker>,
+    ) -> Self {
+        let config = &shared.config;
+        let idle_only = Timeouts {
+            idle: config.timeouts.idle,
+            ..Timeouts::default()
+        };
+        let mut watchdog = Watchdog::new(idle_only, None, None);
+        watchdog.set_end(life.ends_at.map(|at| (at, Expiry::Age)));
+        Driver {
+            shared,
+            tracker,
+            watchdog,
+            closing: Closing::No,
+            age_grace: config.limits.age_grace,
+            requests_left,
+            bedtime: park_after.map(|after| Bedtime::new(after, config.h2_sleep)),
+        }
+    }
+
+    /// Polls the shutdown signal, hyper, the connection's limits, the
+    /// watchdog and the bedtime.
+    fn poll<T, S, B>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut conn: Pin<&mut Connection<'_, T, S>>,
+        pins: &mut Pins<'_, '_>,
+        wire: &Mutex<Wire>,
+    ) -> Poll<Outcome>
+    where
+        T: Seam,
+        S: HttpService<B>,
+        B: ResBody,
+    {
+        match pins.watch.as_mut().poll_level(cx) {
+            Level::Running => {}
+            Level::Draining => {
+                if self.closing.drain() {
                     conn.as_mut().graceful_shutdown();
                 }
-                Level::Forced => return Poll::Ready(None),
             }
-            match conn.as_mut().poll(cx) {
-                Poll::Ready(Ok(())) => return Poll::Ready(None),
-                Poll::Ready(Err(error)) => {
-                    debug!(%error, "h2 connection error");
-                    return Poll::Ready(None);
+            Level::Forced => return Poll::Ready(None),
+        }
+        match conn.as_mut().poll(cx) {
+            Poll::Ready(Ok(())) => return Poll::Ready(None),
+            Poll::Ready(Err(error)) => {
+                debug!(%error, "h2 connection error");
+                return Poll::Ready(None);
+            }
+            Poll::Pending => {}
+        }
+        if self.closing == Closing::Draining {
+            return Poll::Pending;
+        }
+        let seen = self.tracker.observe_streams();
+        let last = (self.requests_left).is_some_and(|left| seen.requests >= u64::from(left));
+        if last && self.closing.drain() {
+            debug!("h2 request limit reached: GOAWAY");
+            conn.as_mut().graceful_shutdown();
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        // No `Deadlines` on HTTP/2: nobody chooses (see `deadlines`).
+        let chosen = self.tracker.chosen_cell();
+        match self.watchdog.poll(cx, pins.timer.as_mut(), seen, chosen) {
+            Poll::Ready(Expiry::AgeGrace) => return Poll::Ready(None),
+            Poll::Ready(_) if self.closing != Closing::No => {}
+            Poll::Ready(why) => {
+                debug!(?why, "h2 connection closing: GOAWAY");
+                why.count(&self.shared.stats);
+                if why == Expiry::Age {
+                    // From now on the watchdog watches the grace alone.
+                    self.watchdog = Watchdog::new(Timeouts::default(), None, None);
+                    self.closing.age_passed(&mut self.watchdog, self.age_grace);
+                } else {
+                    self.closing.drain();
                 }
-                Poll::Pending => {}
-            }
-            if closing && !graced {
-                return Poll::Pending;
-            }
-            let seen = tracker.observe_streams();
-            if requests_left.is_some_and(|left| seen.requests >= u64::from(left)) && !closing {
-                debug!("h2 request limit reached: GOAWAY");
-                closing = true;
                 conn.as_mut().graceful_shutdown();
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            // No `Deadlines` on HTTP/2: nobody chooses (see `deadlines`).
-            let chosen = tracker.chosen_cell();
-            match watchdog.poll(cx, timer.as_mut(), seen, chosen) {
-                Poll::Ready(Expiry::AgeGrace) => return Poll::Ready(None),
-                Poll::Ready(_) if closing => {}
-                Poll::Ready(why) => {
-                    debug!(?why, "h2 connection closing: GOAWAY");
-                    why.count(stats);
-                    closing = true;
-                    if let (Expiry::Age, Some(grace)) = (why, age_grace) {
-                        // From now on the watchdog watches the grace alone.
-                        graced = true;
-                        watchdog = Watchdog::new(Timeouts::default(), None, None);
-                        watchdog.set_end(Some((Instant::now() + grace, Expiry::AgeGrace)));
-                    }
-                    conn.as_mut().graceful_shutdown();
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
-                Poll::Pending => {}
-            }
-            if closing {
-                return Poll::Pending;
-            }
-            if let Some(bedtime) = &mut bedtime {
-                let timer = park_timer.as_mut();
-                if let Poll::Ready(asleep) = bedtime.poll(cx, timer, &wire, &tracker, shared) {
-                    return Poll::Ready(Some((asleep, bedtime.since)));
-                }
-            }
-            Poll::Pending
-        })
-        .await
-    };
-    let requests = tracker.requests();
-    shared.stats.requests.fetch_add(requests, Relaxed);
-    life.add_requests(requests, &shared.config.limits, &shared.stats);
-    match outcome {
-        Some((asleep, quiet_since)) => {
-            let clocks = Clocks {
-                quiet_since,
-                head_since: None,
-            };
-            Ended::Asleep(stream, Box::new(asleep), clocks)
+            Poll::Pending => {}
         }
-        None => Ended::Closed,
+        if self.closing != Closing::No {
+            return Poll::Pending;
+        }
+        if let Some(bedtime) = &mut self.bedtime {
+            let timer = pins.park_timer.as_mut();
+            if let Poll::Ready(asleep) = bedtime.poll(cx, timer, wire, &self.tracker, self.shared) {
+                return Poll::Ready(Some((asleep, bedtime.since)));
+            }
+        }
+        Poll::Pending
     }
 }
 

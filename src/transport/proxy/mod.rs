@@ -45,7 +45,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 use tracing::{debug, trace};
 
-use super::{Connected, Handshake, Peer, ProxyHeaders, Seam, Serving, Stream, Transport};
+use super::{ClientAddr, Connected, Handshake, Handshakes, Peer, Seam, Serving, Stream, Transport};
 use crate::lot::{Parkable, Registration};
 use header::Client;
 
@@ -80,13 +80,13 @@ struct Reading {
     /// Where a connection that closes before its header is whole is
     /// counted (`Drop`); `None` before the connection is served, and once
     /// nothing is to be counted.
-    failures: Option<Arc<dyn ProxyHeaders>>,
+    failures: Option<Arc<dyn Handshakes>>,
 }
 
 impl Drop for Reading {
     fn drop(&mut self) {
         if let Some(failures) = &self.failures {
-            failures.failed();
+            failures.proxy_header_failed();
         }
     }
 }
@@ -397,12 +397,6 @@ where
         }
     }
 
-    fn proxied_peer(&self) -> Option<Self::Addr> {
-        self.client().map(Into::into)
-    }
-
-    const PEER_IN_HEADER: bool = true;
-
     fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>> {
         match self.header {
             Header::Read(_) => self.io.poll_peer(cx),
@@ -412,13 +406,18 @@ where
         }
     }
 
-    fn connected(&self) -> Connected {
+    fn connected(&self) -> Connected<Self::Addr> {
         match self.header {
             Header::Reading(_) => Connected {
                 handshake: Handshake::ProxyHeader,
+                client: ClientAddr::InHeader,
                 ..Connected::default()
             },
-            Header::Read(_) => Connected::default(),
+            Header::Read(_) => Connected {
+                // A header without an address leaves the socket's peer.
+                client: (self.client()).map_or(ClientAddr::Socket, |c| ClientAddr::Named(c.into())),
+                ..Connected::default()
+            },
         }
     }
 
@@ -455,7 +454,7 @@ macro_rules! proxied_transport {
                 let ProxiedStream { io, mut header } = self;
                 let io = io.serve_in(serving)?;
                 if let Header::Reading(reading) = &mut header {
-                    reading.failures = Some(serving.proxy_headers.clone());
+                    reading.failures = Some(serving.handshakes.clone());
                 }
                 Ok(ProxiedStream { io, header })
             }

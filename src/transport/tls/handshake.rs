@@ -80,7 +80,7 @@ impl Tls {
             self.served = Some(served);
             return;
         };
-        handshakes.completed();
+        handshakes.tls_completed();
         if let Notes::ServerName(name) = notes {
             if let Some(info) = TlsInfo::new(&self.conn, name.take()) {
                 *served = Served::Negotiated(info);
@@ -93,7 +93,7 @@ impl Tls {
 impl Drop for Tls {
     fn drop(&mut self) {
         if let Some(Served::Handshaking { handshakes, .. }) = self.served.as_deref() {
-            handshakes.failed();
+            handshakes.tls_failed();
         }
     }
 }

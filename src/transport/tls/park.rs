@@ -144,28 +144,26 @@ where
         self.io.peer_addr()
     }
 
-    #[cfg(feature = "proxy-protocol")]
-    fn proxied_peer(&self) -> Option<IO::Addr> {
-        self.io.proxied_peer()
-    }
-
-    const PEER_IN_HEADER: bool = IO::PEER_IN_HEADER;
-
     fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>> {
         // `close_notify` is a record: a read, never a peek.
         crate::transport::poll_read_ahead(self, cx)
     }
 
-    fn connected(&self) -> Connected {
+    /// TLS's own handshake, over the client its transport names (a PROXY
+    /// header under TLS).
+    fn connected(&self) -> Connected<IO::Addr> {
         let tls = &*self.rec.tls;
+        let client = self.io.connected().client;
         if tls.conn.is_handshaking() {
             return Connected {
                 handshake: Handshake::UnderWay,
+                client,
                 ..Connected::default()
             };
         }
         Connected {
             handshake: Handshake::Settled,
+            client,
             alpn: match tls.conn.alpn_protocol() {
                 None => Alpn::Unchosen,
                 Some(b"h2") => Alpn::H2,
