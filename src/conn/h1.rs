@@ -87,7 +87,7 @@ use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 use tracing::debug;
 
-use super::phase::{Clocks, Ended, Quiet, Start, count_requests};
+use super::phase::{Clocks, Closing, Ended, Quiet, Start, count_requests};
 use crate::error::Error;
 use crate::io::ConnIo;
 use crate::life::Life;
@@ -146,7 +146,7 @@ where
         watchdog,
         tracker,
         acked: 0,
-        draining: false,
+        closing: Closing::No,
         age_grace: config.limits.age_grace,
         body: PhantomData,
     };
@@ -172,7 +172,7 @@ where
     acked: u64,
     /// Graceful shutdown has begun, or the connection's age passed: hyper
     /// was told to close after the request in flight.
-    draining: bool,
+    closing: Closing,
     /// How long the request in flight may take once the age passed.
     age_grace: Option<Duration>,
     body: PhantomData<fn() -> B>,
@@ -223,11 +223,9 @@ where
             Poll::Ready(Expiry::Age) => {
                 debug!("connection age passed: closing after the request in flight");
                 Expiry::Age.count(stats);
-                self.drain();
-                let grace = self
-                    .age_grace
-                    .map(|g| (Instant::now() + g, Expiry::AgeGrace));
-                self.watchdog.set_end(grace);
+                if self.closing.age_passed(&mut self.watchdog, self.age_grace) {
+                    self.told_to_close();
+                }
                 // hyper acts on it in a poll of its own.
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
@@ -246,11 +244,16 @@ where
     /// Tells hyper to close after the request in flight (a graceful
     /// shutdown, or the connection's age), once.
     fn drain(&mut self) {
-        if !self.draining {
-            self.draining = true;
-            self.watchdog.stop_parking();
-            Pin::new(&mut self.conn).graceful_shutdown();
+        if self.closing.drain() {
+            self.told_to_close();
         }
+    }
+
+    /// Draining began: hyper closes after the request in flight, and the
+    /// connection no longer parks.
+    fn told_to_close(&mut self) {
+        self.watchdog.stop_parking();
+        Pin::new(&mut self.conn).graceful_shutdown();
     }
 
     /// What the connection becomes once the driver stopped; its requests
