@@ -83,10 +83,14 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-// Imports go one way (docs/architecture.md): lot → transport → upgrade →
-// track → body, io, service → deadlines, state → conn → server; config,
-// timeout, stats, pool, shutdown, accounting and error are leaves any layer
-// may use. None imports `server`, and no two modules import each other.
+// Imports go one way, down the Layering block of docs/architecture.md,
+// which `cargo test --test layering` (tests/layering.rs) holds the code to.
+// Its layers, top to bottom: axum; server; conn; service, deadlines; body,
+// io; tls, proxy, track, state; listener, upgrade; transport; config,
+// hooks; lot; life, timeout; stats; and pool, error, shutdown, accounting,
+// wire, context, which import nothing of the crate. A module imports only
+// modules of the layers below its own: none but `axum` imports `server`,
+// and no two modules import each other.
 mod accounting;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
