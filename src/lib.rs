@@ -84,13 +84,10 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Imports go one way, down the Layering block of docs/architecture.md,
-// which `cargo test --test layering` (tests/layering.rs) holds the code to.
-// Its layers, top to bottom: axum; server; conn; service, deadlines; body,
-// io; tls, proxy, track, state; listener, upgrade; transport; config,
-// hooks; lot; life, timeout; stats; and pool, error, shutdown, accounting,
-// wire, context, which import nothing of the crate. A module imports only
-// modules of the layers below its own: none but `axum` imports `server`,
-// and no two modules import each other.
+// which `cargo test --test layering` (tests/layering.rs) holds the code to:
+// a module imports only modules of the layers below its own, none but
+// `axum` imports `server`, the lot imports nothing of the crate, and no two
+// modules (nor two files of a folder) import each other.
 mod accounting;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]

@@ -68,6 +68,13 @@ pub struct Builder {
     limits: Limits,
 }
 
+impl Server {
+    /// Returns a builder with default settings.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
 impl Default for Builder {
     fn default() -> Self {
         Builder {

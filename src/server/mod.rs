@@ -1,8 +1,9 @@
 //! The server: [`Server`] and the wiring of one `serve` call, the state
 //! its connections share and the parking lot they are registered with.
 //!
-//! - `builder`: [`Builder`], the settings and their checks;
-//! - `serve`: the public futures of a `serve` call;
+//! - `builder`: [`Builder`], the settings and their checks
+//!   ([`Server::builder`]);
+//! - `serve`: the public futures of a `serve` call ([`Server::serve`]);
 //! - `accept`: the accept loop (permit, backoff) and the drain at shutdown;
 //! - `owner`: what the parking lot reports to: stats, and the connections
 //!   it hands back.
@@ -16,16 +17,10 @@ mod serve;
 use std::fmt;
 use std::sync::Arc;
 
-use http::{Request, Response};
-use hyper::service::Service;
-
 pub use builder::Builder;
 pub use handle::Handle;
 pub use serve::{Serve, ServeFuture, WithGracefulShutdown};
 
-use crate::body::Body;
-use crate::listener::Listener;
-use crate::service::BoxError;
 use crate::state::Shared;
 use crate::stats::Stats;
 
@@ -59,66 +54,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// Returns a builder with default settings.
-    pub fn builder() -> Builder {
-        Builder::default()
-    }
-
     /// Returns a snapshot of this server's counters.
     pub fn stats(&self) -> Stats {
         self.shared.stats.snapshot(self.shared.pool.stats())
-    }
-
-    /// Serves connections accepted from `listener` with `service` until the
-    /// returned future is dropped, or, with
-    /// [`with_graceful_shutdown`](Serve::with_graceful_shutdown), until
-    /// shutdown completes.
-    ///
-    /// `listener` is anything that implements [`Listener`]: tokio's
-    /// `TcpListener` or `UnixListener`, or dormant's
-    /// [`UnixListener`](crate::UnixListener). Every connection gets the
-    /// whole idle ladder, whatever the transport.
-    ///
-    /// The service need only be `Clone + Send`, as hyper-util's and
-    /// axum's servers take it: a connection serves a clone of it while
-    /// ACTIVE, taken again each time it wakes (cheap for an axum `Router`
-    /// or a `service_fn`, which clone a reference count; a
-    /// `tower::util::BoxCloneService` allocates). A service that is `Sync`
-    /// but not `Clone` is served as `Arc::new(service)`. An axum `Router`
-    /// is served by [`dormant::axum`](crate#serving) (feature `axum`),
-    /// other tower services through
-    /// [`TowerToHyperService`](crate::TowerToHyperService).
-    ///
-    /// Errors of single connections are logged (with `tracing`) and never
-    /// end the server; nor do accept errors, which back off instead of
-    /// spinning.
-    ///
-    /// # Errors
-    ///
-    /// The future fails only at its start, if the parking lot's poll cannot
-    /// be created (the process is out of file descriptors).
-    ///
-    /// # Panics
-    ///
-    /// The future panics if it is polled outside a tokio runtime with I/O
-    /// and time enabled.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future stops accepting and drops the listener; it does
-    /// not close the connections already accepted. To end them too, serve
-    /// [`with_graceful_shutdown`](Serve::with_graceful_shutdown).
-    pub fn serve<L, S, B>(&self, listener: L, service: S) -> Serve<L, S>
-    where
-        L: Listener,
-        S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Into<BoxError>,
-        B: http_body::Body + Send + 'static,
-        B::Data: Send,
-        B::Error: Into<BoxError>,
-    {
-        Serve::new(self.clone(), listener, service)
     }
 }
 

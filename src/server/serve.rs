@@ -25,6 +25,60 @@ use crate::service::{BoxError, HttpService, ResBody, SharedService};
 use crate::state::ServeState;
 use crate::transport::Seam;
 
+impl Server {
+    /// Serves connections accepted from `listener` with `service` until the
+    /// returned future is dropped, or, with
+    /// [`with_graceful_shutdown`](Serve::with_graceful_shutdown), until
+    /// shutdown completes.
+    ///
+    /// `listener` is anything that implements [`Listener`]: tokio's
+    /// `TcpListener` or `UnixListener`, or dormant's
+    /// [`UnixListener`](crate::UnixListener). Every connection gets the
+    /// whole idle ladder, whatever the transport.
+    ///
+    /// The service need only be `Clone + Send`, as hyper-util's and
+    /// axum's servers take it: a connection serves a clone of it while
+    /// ACTIVE, taken again each time it wakes (cheap for an axum `Router`
+    /// or a `service_fn`, which clone a reference count; a
+    /// `tower::util::BoxCloneService` allocates). A service that is `Sync`
+    /// but not `Clone` is served as `Arc::new(service)`. An axum `Router`
+    /// is served by [`dormant::axum`](crate#serving) (feature `axum`),
+    /// other tower services through
+    /// [`TowerToHyperService`](crate::TowerToHyperService).
+    ///
+    /// Errors of single connections are logged (with `tracing`) and never
+    /// end the server; nor do accept errors, which back off instead of
+    /// spinning.
+    ///
+    /// # Errors
+    ///
+    /// The future fails only at its start, if the parking lot's poll cannot
+    /// be created (the process is out of file descriptors).
+    ///
+    /// # Panics
+    ///
+    /// The future panics if it is polled outside a tokio runtime with I/O
+    /// and time enabled.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops accepting and drops the listener; it does
+    /// not close the connections already accepted. To end them too, serve
+    /// [`with_graceful_shutdown`](Serve::with_graceful_shutdown).
+    pub fn serve<L, S, B>(&self, listener: L, service: S) -> Serve<L, S>
+    where
+        L: Listener,
+        S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<BoxError>,
+    {
+        Serve::new(self.clone(), listener, service)
+    }
+}
+
 /// What [`Server::serve`] returns: the `serve` call, configured with its
 /// `with_*` methods, then awaited. It is [`IntoFuture`], as `axum::serve`'s
 /// is: `.await` it, or spawn its future:

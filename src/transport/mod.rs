@@ -161,12 +161,7 @@ mod sealed {
 
     impl Sealed for tokio::net::TcpStream {}
     impl Sealed for tokio::net::UnixStream {}
-    #[cfg(feature = "tls-no-provider")]
-    impl<IO: Sealed> Sealed for super::TlsStream<IO> {}
-    #[cfg(feature = "proxy-protocol")]
-    impl Sealed for super::ProxiedStream<tokio::net::TcpStream> {}
-    #[cfg(feature = "proxy-protocol")]
-    impl Sealed for super::ProxiedStream<tokio::net::UnixStream> {}
+    // TLS and PROXY streams are sealed where they are defined.
 
     /// What the protocol drivers need of a served connection
     /// ([`Transport::Served`](super::Transport::Served)) beyond the lot's

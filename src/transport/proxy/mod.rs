@@ -45,7 +45,11 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 use tracing::{debug, trace};
 
+use super::sealed::Sealed;
 use super::{ClientAddr, Connected, Handshake, Handshakes, Peer, Seam, Serving, Stream, Transport};
+
+impl Sealed for ProxiedStream<TcpStream> {}
+impl Sealed for ProxiedStream<UnixStream> {}
 use crate::lot::{Parkable, Registration};
 use header::Client;
 

@@ -5,7 +5,9 @@
 use std::cell::RefCell;
 use std::io;
 
-use super::RECORD;
+/// The largest TLS record on the wire: 16 KiB of plaintext plus TLS 1.2's
+/// largest expansion and the header.
+pub(super) const RECORD: usize = 16 * 1024 + 2048 + 5;
 
 /// How many [`Buffers`] one thread keeps for reuse.
 const CACHED_BUFFERS: usize = 16;

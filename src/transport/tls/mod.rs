@@ -58,12 +58,8 @@ use super::TlsInfo;
 use super::tls_info::recording_server_name;
 #[cfg(doc)]
 use crate::lot::Parkable;
-use buffers::{Buffers, append, room};
+use buffers::{Buffers, RECORD, append, room};
 use handshake::{Notes, Served};
-
-/// The largest TLS record on the wire: 16 KiB of plaintext plus TLS 1.2's
-/// largest expansion and the header.
-const RECORD: usize = 16 * 1024 + 2048 + 5;
 
 /// The most plaintext encrypted per record.
 const MAX_PLAINTEXT: usize = 16 * 1024;

@@ -12,7 +12,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::handshake::Served;
 use super::{Tls, TlsStream};
 use crate::lot::{Parkable, Registration};
+use crate::transport::sealed::Sealed;
 use crate::transport::{Alpn, Connected, Handshake, Peer, Seam, Serving, Stream, Transport};
+
+impl<IO: Sealed> Sealed for TlsStream<IO> {}
 
 /// A TLS connection outside tokio: the transport's parked form and the
 /// session.
