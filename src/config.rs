@@ -17,7 +17,7 @@ pub(crate) struct Config {
     #[cfg(feature = "tls-no-provider")]
     pub(crate) tls_info: bool,
     pub(crate) shutdown_grace: Option<Duration>,
-    pub(crate) tls_handshake_timeout: Option<Duration>,
+    pub(crate) handshake_timeout: Option<Duration>,
     /// How idle HTTP/2 connections may sleep.
     pub(crate) h2_sleep: H2Sleep,
     /// How long connections live, and how many requests they serve.

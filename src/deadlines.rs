@@ -18,7 +18,7 @@ use http::Request;
 use tokio::time::Instant;
 
 use crate::body::Body;
-use crate::timeout::Phase;
+use crate::timeout::Side;
 use crate::track::Tracker;
 
 /// A handle on one request's read and write deadlines, with which its
@@ -200,7 +200,7 @@ impl Deadlines {
     /// longer polled, and the deadline passes. See the type's docs for a
     /// passed deadline, the end of the response and HTTP/2.
     pub fn set_write_deadline(&self, deadline: impl Into<Option<Instant>>) {
-        self.set(Phase::Write, deadline.into());
+        self.set(Side::Write, deadline.into());
     }
 
     /// Sets the deadline for reading this request's body: the connection
@@ -212,13 +212,13 @@ impl Deadlines {
     /// See the type's docs for a passed deadline, the end of the body and
     /// HTTP/2.
     pub fn set_read_deadline(&self, deadline: impl Into<Option<Instant>>) {
-        self.set(Phase::Read, deadline.into());
+        self.set(Side::Read, deadline.into());
     }
 
-    fn set(&self, phase: Phase, deadline: Option<Instant>) {
+    fn set(&self, side: Side, deadline: Option<Instant>) {
         // A later request has started: this one is over.
         if self.tracker.requests() == self.request {
-            self.tracker.chosen().set(self.request, phase, deadline);
+            self.tracker.chosen().set(self.request, side, deadline);
         }
     }
 }

@@ -33,7 +33,7 @@
 //!   the socket's own peer.
 //! - **How long it may take.** The header is the transport's handshake, as
 //!   a TLS handshake is: the server's
-//!   [`tls_handshake_timeout`](crate::Builder::tls_handshake_timeout)
+//!   [`handshake_timeout`](crate::Builder::handshake_timeout)
 //!   (default 10 s, like the `ReadHeaderTimeout` of Go's go-proxyproto)
 //!   bounds it, and its
 //!   [`header_read_timeout`](crate::Builder::header_read_timeout) bounds it

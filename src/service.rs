@@ -20,7 +20,7 @@ use crate::body::Body;
 use crate::error::Error;
 use crate::track::{Accepted, InFlight, Tracker};
 use crate::transport::Connected;
-use crate::upgrade::{HandOffResult, Handle};
+use crate::upgrade::{HandOff, HandOffResult};
 
 /// Boxed error, as hyper takes them.
 pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
@@ -281,7 +281,7 @@ pub(crate) struct Pending {
     hyper: hyper::upgrade::OnUpgrade,
     /// dormant's [`upgrade::on`](crate::upgrade::on), offered to the
     /// requests it serves: its sender, and the handle `on` takes.
-    dormant: Option<(oneshot::Sender<HandOffResult>, Handle)>,
+    dormant: Option<(oneshot::Sender<HandOffResult>, HandOff)>,
     connect: bool,
     tracker: Arc<Tracker>,
 }
@@ -302,7 +302,7 @@ impl Pending {
         let connect = req.method() == Method::CONNECT;
         let dormant = (connect || connection_upgrade(req.headers())).then(|| {
             let (tx, rx) = oneshot::channel();
-            let handle = Handle::new(rx);
+            let handle = HandOff::new(rx);
             req.extensions_mut().insert(handle.clone());
             (tx, handle)
         });

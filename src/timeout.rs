@@ -1,4 +1,7 @@
-//! Go's four timeouts, enforced with one timer per connection.
+//! A connection's deadlines, enforced with one timer per connection: Go's
+//! four timeouts (header read, read, write, idle), its transport's
+//! handshake (`handshake_timeout`: TLS, a PROXY header), and its end
+//! (`max_connection_age`, then the age's grace).
 //!
 //! A Go server once lost half its QPS because each request moved four
 //! deadlines on one locked timer heap. In tokio, moving a `Sleep` to a later
@@ -85,14 +88,14 @@ pub(crate) enum Expiry {
     HeaderRead,
     Read,
     Write,
-    /// A TLS handshake took longer than `tls_handshake_timeout`.
+    /// A TLS handshake took longer than `handshake_timeout`.
     Handshake,
     /// The connection's `max_connection_age` passed: it finishes what it
     /// is doing and closes (see `life`).
     Age,
     /// The grace after its age is over too: closed.
     AgeGrace,
-    /// A PROXY header took longer than `tls_handshake_timeout`, the bound
+    /// A PROXY header took longer than `handshake_timeout`, the bound
     /// of a transport's handshake.
     ProxyHeader,
 }
@@ -123,9 +126,9 @@ impl Expiry {
     }
 }
 
-/// A request's phase whose deadline a handler may choose.
+/// The side of a request whose deadline a handler may choose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Phase {
+pub(crate) enum Side {
     /// The request body, until read to its end (the server's `read_timeout`).
     Read,
     /// The response, until flushed to its end (the server's `write_timeout`).
@@ -172,7 +175,7 @@ impl Chosen {
     /// the connection's task, whose watchdog then looks again. A deadline
     /// that has passed stays passed, as in Go: the connection is closed,
     /// or is about to be. An earlier request's choice changes nothing.
-    pub(crate) fn set(&self, request: u64, phase: Phase, deadline: Option<Instant>) {
+    pub(crate) fn set(&self, request: u64, side: Side, deadline: Option<Instant>) {
         let waker = {
             let mut state = self.lock();
             if request < state.request {
@@ -185,9 +188,9 @@ impl Chosen {
                     ..ChosenState::default()
                 };
             }
-            let limit = match phase {
-                Phase::Read => &mut state.read,
-                Phase::Write => &mut state.write,
+            let limit = match side {
+                Side::Read => &mut state.read,
+                Side::Write => &mut state.write,
             };
             if let Limit::At(at) = *limit {
                 if at <= Instant::now() {

@@ -18,7 +18,7 @@
 //! its session state and no record buffer (see [`TlsStream`]). The
 //! handshake happens in the connection's task, never in the accept loop,
 //! and is bounded by the server's
-//! [`tls_handshake_timeout`](crate::Builder::tls_handshake_timeout)
+//! [`handshake_timeout`](crate::Builder::handshake_timeout)
 //! (default 10 s) and its
 //! [`header_read_timeout`](crate::Builder::header_read_timeout), both
 //! counted from accept. ALPN decides between HTTP/2 and HTTP/1.1: unless

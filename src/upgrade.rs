@@ -184,7 +184,7 @@ pub(crate) type HandOffResult = Result<Parts, Error>;
 /// docs](self)); a handler that calls both gets the connection through
 /// this one.
 pub fn on<B>(req: &mut Request<B>) -> Result<OnUpgrade, Error> {
-    let handle = req.extensions_mut().remove::<Handle>();
+    let handle = req.extensions_mut().remove::<HandOff>();
     match handle.and_then(|h| h.take()) {
         Some(rx) => Ok(OnUpgrade { rx }),
         None if req.version() == Version::HTTP_2 => Err(Error::unsupported(
@@ -458,13 +458,13 @@ impl<T: Seam, C: lot::Carry> Beds for StreamLot<T, C> {
 }
 
 impl<T: Seam> lot::Callback<T> for Box<dyn Handler> {
-    fn call(self, woken: lot::Woken<T::Dormant>) {
+    fn call(self, woken: lot::Wakeup<T::Dormant>) {
         let up = |dormant| T::dormant_into_stream(dormant).map(Upgraded::from);
         let woken = match woken {
-            lot::Woken::Readable(dormant) => up(dormant).map(Woken::Readable),
-            lot::Woken::Eof(dormant) => up(dormant).map(Woken::Eof),
-            lot::Woken::Shutdown(dormant) => up(dormant).map(Woken::Shutdown),
-            lot::Woken::Failed(error) => Err(error),
+            lot::Wakeup::Readable(dormant) => up(dormant).map(Woken::Readable),
+            lot::Wakeup::Eof(dormant) => up(dormant).map(Woken::Eof),
+            lot::Wakeup::Shutdown(dormant) => up(dormant).map(Woken::Shutdown),
+            lot::Wakeup::Failed(error) => Err(error),
         };
         self.run(woken.unwrap_or_else(Woken::Failed));
     }
@@ -571,11 +571,11 @@ where
 /// candidates carry it. Cloneable because extensions must be; the first
 /// `on` takes the receiver.
 #[derive(Clone)]
-pub(crate) struct Handle(Arc<Mutex<Option<oneshot::Receiver<HandOffResult>>>>);
+pub(crate) struct HandOff(Arc<Mutex<Option<oneshot::Receiver<HandOffResult>>>>);
 
-impl Handle {
+impl HandOff {
     pub(crate) fn new(rx: oneshot::Receiver<HandOffResult>) -> Self {
-        Handle(Arc::new(Mutex::new(Some(rx))))
+        HandOff(Arc::new(Mutex::new(Some(rx))))
     }
 
     fn take(&self) -> Option<oneshot::Receiver<HandOffResult>> {

@@ -467,7 +467,7 @@ fn trickle<T: Proxied>(addr: &T::Addr) -> String {
 fn a_slowloris_header_is_cut_by_the_handshake_timeout<T: Proxied>() {
     // The header read timeout (30 s by default) would come much later.
     let mut builder = with_peer_addr(dormant::Server::builder());
-    builder.tls_handshake_timeout(Duration::from_millis(300));
+    builder.handshake_timeout(Duration::from_millis(300));
     let srv = T::serve(&builder);
     let mut good = T::connect(&srv.addr, V1_TCP6, HeaderWrite::Apart);
     assert_eq!(trickle::<T>(&srv.addr), "");
@@ -487,7 +487,7 @@ fn the_handshake_timeout_ends_with_the_header<T: Proxied>() {
     // which no timeout bounds here.
     let mut builder = with_peer_addr(dormant::Server::builder());
     builder
-        .tls_handshake_timeout(Duration::from_millis(100))
+        .handshake_timeout(Duration::from_millis(100))
         .header_read_timeout(None);
     let srv = T::serve(&builder);
     let mut c = T::connect(&srv.addr, V1_TCP4, HeaderWrite::Apart);
@@ -536,7 +536,7 @@ fn http2_behind_the_header_keeps_the_address_across_a_sleep<T: Proxied>() {
 fn with_no_handshake_or_header_read_timeout_the_idle_timeout_cuts_a_slow_header() {
     let mut builder = dormant::Server::builder();
     builder
-        .tls_handshake_timeout(None)
+        .handshake_timeout(None)
         .header_read_timeout(None)
         .idle_timeout(Duration::from_millis(300));
     let srv = Tcp::serve(&builder);

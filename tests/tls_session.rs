@@ -557,7 +557,7 @@ fn stalled_handshakes_are_closed_by_the_header_read_timeout() {
 fn stalled_handshakes_are_closed_by_the_handshake_timeout() {
     let mut b = ladder(Duration::from_millis(10));
     b.header_read_timeout(Duration::from_secs(30))
-        .tls_handshake_timeout(Duration::from_millis(500));
+        .handshake_timeout(Duration::from_millis(500));
     let (cert, srv) = echo_over_tls(&b);
     let config = tls13(&cert);
     let stalled = Stalled::connect(srv.addr, &config);

@@ -86,7 +86,7 @@ impl<'a, T: Seam> ParkedWait<'a, T> {
         // `handshake_done`). (Asked only for a connection whose first
         // request is on the clock: a woken one's wait does not ask its
         // transport.)
-        if let (Some(since), Some(limit)) = (clocks.head_since, config.tls_handshake_timeout) {
+        if let (Some(since), Some(limit)) = (clocks.head_since, config.handshake_timeout) {
             let at = since + limit;
             let why = match stream.connected().handshake {
                 Handshake::Settled => None,
@@ -132,7 +132,7 @@ impl<T: Seam> ParkedWait<'_, T> {
             return Poll::Ready(timed_out(*this.why, this.state));
         }
         let timeouts = &this.state.shared.config.timeouts;
-        let limit = this.state.shared.config.tls_handshake_timeout;
+        let limit = this.state.shared.config.handshake_timeout;
         let accepted = match (this.timer.as_ref().as_pin_ref(), limit) {
             (Some(timer), Some(limit)) => timer.deadline() - limit,
             _ => Instant::now(),

@@ -13,11 +13,11 @@ use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
 use tracing::{debug, trace};
 
-use super::deadlines::{Millis, before};
+use super::queue::{Millis, before};
 use super::ready::{Registration, Report};
 use super::{
-    Callback, Carried, Carry, Closed, Inner, Lot, Parkable, Ping, Rung, Slept, Slot, Turn, Woke,
-    Woken,
+    Callback, Carried, Carry, Closed, Inner, Lot, Parkable, Ping, Rung, Slept, Slot, Turn, Wakeup,
+    Woke,
 };
 
 /// Events collected per `epoll_wait`.
@@ -43,7 +43,7 @@ struct Batch<T: Parkable, W, C> {
     /// Connections the peer closed (or that failed), to close.
     gone: Vec<(T::Dormant, Rung, Closed)>,
     /// Sleepers to take out of the poll and call back.
-    sleepers: Vec<(W, Woken<T::Dormant>)>,
+    sleepers: Vec<(W, Wakeup<T::Dormant>)>,
 }
 
 /// What became of a task-less connection's bytes read in the lot
@@ -200,13 +200,13 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
                 inner.sleeping -= 1;
                 let woken =
                     match woke.gone {
-                        None => Woken::Readable(conn),
-                        Some(Closed::ByPeer) => Woken::Eof(conn),
+                        None => Wakeup::Readable(conn),
+                        Some(Closed::ByPeer) => Wakeup::Eof(conn),
                         Some(_) => {
                             // Closed here, under the lock, like a task-less
                             // connection that failed.
                             drop(conn);
-                            Woken::Failed(woke.failure.unwrap_or_else(|| {
+                            Wakeup::Failed(woke.failure.unwrap_or_else(|| {
                                 io::Error::other("the socket failed while asleep")
                             }))
                         }

@@ -96,15 +96,15 @@
 //! lot's second parameter, so that its owner stores its own (boxed)
 //! callbacks as they are. When one turns readable the lot asks the
 //! transport as above and calls the callback, exactly once, with the
-//! stream's parked form ([`Woken`]): readable, closed by the peer, or shut
+//! stream's parked form ([`Wakeup`]): readable, closed by the peer, or shut
 //! down; or with the error when the socket failed. Sleepers have no
 //! deadline. At shutdown ([`Lot::close_all`]) they are handed back with
-//! [`Woken::Shutdown`]. If the lot is dropped without being closed (the
+//! [`Wakeup::Shutdown`]. If the lot is dropped without being closed (the
 //! runtime shut down), sleeping streams are closed and their callbacks
 //! dropped uncalled.
 
-mod deadlines;
 mod driver;
+mod queue;
 mod ready;
 mod slab;
 
@@ -120,7 +120,7 @@ use mio::unix::SourceFd;
 use mio::{Interest, Token};
 use tokio::time::Instant;
 
-use deadlines::{Clock, Deadlines, Millis, earliest};
+use queue::{Clock, Deadlines, Millis, earliest};
 pub(crate) use ready::Direction;
 #[expect(
     unreachable_pub,
@@ -287,7 +287,7 @@ pub(crate) enum Turn {
 /// Why a sleeper's callback is called; carries the stream's parked form,
 /// out of the lot's poll (the lot's side of `upgrade::Woken`).
 #[derive(Debug)]
-pub(crate) enum Woken<D> {
+pub(crate) enum Wakeup<D> {
     /// Bytes arrived.
     Readable(D),
     /// The peer closed its side, with nothing left to read.
@@ -301,7 +301,7 @@ pub(crate) enum Woken<D> {
 
 /// A sleeper's callback, called exactly once.
 pub(crate) trait Callback<T: Parkable>: Send + 'static {
-    fn call(self, woken: Woken<T::Dormant>);
+    fn call(self, woken: Wakeup<T::Dormant>);
 }
 
 /// What a task-less connection carries beside its transport across its
@@ -769,7 +769,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     }
 
     /// Closes every parked and dormant connection, hands every sleeper back
-    /// with [`Woken::Shutdown`], and refuses new ones (shutdown, or the
+    /// with [`Wakeup::Shutdown`], and refuses new ones (shutdown, or the
     /// driver failed). Served connections are their tasks'.
     pub(crate) fn close_all(&self) {
         let shared = &*self.0;
@@ -807,23 +807,23 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             .owner
             .closed(Rung::Dormant, Closed::Shutdown, n_dormant);
         for (conn, callback) in sleepers {
-            self.wake_sleeper(callback, Woken::Shutdown(conn));
+            self.wake_sleeper(callback, Wakeup::Shutdown(conn));
         }
     }
 
     /// Puts a stream that left tokio to sleep until it is readable, its
     /// peer closes it, or the lot closes; then calls `callback`, exactly
-    /// once, with the stream out of the lot's poll (see [`Woken`]).
+    /// once, with the stream out of the lot's poll (see [`Wakeup`]).
     pub(crate) fn sleep(&self, conn: T::Dormant, callback: W) {
         let mut inner = self.0.lock();
         if inner.closed {
             drop(inner);
-            return callback.call(Woken::Shutdown(conn));
+            return callback.call(Wakeup::Shutdown(conn));
         }
         let raw = conn.as_fd().as_raw_fd();
         let Some(key) = inner.slots.vacant_key() else {
             drop(inner);
-            return callback.call(Woken::Failed(io::Error::other("parking lot full")));
+            return callback.call(Wakeup::Failed(io::Error::other("parking lot full")));
         };
         // Registered while the lock is held: the driver cannot see the
         // event before the slab holds the stream, nor `close_all` take it
@@ -833,7 +833,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             (self.0.registry).register(&mut SourceFd(&raw), token, Interest::READABLE)
         {
             drop(inner);
-            return callback.call(Woken::Failed(error));
+            return callback.call(Wakeup::Failed(error));
         }
         let callback = Box::new(callback);
         let _ = inner.slots.insert(Slot::Sleeping { conn, callback });
@@ -846,11 +846,11 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     }
 
     /// Takes a sleeper's stream out of the lot's poll and calls it back.
-    fn wake_sleeper(&self, callback: W, woken: Woken<T::Dormant>) {
-        if let Woken::Readable(conn) | Woken::Eof(conn) | Woken::Shutdown(conn) = &woken {
+    fn wake_sleeper(&self, callback: W, woken: Wakeup<T::Dormant>) {
+        if let Wakeup::Readable(conn) | Wakeup::Eof(conn) | Wakeup::Shutdown(conn) = &woken {
             let raw = conn.as_fd().as_raw_fd();
             if let Err(error) = self.0.registry.deregister(&mut SourceFd(&raw)) {
-                return callback.call(Woken::Failed(error));
+                return callback.call(Wakeup::Failed(error));
             }
         }
         callback.call(woken);

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
-use super::deadlines::Millis;
+use super::queue::Millis;
 
 /// A direction of a connection's readiness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -63,7 +63,7 @@ pub struct Builder {
     peer_addr: bool,
     #[cfg(feature = "tls-no-provider")]
     tls_info: bool,
-    tls_handshake_timeout: Option<Duration>,
+    handshake_timeout: Option<Duration>,
     h2: Http2,
     limits: Limits,
 }
@@ -95,7 +95,7 @@ impl Default for Builder {
             peer_addr: false,
             #[cfg(feature = "tls-no-provider")]
             tls_info: false,
-            tls_handshake_timeout: Some(DEFAULT_TLS_HANDSHAKE_TIMEOUT),
+            handshake_timeout: Some(DEFAULT_TLS_HANDSHAKE_TIMEOUT),
             h2: Http2::default(),
             limits: Limits::default(),
         }
@@ -178,7 +178,7 @@ impl Builder {
     /// A connection that has not sent its first request stays PARKED (it
     /// does not go dormant) until this deadline. It also bounds a PROXY
     /// header before the first request (feature `proxy-protocol`), with
-    /// [`tls_handshake_timeout`](Self::tls_handshake_timeout).
+    /// [`handshake_timeout`](Self::handshake_timeout).
     ///
     /// Default is 30 s (hyper's default when it has a timer): long enough
     /// for any real client, short enough that trickled heads cannot pile
@@ -444,19 +444,20 @@ impl Builder {
         self
     }
 
-    /// Sets how long a client may take to complete a TLS handshake, counted from
-    /// accept (TLS listeners only; see [`tls`](crate)). A connection still
+    /// Sets how long a client may take to complete its transport's
+    /// handshake, counted from accept: a TLS handshake (TLS listeners only;
+    /// see [`tls`](crate)), and a PROXY header (feature `proxy-protocol`),
+    /// or both, one after the other, within it. A connection still
     /// handshaking then is closed and counted in
-    /// [`Stats::tls_handshake_timeouts`](crate::Stats::tls_handshake_timeouts). The `header_read_timeout` also
-    /// counts from accept and bounds the handshake and the first request
-    /// head together. `None` leaves only that one.
-    ///
-    /// It bounds a PROXY header the same way (feature `proxy-protocol`; a
-    /// connection cut then counts in `Stats::proxy_header_failures`).
+    /// [`Stats::tls_handshake_timeouts`](crate::Stats::tls_handshake_timeouts)
+    /// (a cut PROXY header, in `Stats::proxy_header_failures`). The
+    /// `header_read_timeout` also counts from accept and bounds the
+    /// handshake and the first request head together. `None` leaves only
+    /// that one.
     ///
     /// Default is 10 s (as axum-server's).
-    pub fn tls_handshake_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
-        self.tls_handshake_timeout = timeout.into();
+    pub fn handshake_timeout(&mut self, timeout: impl Into<Option<Duration>>) -> &mut Self {
+        self.handshake_timeout = timeout.into();
         self
     }
 
@@ -524,7 +525,7 @@ impl Builder {
     /// A configuration error ([`Error::is_config`]) names the setting that
     /// is out of range: `max_header_bytes` below 8192, an `idle_timeout`
     /// over 24 days, a zero `header_read_timeout`, `read_timeout`,
-    /// `write_timeout` or `tls_handshake_timeout` (`None` disables them),
+    /// `write_timeout` or `handshake_timeout` (`None` disables them),
     /// a zero `max_connections`, `max_headers`, `max_connection_age` or
     /// `max_requests_per_connection`, a `max_connection_age` over 20 days or
     /// its grace over 24 days, or an `http2_*` setting
@@ -552,8 +553,8 @@ impl Builder {
                 "write_timeout must be longer than zero (None disables it)",
             ),
             (
-                self.tls_handshake_timeout,
-                "tls_handshake_timeout must be longer than zero (None disables it)",
+                self.handshake_timeout,
+                "handshake_timeout must be longer than zero (None disables it)",
             ),
         ] {
             if timeout == Some(Duration::ZERO) {
@@ -608,7 +609,7 @@ impl Builder {
             #[cfg(feature = "tls-no-provider")]
             tls_info: self.tls_info,
             shutdown_grace: self.shutdown_grace,
-            tls_handshake_timeout: self.tls_handshake_timeout,
+            handshake_timeout: self.handshake_timeout,
             limits: self.limits,
         };
         Ok(Server {

@@ -74,7 +74,7 @@ impl SettingsCache {
 
 /// A stream open on the wire, and which sides have ended it.
 #[derive(Debug)]
-struct Open {
+struct OpenStream {
     id: u32,
     client_ended: bool,
     server_ended: bool,
@@ -175,7 +175,7 @@ pub(crate) struct Watch {
     settings: Settings,
     /// The highest stream the client opened.
     last_stream: u32,
-    open: Vec<Open>,
+    open: Vec<OpenStream>,
     /// What the client may still send on the connection: its view of the
     /// server's receive window.
     recv_window: i64,
@@ -377,7 +377,7 @@ impl Watch {
                 self.header_block = !head.has(flag::END_HEADERS);
                 if head.stream > self.last_stream {
                     self.last_stream = head.stream;
-                    self.open.push(Open {
+                    self.open.push(OpenStream {
                         id: head.stream,
                         client_ended: end_stream,
                         server_ended: false,
