@@ -318,9 +318,23 @@ impl Watchdog {
     pub(crate) fn poll(
         &mut self,
         cx: &mut Context<'_>,
+        timer: Pin<&mut Sleep>,
+        seen: Observed,
+        chosen: &ChosenCell,
+    ) -> Poll<Expiry> {
+        self.poll_with_clock(cx, timer, seen, chosen, Instant::now)
+    }
+
+    /// [`poll`](Self::poll), reading the time from `clock`: only when a
+    /// phase's clock starts or the timer fired, as the module docs say
+    /// (tests pass a clock of their own).
+    fn poll_with_clock(
+        &mut self,
+        cx: &mut Context<'_>,
         mut timer: Pin<&mut Sleep>,
         seen: Observed,
         chosen: &ChosenCell,
+        clock: impl Fn() -> Instant,
     ) -> Poll<Expiry> {
         if seen.requests != self.requests {
             self.requests = seen.requests;
@@ -343,7 +357,7 @@ impl Watchdog {
         };
         let mut now = None;
         loop {
-            let Some((at, why)) = self.deadline(seen, limits, &mut now) else {
+            let Some((at, why)) = self.deadline(seen, limits, &mut now, &clock) else {
                 // Nothing to watch. A timer armed earlier may still fire;
                 // that only costs a poll.
                 return Poll::Pending;
@@ -387,7 +401,7 @@ impl Watchdog {
             }
             self.timer_at = None;
             self.timer_waker = None;
-            let fired = Instant::now();
+            let fired = clock();
             now = Some(fired);
             if matches!(why, Expiry::Park | Expiry::Idle)
                 && self
@@ -412,15 +426,16 @@ impl Watchdog {
     }
 
     /// The earliest deadline of what `seen` shows, starting the clocks of
-    /// phases seen for the first time; `(read, write)` are the request's
-    /// limits.
+    /// phases seen for the first time (at the time `read_clock` gives, read
+    /// once into `clock`); `(read, write)` are the request's limits.
     fn deadline(
         &mut self,
         seen: Observed,
         (read, write): (Limit, Limit),
         clock: &mut Option<Instant>,
+        read_clock: &impl Fn() -> Instant,
     ) -> Option<(Instant, Expiry)> {
-        let mut now = || *clock.get_or_insert_with(Instant::now);
+        let mut now = || *clock.get_or_insert_with(read_clock);
         let mut best: Option<(Instant, Expiry)> = None;
         let mut consider = |deadline: Option<(Instant, Expiry)>| {
             if let Some((at, why)) = deadline {
