@@ -662,3 +662,6 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
