@@ -154,4 +154,43 @@ mod tests {
         );
         assert_eq!(earliest(None, Some(7)), Some(7));
     }
+
+    #[test]
+    fn a_deadline_across_the_wrap_keeps_its_order() {
+        let wrapped = 3;
+        let mut q = Deadlines::default();
+        assert_eq!(q.push(u32::MAX - 2, 1), u32::MAX - 2);
+        assert_eq!(q.push(wrapped, 2), wrapped, "later, though smaller");
+        assert_eq!(q.push(u32::MAX, 3), wrapped, "earlier, though larger");
+        assert_eq!(q.pop_due(u32::MAX), Some((u32::MAX - 2, 1)));
+        assert_eq!(q.pop_due(u32::MAX), None);
+        assert_eq!(q.next_in(u32::MAX), Some(Duration::from_millis(4)));
+        assert_eq!(q.pop_due(wrapped), Some((wrapped, 2)));
+        assert_eq!(q.pop_due(wrapped), Some((wrapped, 3)));
+    }
+
+    #[test]
+    fn a_cleared_queue_has_nothing_due() {
+        let mut q = Deadlines::default();
+        q.push(10, 1);
+        q.push(20, 2);
+        q.clear();
+        assert_eq!((q.len(), q.next_in(0), q.pop_due(100)), (0, None, None));
+        assert_eq!(q.push(5, 3), 5, "no back to move it to");
+    }
+
+    #[test]
+    fn the_clock_counts_whole_milliseconds_from_its_epoch() {
+        let start = Instant::now();
+        let clock = Clock::new(start + Duration::from_millis(10));
+        assert_eq!(clock.millis(start), 0, "before the epoch");
+        assert_eq!(clock.millis(start + Duration::from_micros(11_999)), 1);
+        // Past 2^32 ms (49.7 days), it wraps.
+        let wrap = Duration::from_millis(1 << 32);
+        assert_eq!(clock.millis(start + wrap + Duration::from_millis(15)), 5);
+        assert!(before(
+            clock.millis(start + wrap),
+            clock.millis(start + wrap + wrap / 4)
+        ));
+    }
 }
