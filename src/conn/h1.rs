@@ -87,7 +87,7 @@ use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 use tracing::debug;
 
-use super::phase::{Clocks, Closing, Ended, Quiet, Start, count_requests};
+use super::phase::{self, Clocks, Closing, Ended, Quiet, Start, count_requests};
 use crate::error::Error;
 use crate::io::ConnIo;
 use crate::life::Life;
@@ -129,14 +129,16 @@ where
     let Start {
         stream,
         replay,
+        peer,
         service,
-        tracker,
         state,
         timing,
         life,
     } = start;
     let shared = &state.shared;
     let head_since = timing.head_since.unwrap_or_else(Instant::now);
+    let tracker = Arc::new(Tracker::default());
+    let service = phase::service(&stream, peer, service, &tracker, state, life);
     let io = ConnIo::new(stream, replay, tracker.clone());
     let config = &shared.config;
     let mut watchdog = Watchdog::new(config.timeouts, timing.park_after, Some(head_since));

@@ -188,13 +188,6 @@ enum State<T> {
         protocol: Protocol,
         head_since: Option<Instant>,
     },
-    /// Quiet between requests: into the lot without its task, if it may;
-    /// PARKED in its task otherwise.
-    Quiet {
-        stream: T,
-        carried: Bytes,
-        clocks: Clocks,
-    },
     /// Shutdown, or its age passed, while it waited: closed, after its
     /// protocol's goodbye.
     Closing(T),
@@ -206,14 +199,12 @@ enum State<T> {
 /// the lot, which later moves it to DORMANT): the [`State`]s, one step at
 /// a time.
 ///
-/// The future's size is what a PARKED connection costs, so it is written
-/// with care: an `async` block that uses its captured variables in place (an
-/// `async fn` would keep its arguments twice, as arguments and as locals),
-/// and nothing kept across the PARKED wait that can be recomputed.
-#[expect(
-    clippy::manual_async_fn,
-    reason = "an async fn keeps its arguments twice in the PARKED task"
-)]
+/// The future's size is what a PARKED connection costs in its task, and
+/// part of what an ACTIVE one does, so it is written with care: an `async`
+/// block that holds the connection and its state once (an `async fn`, or
+/// values moved out of what the block captured, would keep their room
+/// twice), and keeps nothing across the PARKED wait that can be
+/// recomputed.
 pub(crate) fn serve<T, S, B>(
     stream: T,
     peer: Option<T::Addr>,
@@ -226,8 +217,10 @@ where
     S: HttpService<B>,
     B: ResBody,
 {
+    // Made before the `async` block, which then holds them once: values
+    // moved out of its captures would keep their room twice.
+    let (mut conn, mut state) = Conn::start(stream, peer, open, origin);
     async move {
-        let (mut conn, mut state) = Conn::start(stream, peer, open, origin);
         loop {
             state = match state {
                 State::Parked {
@@ -256,11 +249,6 @@ where
                     let ended = active.await;
                     conn.ended(ended)
                 }
-                State::Quiet {
-                    stream,
-                    carried,
-                    clocks,
-                } => conn.park(stream, carried, clocks),
                 State::Closing(stream) => {
                     conn.close(stream);
                     State::Gone
@@ -277,6 +265,7 @@ type ActiveFuture<'a, T> = Pin<Box<dyn Future<Output = Ended<T>> + Send + 'a>>;
 
 impl<T: Seam> Conn<T> {
     /// A connection from `origin`, and its first state.
+    #[inline]
     fn start(
         stream: T,
         peer: Option<T::Addr>,
@@ -325,14 +314,11 @@ impl<T: Seam> Conn<T> {
     }
 
     /// PARKED in its task → what its wait ended with.
+    #[inline]
     fn waited(&mut self, stream: T, waited: Waited, clocks: Clocks) -> State<T> {
         match waited {
             Waited::Readable(replay) => self.readable(stream, replay, clocks),
-            Waited::Quiet => State::Quiet {
-                stream,
-                carried: Bytes::new(),
-                clocks,
-            },
+            Waited::Quiet => self.park(stream, Bytes::new(), clocks),
             Waited::Shutdown => State::Closing(stream),
             Waited::Closed => State::Gone,
         }
@@ -340,6 +326,7 @@ impl<T: Seam> Conn<T> {
 
     /// Bytes arrived: ACTIVE on them, in the protocol they (or the
     /// connection's past) say; PARKED again while they do not say yet.
+    #[inline]
     fn readable(&mut self, stream: T, replay: Replay, clocks: Clocks) -> State<T> {
         let protocol = match self.progress {
             Progress::Served if self.kept.asleep.is_some() => Protocol::Http2,
@@ -423,19 +410,11 @@ impl<T: Seam> Conn<T> {
         // cost its size for every waiting connection.
         let span = debug_span!("conn", peer = ?ShowPeer(&self.peer));
         let peer = self.peer.clone().filter(|_| config.peer_addr);
-        let tracker = Arc::default();
         let start = phase::Start {
-            service: phase::service(
-                &stream,
-                peer,
-                service,
-                &tracker,
-                &state.shared,
-                &self.kept.life,
-            ),
             stream,
             replay,
-            tracker,
+            peer,
+            service,
             state,
             timing: Timing {
                 head_since,
@@ -460,6 +439,7 @@ impl<T: Seam> Conn<T> {
     }
 
     /// ACTIVE → what its phase ended with.
+    #[inline]
     fn ended(&mut self, ended: Ended<T>) -> State<T> {
         let Quiet {
             stream,
@@ -489,16 +469,15 @@ impl<T: Seam> Conn<T> {
         if !self.kept.report(ConnState::Parked) {
             return State::Gone;
         }
-        State::Quiet {
-            stream,
-            carried,
-            clocks,
-        }
+        self.park(stream, carried, clocks)
     }
 
-    /// Quiet → into the lot without its task, with what it keeps, if it
-    /// carries no bytes and has no request head on the clock, and the lot
-    /// takes it; PARKED in its task otherwise.
+    /// The one park step, for a connection quiet between requests (after an
+    /// ACTIVE phase, or a wait that brought nothing for the protocol): into
+    /// the lot without its task, with what it keeps, if it carries no
+    /// bytes and has no request head on the clock, and the lot takes it
+    /// (`Gone` from the task); PARKED in its task otherwise.
+    #[inline]
     fn park(&mut self, stream: T, carried: Bytes, clocks: Clocks) -> State<T> {
         if !carried.is_empty() || clocks.head_since.is_some() {
             return State::Parked {

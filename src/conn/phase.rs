@@ -41,15 +41,16 @@ pub(super) struct Timing {
     pub(super) park_after: Option<Duration>,
 }
 
-/// What an ACTIVE phase starts with.
+/// What an ACTIVE phase starts with. (The phase's service is made in the
+/// phase, by [`service`]: the phase's future keeps its start, and a
+/// reference to the user's service is smaller than the phase's.)
 pub(super) struct Start<'a, T: Seam, S> {
     pub(super) stream: T,
     /// The bytes that woke the connection, and any it carried.
     pub(super) replay: Replay,
-    /// The user's service on this phase ([`service`]).
-    pub(super) service: ConnService<S, T::Addr>,
-    /// What the phase's driver, service, bodies and I/O share.
-    pub(super) tracker: Arc<Tracker>,
+    /// The peer's address, for the `PeerAddr` extension if it is on.
+    pub(super) peer: Option<T::Addr>,
+    pub(super) service: &'a SharedService<S>,
     pub(super) state: &'a ServeState<T>,
     pub(super) timing: Timing,
     /// What the connection used of its limits: the phase counts its
@@ -88,7 +89,7 @@ pub(super) fn service<T: Seam, S: Clone>(
     peer: Option<T::Addr>,
     service: &SharedService<S>,
     tracker: &Arc<Tracker>,
-    shared: &Shared,
+    state: &ServeState<T>,
     life: &Life,
 ) -> ConnService<S, T::Addr> {
     ConnService::new(
@@ -96,7 +97,7 @@ pub(super) fn service<T: Seam, S: Clone>(
         peer,
         stream.connected(),
         tracker.clone(),
-        shared.config.limits.requests_left(life),
+        state.shared.config.limits.requests_left(life),
     )
 }
 

@@ -35,7 +35,7 @@ use bytes::Bytes;
 use hyper::server::conn::http2;
 use hyper_util::rt::TokioExecutor;
 
-use super::phase::{Clocks, Closing, Ended, Quiet, Start, count_requests};
+use super::phase::{self, Clocks, Closing, Ended, Quiet, Start, count_requests};
 use crate::config::H2Sleep;
 use crate::life::Life;
 use crate::service::{ConnService, HttpService, ResBody};
@@ -72,13 +72,15 @@ where
     let Start {
         mut stream,
         replay,
+        peer,
         service,
-        tracker,
         state,
         timing,
         life,
     } = start;
     let shared = &state.shared;
+    let tracker = Arc::new(Tracker::default());
+    let service = phase::service(&stream, peer, service, &tracker, state, life);
     let wire = Wire::new(asleep.as_deref().map_or_else(Watch::new, Asleep::watch));
     let requests_left = service.requests_left;
     let mut driver = Driver::new(shared, life, requests_left, timing.park_after, tracker);
