@@ -49,8 +49,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use rustls::ServerConfig;
+use rustls::server::ServerConnectionData;
 use rustls::server::UnbufferedServerConnection;
-use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
+use rustls::unbuffered::{
+    ConnectionState, EncodeError, EncryptError, ReadTraffic, UnbufferedStatus,
+};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 #[cfg(doc)]
@@ -283,20 +286,7 @@ impl<IO> TlsStream<IO> {
                     return Err(tls_error(error));
                 }
                 Ok(ConnectionState::ReadTraffic(mut traffic)) => {
-                    let mut extra = 0;
-                    let mut failure = None;
-                    while let Some(record) = traffic.next_record() {
-                        match record {
-                            Ok(record) => {
-                                extra += record.discard;
-                                bufs.plain.extend_from_slice(record.payload);
-                            }
-                            Err(error) => {
-                                failure = Some(error);
-                                break;
-                            }
-                        }
-                    }
+                    let (extra, failure) = decrypt_into(&mut traffic, &mut bufs.plain);
                     bufs.consume(discard + extra);
                     return match failure {
                         Some(error) => {
@@ -589,4 +579,24 @@ impl<IO: fmt::Debug> fmt::Debug for TlsStream<IO> {
             .field("alpn", &self.alpn_protocol().map(String::from_utf8_lossy))
             .finish_non_exhaustive()
     }
+}
+
+/// Decrypts the records `traffic` holds into `plain`: how many more bytes
+/// of the incoming buffer they took, and the error that stopped it, if one
+/// did.
+fn decrypt_into(
+    traffic: &mut ReadTraffic<'_, '_, ServerConnectionData>,
+    plain: &mut Vec<u8>,
+) -> (usize, Option<rustls::Error>) {
+    let mut taken = 0;
+    while let Some(record) = traffic.next_record() {
+        match record {
+            Ok(record) => {
+                taken += record.discard;
+                plain.extend_from_slice(record.payload);
+            }
+            Err(error) => return (taken, Some(error)),
+        }
+    }
+    (taken, None)
 }
