@@ -176,6 +176,14 @@ mod tests {
     }
 
     #[test]
+    fn a_limited_connection_boxes_40_bytes_more() {
+        // With connection limits, a task-less connection carries its life
+        // in a box of its own, beside the lot's box (`lot`'s size test):
+        // what a server with limits pays per idle connection.
+        assert_eq!(std::mem::size_of::<Kept<std::net::SocketAddr>>(), 40);
+    }
+
+    #[test]
     fn only_a_limited_connection_stows_its_life() {
         let life = Life {
             ends_at: Some(Instant::now()),
