@@ -25,14 +25,23 @@
 //! in their task, under their header or idle deadline; they never go
 //! dormant (the lot keeps one idle timeout for all).
 //!
+//! In its task a connection is in one [`State`] at a time (`Parked`,
+//! `Active`, `Closing`, `Gone`), and what goes with it from state to state
+//! is one `Conn`: its hold on the server (`Open`), its peer, what it keeps
+//! across phases (`Kept`: its life, an HTTP/2 connection's facts, its state
+//! hook), how far it came and its client's last pause. A quiet spell ends
+//! in one park step, `Conn::park`. docs/architecture.md draws the states.
+//!
 //! The driver is generic over the transport `T`; what it asks of one is
 //! the `Seam` trait, so TCP, Unix sockets and TLS take the same path.
 //! What a transport's own handshake settled (TLS: whether it is under way,
-//! the ALPN protocol, the TLS info for handlers) comes as one `Connected`
-//! value; the transport counts its handshakes itself.
-//! `h1` is the hyper seam for HTTP/1.1; `h2` serves HTTP/2 and puts an
-//! idle connection to sleep, which then waits in the lot like a parked
-//! HTTP/1 connection, carrying its `wire::Asleep`.
+//! the ALPN protocol, the TLS info for handlers; a PROXY header: the
+//! client's address) comes as one `Connected` value; the transport counts
+//! its handshakes itself. `phase` is what an ACTIVE phase starts and ends
+//! with, and the rules both protocols share; `h1` is the hyper seam for
+//! HTTP/1.1; `h2` serves HTTP/2 and puts an idle connection to sleep,
+//! which then waits in the lot like a parked HTTP/1 connection, carrying
+//! its `wire::Asleep`.
 
 mod h1;
 mod h2;

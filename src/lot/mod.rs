@@ -871,12 +871,12 @@ mod tests {
 
     #[test]
     fn a_dormant_http2_connection_boxes_32_bytes() {
-        // What a sleeping HTTP/2 connection carries (`hooks::Kept`: 24
+        // What a sleeping HTTP/2 connection carries (`kept::Stowed`: 24
         // bytes, 8-aligned, as this stand-in), boxed with its rung and
         // ping: most of its cost once DORMANT, beside its slot.
-        type Kept = [u64; 3];
-        assert_eq!(std::mem::size_of::<Carried<Kept, Millis>>(), 32);
-        assert_eq!(std::mem::size_of::<Carried<Kept, Arc<Cell>>>(), 40);
+        type Stowed = [u64; 3];
+        assert_eq!(std::mem::size_of::<Carried<Stowed, Millis>>(), 32);
+        assert_eq!(std::mem::size_of::<Carried<Stowed, Arc<Cell>>>(), 40);
     }
 
     #[test]
