@@ -45,10 +45,6 @@ const KNOWN_CIRCLES: &[(&str, &str)] = &[
     ("src/transport/tls/", "src/transport/stream.rs"),
     ("src/transport/tls/", "src/transport/mod.rs"),
     ("src/transport/tls/handshake.rs", "src/transport/tls/mod.rs"),
-    // Not one of #36's moves, still to be decided: the window gate is part
-    // of the watcher (`Watch` holds the `Gate`) and works on it
-    // (`Gate::route` takes the `Watch`), one mechanism in two files.
-    ("src/wire/gate.rs", "src/wire/watch.rs"),
 ];
 
 /// A folder's mod.rs, as a node of its folder's imports (no module is

@@ -30,7 +30,23 @@
 //! otherwise none does.
 
 use super::frame::{HEAD_LEN, Head, Piece, Scanner, flag, kind};
-use super::watch::Watch;
+
+/// What the gate asks of the connection's watcher (`watch::Watch`, which
+/// holds the gate and lends itself to it): the gate is the watcher's
+/// mechanism, and knows it only through this.
+pub(super) trait Watcher {
+    /// The connection's send window, as the client last granted it.
+    fn send_window(&self) -> i64;
+    /// Whether the watcher is between frames of its own output.
+    fn may_write(&self) -> bool;
+    /// A fence to write before `head`, if the client is owed one early.
+    fn early_fence_before(&mut self, head: Head) -> Option<Vec<u8>>;
+    /// Raises a GOAWAY's last-stream field past the streams forgotten at
+    /// a sleep.
+    fn raise_goaway(&self, field: &mut [u8; 4]);
+    /// Notes bytes that go to the client.
+    fn outbound(&mut self, bytes: &[u8]);
+}
 
 /// What the gate holds of a woken connection's output.
 #[derive(Debug, Default)]
@@ -57,7 +73,7 @@ enum Route {
     /// the client, the rest is held.
     Split { left: u32 },
     /// A frame on stream 0: gathered whole, then sent (a GOAWAY's
-    /// last-stream field raised on the way, see [`Watch::raise_goaway`]).
+    /// last-stream field raised on the way, see [`Watcher::raise_goaway`]).
     Whole,
 }
 
@@ -69,7 +85,7 @@ impl Gate {
 
     /// Routes `bytes` h2 wrote: what may go to the client now is appended
     /// to `out` (and noted by `watch`), the rest is held.
-    pub(super) fn route(&mut self, watch: &mut Watch, bytes: &[u8], out: &mut Vec<u8>) {
+    pub(super) fn route(&mut self, watch: &mut impl Watcher, bytes: &[u8], out: &mut Vec<u8>) {
         let mut at = 0;
         while let Some(piece) = self.scanner.next(bytes, &mut at) {
             match piece {
@@ -107,7 +123,7 @@ impl Gate {
     }
 
     /// Where a frame h2 begins goes; writes its header there.
-    fn head(&mut self, watch: &mut Watch, head: Head, out: &mut Vec<u8>) -> Route {
+    fn head(&mut self, watch: &mut impl Watcher, head: Head, out: &mut Vec<u8>) -> Route {
         if head.stream == 0 {
             self.whole.extend_from_slice(&head.bytes());
             return Route::Whole;
@@ -147,7 +163,7 @@ impl Gate {
 
     /// Sends the held frames the window lets go, in order, once what goes
     /// to the client ends at a frame boundary.
-    pub(super) fn release(&mut self, watch: &mut Watch, out: &mut Vec<u8>) {
+    pub(super) fn release(&mut self, watch: &mut impl Watcher, out: &mut Vec<u8>) {
         if !watch.may_write() {
             return;
         }
@@ -187,12 +203,12 @@ impl Gate {
 }
 
 /// What the client lets the server send on the connection now.
-fn window(watch: &Watch) -> u32 {
+fn window(watch: &impl Watcher) -> u32 {
     u32::try_from(watch.send_window().max(0)).unwrap_or(u32::MAX)
 }
 
 /// Sends `bytes` to the client, noted by the watch.
-fn send(watch: &mut Watch, out: &mut Vec<u8>, bytes: &[u8]) {
+fn send(watch: &mut impl Watcher, out: &mut Vec<u8>, bytes: &[u8]) {
     watch.outbound(bytes);
     out.extend_from_slice(bytes);
 }

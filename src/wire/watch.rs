@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use super::frame::{
     self, Field, Fields, HEAD_LEN, Head, INITIAL_WINDOW, Piece, Scanner, flag, kind,
 };
-use super::gate::Gate;
+use super::gate::{Gate, Watcher};
 
 /// The client's settings: the last value it sent of each one dormant
 /// replays (identifiers 1 to [`frame::MAX_SETTING`]).
@@ -867,6 +867,28 @@ enum Side {
     Server,
     ClientReset,
     ServerReset,
+}
+
+impl Watcher for Watch {
+    fn send_window(&self) -> i64 {
+        Watch::send_window(self)
+    }
+
+    fn may_write(&self) -> bool {
+        Watch::may_write(self)
+    }
+
+    fn early_fence_before(&mut self, head: Head) -> Option<Vec<u8>> {
+        Watch::early_fence_before(self, head)
+    }
+
+    fn raise_goaway(&self, field: &mut [u8; 4]) {
+        Watch::raise_goaway(self, field)
+    }
+
+    fn outbound(&mut self, bytes: &[u8]) {
+        Watch::outbound(self, bytes)
+    }
 }
 
 /// What a sleeping HTTP/2 connection keeps: what the client told it and
