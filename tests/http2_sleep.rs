@@ -1071,7 +1071,12 @@ async fn body_of(client: &mut RawClient, stream: u32, until: usize) -> Vec<u8> {
 /// back) sends its fences with its responses from then on, and sleeps
 /// after each later request, PARKED and DORMANT.
 fn a_client_that_reads_only_for_its_responses_sleeps<T: Transport>() {
-    let srv = T::serve(&ladder(DORMANT_AFTER), mirror_service());
+    // Its five requests in a row must fall in one busy spell: a pause of
+    // 3 ms between two, on a busy machine, would put it to sleep between
+    // them.
+    let mut builder = ladder(DORMANT_AFTER);
+    builder.park_after(Duration::from_millis(50));
+    let srv = T::serve(&builder, mirror_service());
     client_runtime().block_on(async {
         let io = T::connect_h2(&srv.addr).await.into_inner();
         let mut client = ReadingOnlyForResponses::start(io).await;
