@@ -41,6 +41,10 @@ impl Handshakes for Shared {
         self.stats.tls_handshake_failures.fetch_add(1, Relaxed);
     }
 
+    fn tls_kept_by_rustls(&self) {
+        self.stats.tls_kept_by_rustls.fetch_add(1, Relaxed);
+    }
+
     fn proxy_header_failed(&self) {
         self.stats.proxy_header_failures.fetch_add(1, Relaxed);
     }

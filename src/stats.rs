@@ -66,6 +66,12 @@ pub struct Stats {
     pub tls_handshake_failures: u64,
     /// TLS handshakes cut short by the listener's handshake timeout.
     pub tls_handshake_timeouts: u64,
+    /// TLS connections whose session stayed in rustls after the handshake,
+    /// because their crypto provider does not hand out the negotiated
+    /// suite's keys (the providers rustls ships all do): each keeps
+    /// rustls's session, a few KB, while it waits. Every other TLS
+    /// connection moves to dormant's record layer (see `docs/tls.md`).
+    pub tls_kept_by_rustls: u64,
     /// Connections of a `ProxyProtocol` listener (feature `proxy-protocol`)
     /// closed before their PROXY header was read: the header was malformed
     /// or missing (the client sent something else), the client left in the
@@ -133,6 +139,7 @@ pub(crate) struct Counters {
     pub(crate) tls_handshakes: AtomicU64,
     pub(crate) tls_handshake_failures: AtomicU64,
     pub(crate) tls_handshake_timeouts: AtomicU64,
+    pub(crate) tls_kept_by_rustls: AtomicU64,
     pub(crate) proxy_header_failures: AtomicU64,
     pub(crate) accept_errors: AtomicU64,
     pub(crate) requests: AtomicU64,
@@ -164,6 +171,7 @@ impl Counters {
             tls_handshakes: self.tls_handshakes.load(Relaxed),
             tls_handshake_failures: self.tls_handshake_failures.load(Relaxed),
             tls_handshake_timeouts: self.tls_handshake_timeouts.load(Relaxed),
+            tls_kept_by_rustls: self.tls_kept_by_rustls.load(Relaxed),
             proxy_header_failures: self.proxy_header_failures.load(Relaxed),
             accept_errors: self.accept_errors.load(Relaxed),
             requests: self.requests.load(Relaxed),

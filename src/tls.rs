@@ -71,6 +71,9 @@ impl Configs {
     fn new(config: impl Into<Arc<ServerConfig>>) -> Self {
         let mut both = Arc::unwrap_or_clone(config.into());
         both.cert_resolver = Arc::new(RecordServerName(both.cert_resolver.clone()));
+        // After the handshake, the session's keys move to dormant's record
+        // layer (see `docs/tls.md`); they are never handed out further.
+        both.enable_secret_extraction = true;
         if !both.alpn_protocols.is_empty() {
             let both = Arc::new(both);
             return Configs {
@@ -90,7 +93,11 @@ impl Configs {
 
 impl TlsConfig {
     /// Serves with `config`. Its ALPN protocols are used as they are; if it
-    /// has none, dormant offers `h2` and `http/1.1`.
+    /// has none, dormant offers `h2` and `http/1.1`. Its
+    /// `enable_secret_extraction` is turned on in dormant's copy: after
+    /// the handshake, a session's keys move from rustls to dormant's record
+    /// layer, which keeps a waiting connection at a fraction of rustls's
+    /// session (see `docs/tls.md`).
     pub fn new(config: impl Into<Arc<ServerConfig>>) -> Self {
         TlsConfig {
             current: Arc::new(RwLock::new(Configs::new(config))),

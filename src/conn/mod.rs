@@ -329,6 +329,10 @@ impl<T: Seam> Conn<T> {
             Waited::Readable(replay) => self.readable(stream, replay, clocks),
             Waited::Quiet => self.park(stream, Bytes::new(), clocks),
             Waited::Shutdown => State::Closing(stream),
+            Waited::Ended => {
+                stream.close();
+                State::Gone
+            }
             Waited::Closed => State::Gone,
         }
     }

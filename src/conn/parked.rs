@@ -25,8 +25,10 @@ use crate::transport::{Handshake, Seam};
 pub(super) enum Waited {
     /// Bytes arrived: serve them.
     Readable(Replay),
-    /// The connection is finished: the peer closed it, it failed, or a
-    /// timeout passed.
+    /// The peer ended the stream (over TLS, with `close_notify`): close
+    /// our side as the transport does (TLS answers with `close_notify`).
+    Ended,
+    /// The connection is finished: it failed, or a timeout passed.
     Closed,
     /// The server is shutting down, or the connection's age passed: close,
     /// with a goodbye if the protocol has one.
@@ -204,7 +206,7 @@ impl<T: Seam> Future for ParkedWait<'_, T> {
                         // EOF. Bytes of an incomplete request die with the
                         // connection, as they would on plain hyper.
                         closed_while_idle("parked", None);
-                        return Poll::Ready(Waited::Closed);
+                        return Poll::Ready(Waited::Ended);
                     }
                     return Poll::Ready(Waited::Readable(Replay {
                         carried: std::mem::take(this.carried),

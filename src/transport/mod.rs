@@ -122,6 +122,11 @@ pub(crate) trait Handshakes: Send + Sync + 'static {
     /// A connection closed before its TLS handshake completed.
     #[cfg_attr(not(feature = "tls-no-provider"), expect(dead_code))]
     fn tls_failed(&self);
+
+    /// A TLS session's handshake completed, and its keys stay in rustls:
+    /// its crypto provider does not hand them out.
+    #[cfg_attr(not(feature = "tls-no-provider"), expect(dead_code))]
+    fn tls_kept_by_rustls(&self);
     /// A connection closed before its PROXY header was read.
     #[cfg_attr(not(feature = "proxy-protocol"), expect(dead_code))]
     fn proxy_header_failed(&self);

@@ -10,7 +10,8 @@ use rustls::server::UnbufferedServerConnection;
 
 use super::super::tls_info::TlsInfo;
 use super::super::{Handshakes, Serving};
-use super::{Tls, tls_error};
+use super::traffic::Traffic;
+use super::{Session, Tls, tls_error};
 
 /// What a session keeps for the server.
 pub(super) enum Served {
@@ -43,14 +44,15 @@ impl Tls {
     /// of the handshake's end, and the notes for [`TlsInfo`].
     pub(super) fn serve(&mut self, serving: &Serving<'_>) -> io::Result<()> {
         let accepted = self.served.take();
-        if !self.conn.is_handshaking() {
+        if !self.is_handshaking() {
             return Ok(());
         }
         if let (Some(Served::Accepted { http1 }), false) =
             (accepted.as_deref(), serving.config.http2)
         {
             // No byte was processed yet: the session starts over.
-            self.conn = UnbufferedServerConnection::new(http1.clone()).map_err(tls_error)?;
+            let conn = UnbufferedServerConnection::new(http1.clone()).map_err(tls_error)?;
+            self.session = Session::Rustls(Box::new(conn));
         }
         let handshaking = Served::Handshaking {
             handshakes: serving.handshakes.clone(),
@@ -70,8 +72,9 @@ impl Tls {
         Ok(())
     }
 
-    /// The handshake of a served session completed: counts it, and keeps
-    /// what it negotiated if the server reports that.
+    /// The handshake of a served session completed: counts it, keeps what
+    /// it negotiated if the server reports that, and readies the session
+    /// to leave rustls if its keys can (counting it if they cannot).
     pub(super) fn handshake_done(&mut self) {
         let Some(mut served) = self.served.take() else {
             return;
@@ -81,10 +84,22 @@ impl Tls {
             return;
         };
         handshakes.tls_completed();
-        if let Notes::ServerName(name) = notes {
-            if let Some(info) = TlsInfo::new(&self.conn, name.take()) {
+        let movable = match &self.session {
+            Session::Rustls(conn) => Traffic::can_take(conn),
+            _ => false,
+        };
+        if !movable {
+            handshakes.tls_kept_by_rustls();
+        }
+        if let (Notes::ServerName(name), Some(conn)) = (notes, self.session.rustls()) {
+            if let Some(info) = TlsInfo::new(conn, name.take()) {
                 *served = Served::Negotiated(info);
                 self.served = Some(served);
+            }
+        }
+        if movable {
+            if let Session::Rustls(conn) = std::mem::replace(&mut self.session, Session::Lost) {
+                self.session = Session::Moving(conn);
             }
         }
     }

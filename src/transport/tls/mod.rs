@@ -41,6 +41,7 @@
 mod buffers;
 mod handshake;
 mod park;
+mod traffic;
 
 use std::fmt;
 use std::io;
@@ -48,12 +49,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use rustls::ServerConfig;
 use rustls::server::ServerConnectionData;
 use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{
     ConnectionState, EncodeError, EncryptError, ReadTraffic, UnbufferedStatus,
 };
+use rustls::{AlertDescription, ServerConfig};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 #[cfg(doc)]
@@ -63,13 +64,11 @@ use super::tls_info::recording_server_name;
 use crate::lot::Parkable;
 use buffers::{Buffers, RECORD, append, room};
 use handshake::{Notes, Served};
-
-/// The most plaintext encrypted per record.
-const MAX_PLAINTEXT: usize = 16 * 1024;
+use traffic::{MAX_PLAINTEXT, Opened, Traffic};
 
 /// The session: what a TLS connection keeps while it waits.
 pub(crate) struct Tls {
-    conn: UnbufferedServerConnection,
+    session: Session,
     /// The start of a record that arrived before the connection parked.
     partial: Vec<u8>,
     /// The peer sent `close_notify`, or closed the socket: reads return
@@ -84,6 +83,48 @@ pub(crate) struct Tls {
     /// `Some` from accept until its handshake completes, and after that
     /// only when the server reports [`TlsInfo`] to handlers.
     served: Option<Box<Served>>,
+}
+
+/// Who protects the records.
+enum Session {
+    /// rustls: through the handshake, and for the life of a session whose
+    /// keys its crypto provider does not hand out.
+    Rustls(Box<UnbufferedServerConnection>),
+    /// rustls, its handshake done and its keys movable: the session moves
+    /// to dormant's record layer once rustls has nothing left to send and
+    /// no record is half-read.
+    Moving(Box<UnbufferedServerConnection>),
+    /// dormant's record layer (see [`traffic`]).
+    Own(Traffic),
+    /// None: rustls refused to hand out a session it had said it would
+    /// (not expected); the session is failed.
+    Lost,
+}
+
+impl Session {
+    fn rustls(&mut self) -> Option<&mut UnbufferedServerConnection> {
+        match self {
+            Session::Rustls(conn) | Session::Moving(conn) => Some(conn),
+            Session::Own(_) | Session::Lost => None,
+        }
+    }
+}
+
+impl Tls {
+    fn is_handshaking(&self) -> bool {
+        match &self.session {
+            Session::Rustls(conn) | Session::Moving(conn) => conn.is_handshaking(),
+            Session::Own(_) | Session::Lost => false,
+        }
+    }
+
+    fn alpn_protocol(&self) -> Option<&[u8]> {
+        match &self.session {
+            Session::Rustls(conn) | Session::Moving(conn) => conn.alpn_protocol(),
+            Session::Own(traffic) => traffic.alpn_protocol(),
+            Session::Lost => None,
+        }
+    }
 }
 
 impl fmt::Debug for Tls {
@@ -161,7 +202,7 @@ impl<IO> TlsStream<IO> {
         Ok(TlsStream::from_parts(
             io,
             Box::new(Tls {
-                conn,
+                session: Session::Rustls(Box::new(conn)),
                 partial: Vec::new(),
                 eof: false,
                 closing: false,
@@ -221,7 +262,7 @@ impl<IO> TlsStream<IO> {
 
     /// Returns the protocol the client and the server agreed on with ALPN.
     pub fn alpn_protocol(&self) -> Option<&[u8]> {
-        self.rec.tls.conn.alpn_protocol()
+        self.rec.tls.alpn_protocol()
     }
 
     /// Returns the underlying transport.
@@ -239,6 +280,18 @@ impl<IO> TlsStream<IO> {
     /// session's handshake is under way, also notes the server name asked
     /// for (when the server reports [`TlsInfo`]) and the handshake's end.
     fn process(&mut self, write: &[u8]) -> io::Result<Step> {
+        if let Session::Own(_) = self.rec.tls.session {
+            return self.process_own(write);
+        }
+        let step = self.process_handshake(write)?;
+        if let Session::Moving(_) = self.rec.tls.session {
+            self.move_out_of_rustls();
+        }
+        Ok(step)
+    }
+
+    /// [`process_records`](Self::process_records) on rustls's session.
+    fn process_handshake(&mut self, write: &[u8]) -> io::Result<Step> {
         let Some(Served::Handshaking { notes, .. }) = self.rec.tls.served.as_deref() else {
             return self.process_records(write);
         };
@@ -259,10 +312,96 @@ impl<IO> TlsStream<IO> {
             }
         };
         let tls = &mut *self.rec.tls;
-        if !tls.conn.is_handshaking() {
+        if !tls.is_handshaking() {
             tls.handshake_done();
         }
         step
+    }
+
+    /// Moves a session whose handshake is done to dormant's record layer,
+    /// once rustls has sent all it had to and no record is half-read (the
+    /// bytes rustls was given are all consumed: none it decrypted in place
+    /// waits for the rest of a message).
+    fn move_out_of_rustls(&mut self) {
+        if !self.rec.unprocessed().is_empty() {
+            return;
+        }
+        let tls = &mut *self.rec.tls;
+        if tls.eof || tls.closing || tls.failed {
+            return;
+        }
+        let Session::Moving(conn) = &mut tls.session else {
+            return;
+        };
+        // rustls is ready to send data only once its own records are out.
+        match conn.process_tls_records(&mut []).state {
+            Ok(ConnectionState::WriteTraffic(_)) => {}
+            _ => return,
+        }
+        let Session::Moving(conn) = std::mem::replace(&mut tls.session, Session::Lost) else {
+            return;
+        };
+        let bufs = self
+            .rec
+            .bufs
+            .get_or_insert_with(|| Buffers::take(Vec::new()));
+        match Traffic::take(*conn, &mut bufs.outgoing) {
+            Ok(traffic) => tls.session = Session::Own(traffic),
+            Err(error) => {
+                // Not expected: the checks above are rustls's own. The
+                // session is gone; so is the connection.
+                tracing::debug!(%error, "a TLS session could not leave rustls");
+                tls.failed = true;
+            }
+        }
+    }
+
+    /// Reads and writes through dormant's record layer.
+    fn process_own(&mut self, write: &[u8]) -> io::Result<Step> {
+        let (tls, bufs) = self.rec.split();
+        if tls.failed {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the TLS session failed",
+            ));
+        }
+        let Session::Own(traffic) = &mut tls.session else {
+            unreachable!("process_own runs on dormant's record layer");
+        };
+        if !tls.eof {
+            let plain_before = bufs.plain.len();
+            let (read, opened) = traffic.open(
+                &mut bufs.incoming[..bufs.in_len],
+                &mut bufs.plain,
+                &mut bufs.outgoing,
+            );
+            bufs.consume(read);
+            match opened {
+                Err(fatal) => {
+                    tls.failed = true;
+                    bufs.in_len = 0;
+                    if let Some(alert) = fatal.alert {
+                        let _ = traffic.seal_alert(2, alert, &mut bufs.outgoing);
+                    }
+                    return Err(tls_error(fatal.error));
+                }
+                Ok(Opened::CloseNotify) => {
+                    // What follows `close_notify` is not read.
+                    tls.eof = true;
+                    bufs.in_len = 0;
+                    return Ok(Step::Eof);
+                }
+                Ok(Opened::Records) if bufs.plain.len() > plain_before => return Ok(Step::Plain),
+                Ok(Opened::Records) => {}
+            }
+        }
+        if write.is_empty() {
+            Ok(Step::NeedRead)
+        } else if tls.closing {
+            Ok(Step::Closed)
+        } else {
+            Ok(Step::Written(traffic.seal(write, &mut bufs.outgoing)?))
+        }
     }
 
     /// Processes the records at hand; with `write` non-empty, encrypts as
@@ -276,9 +415,14 @@ impl<IO> TlsStream<IO> {
         }
         loop {
             let (tls, bufs) = self.rec.split();
-            let UnbufferedStatus { discard, state } = tls
-                .conn
-                .process_tls_records(&mut bufs.incoming[..bufs.in_len]);
+            let Some(conn) = tls.session.rustls() else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "the TLS session failed",
+                ));
+            };
+            let UnbufferedStatus { discard, state } =
+                conn.process_tls_records(&mut bufs.incoming[..bufs.in_len]);
             let step = match state {
                 Err(error) => {
                     bufs.consume(discard);
@@ -372,8 +516,11 @@ impl<IO> TlsStream<IO> {
         let (tls, bufs) = self.rec.split();
         tls.failed = true;
         bufs.in_len = 0;
-        while tls.conn.wants_write() {
-            let status = tls.conn.process_tls_records(&mut []);
+        let Some(conn) = tls.session.rustls() else {
+            return;
+        };
+        while conn.wants_write() {
+            let status = conn.process_tls_records(&mut []);
             let Ok(ConnectionState::EncodeTlsData(mut data)) = status.state else {
                 return;
             };
@@ -556,15 +703,22 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
             tls.closing = true;
             // `close_notify`, if the session got that far; a handshake cut
             // short just closes.
-            let status = tls
-                .conn
-                .process_tls_records(&mut bufs.incoming[..bufs.in_len]);
-            if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
-                let start = bufs.outgoing.len();
-                match traffic.queue_close_notify(room(&mut bufs.outgoing, 64)) {
-                    Ok(n) => bufs.outgoing.truncate(start + n),
-                    Err(_) => bufs.outgoing.truncate(start),
+            match &mut tls.session {
+                Session::Own(traffic) if !tls.failed => {
+                    let _ =
+                        traffic.seal_alert(1, AlertDescription::CloseNotify, &mut bufs.outgoing);
                 }
+                Session::Rustls(conn) | Session::Moving(conn) if !tls.failed => {
+                    let status = conn.process_tls_records(&mut bufs.incoming[..bufs.in_len]);
+                    if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
+                        let start = bufs.outgoing.len();
+                        match traffic.queue_close_notify(room(&mut bufs.outgoing, 64)) {
+                            Ok(n) => bufs.outgoing.truncate(start + n),
+                            Err(_) => bufs.outgoing.truncate(start),
+                        }
+                    }
+                }
+                _ => {}
             }
         }
         ready!(this.poll_send(cx))?;

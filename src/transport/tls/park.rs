@@ -6,11 +6,12 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::task::{Context, Poll};
 
+use rustls::AlertDescription;
 use rustls::unbuffered::ConnectionState;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::handshake::Served;
-use super::{Tls, TlsStream};
+use super::{Session, Tls, TlsStream};
 use crate::lot::{Parkable, Registration};
 use crate::transport::sealed::Sealed;
 use crate::transport::{Alpn, Connected, Handshake, Peer, Seam, Serving, Stream, Transport};
@@ -86,39 +87,23 @@ where
     fn close_dormant(mut dormant: DormantTls<IO::Dormant>, goodbye: &[u8]) {
         // The goodbye in a record and `close_notify`, if the handshake is
         // done and the socket takes the few bytes at once; a close without
-        // them otherwise. (rustls is given the bytes it was given last, as
-        // it must be.)
-        let tls = &mut *dormant.tls;
-        let status = tls.conn.process_tls_records(&mut tls.partial);
-        if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
-            let mut records = [0; 256];
-            let mut n = 0;
-            if !goodbye.is_empty() {
-                match traffic.encrypt(goodbye, &mut records) {
-                    Ok(written) => n = written,
-                    Err(_) => return,
-                }
-            }
-            if let Ok(alert) = traffic.queue_close_notify(&mut records[n..]) {
-                n += alert;
-            }
-            let _ = io::Write::write(&mut dormant.fd, &records[..n]);
+        // them otherwise.
+        let mut records = Vec::new();
+        if dormant
+            .tls
+            .seal_dormant(goodbye, &mut records, true)
+            .is_ok()
+        {
+            let _ = io::Write::write(&mut dormant.fd, &records);
         }
     }
 
     fn send_dormant(dormant: &mut DormantTls<IO::Dormant>, bytes: &[u8]) -> io::Result<()> {
         // In a record, as in `close_dormant`.
-        let tls = &mut *dormant.tls;
-        let status = tls.conn.process_tls_records(&mut tls.partial);
-        let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state else {
-            return Err(io::Error::other("the TLS session cannot write"));
-        };
-        let mut record = [0; 256];
-        let n = traffic
-            .encrypt(bytes, &mut record)
-            .map_err(io::Error::other)?;
-        match io::Write::write(&mut dormant.fd, &record[..n])? {
-            written if written == n => Ok(()),
+        let mut records = Vec::new();
+        dormant.tls.seal_dormant(bytes, &mut records, false)?;
+        match io::Write::write(&mut dormant.fd, &records)? {
+            written if written == records.len() => Ok(()),
             _ => Err(io::ErrorKind::WouldBlock.into()),
         }
     }
@@ -157,7 +142,7 @@ where
     fn connected(&self) -> Connected<IO::Addr> {
         let tls = &*self.rec.tls;
         let client = self.io.connected().client;
-        if tls.conn.is_handshaking() {
+        if tls.is_handshaking() {
             return Connected {
                 handshake: Handshake::UnderWay,
                 client,
@@ -167,7 +152,7 @@ where
         Connected {
             handshake: Handshake::Settled,
             client,
-            alpn: match tls.conn.alpn_protocol() {
+            alpn: match tls.alpn_protocol() {
                 None => Alpn::Unchosen,
                 Some(b"h2") => Alpn::H2,
                 Some(_) => Alpn::Http1,
@@ -227,5 +212,55 @@ where
         let io = io.serve_in(serving)?;
         rec.tls.serve(serving)?;
         Ok(TlsStream { io, rec })
+    }
+}
+
+impl Tls {
+    /// Encrypts `bytes` (and `close_notify` if `close`) into `records` for
+    /// a connection that sleeps: its session has no buffers, and nothing it
+    /// was sent is half-read.
+    fn seal_dormant(
+        &mut self,
+        mut bytes: &[u8],
+        records: &mut Vec<u8>,
+        close: bool,
+    ) -> io::Result<()> {
+        if self.failed || self.closing {
+            return Err(io::Error::other("the TLS session cannot write"));
+        }
+        match &mut self.session {
+            Session::Own(traffic) => {
+                while !bytes.is_empty() {
+                    let n = traffic.seal(bytes, records)?;
+                    bytes = &bytes[n..];
+                }
+                if close {
+                    traffic
+                        .seal_alert(1, AlertDescription::CloseNotify, records)
+                        .map_err(|fatal| io::Error::other(fatal.error))?;
+                }
+                Ok(())
+            }
+            Session::Rustls(conn) | Session::Moving(conn) => {
+                // rustls is given the bytes it was given last, as it must be.
+                let status = conn.process_tls_records(&mut self.partial);
+                let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state else {
+                    return Err(io::Error::other("the TLS session cannot write"));
+                };
+                records.resize(bytes.len() + 256, 0);
+                let mut n = 0;
+                if !bytes.is_empty() {
+                    n = traffic.encrypt(bytes, records).map_err(io::Error::other)?;
+                }
+                if close {
+                    if let Ok(alert) = traffic.queue_close_notify(&mut records[n..]) {
+                        n += alert;
+                    }
+                }
+                records.truncate(n);
+                Ok(())
+            }
+            Session::Lost => Err(io::Error::other("the TLS session failed")),
+        }
     }
 }
