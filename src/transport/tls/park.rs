@@ -44,7 +44,11 @@ impl<IO> TlsStream<IO> {
             return Err(self);
         }
         self.shed();
-        Ok((self.io, self.rec.tls))
+        let mut tls = self.rec.tls;
+        if let Session::Own(traffic) = &mut tls.session {
+            traffic.stow();
+        }
+        Ok((self.io, tls))
     }
 }
 

@@ -83,8 +83,7 @@ const MAX_HANDSHAKE_MESSAGE: u32 = 0xffff;
 
 /// A session after its handshake, on dormant's record layer.
 pub(super) struct Traffic {
-    rx: Box<dyn MessageDecrypter>,
-    rx_seq: u64,
+    rx: Reading,
     tx: Box<dyn MessageEncrypter>,
     tx_seq: u64,
     /// The sequence number the write keys must not reach.
@@ -104,7 +103,7 @@ impl fmt::Debug for Traffic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Traffic")
             .field("suite", &self.suite.common.suite)
-            .field("rx_seq", &self.rx_seq)
+            .field("rx_seq", &self.rx.seq)
             .field("tx_seq", &self.tx_seq)
             .finish_non_exhaustive()
     }
@@ -212,8 +211,7 @@ impl Traffic {
         let (rx_seq, rx) = secrets.rx;
         let (tx_seq, tx) = secrets.tx;
         let mut traffic = Traffic {
-            rx: decrypter(suite, rx)?,
-            rx_seq,
+            rx: Reading::new(suite, rx, rx_seq)?,
             tx: encrypter(suite, tx)?,
             tx_seq,
             tx_limit: SEQ_SOFT_LIMIT.min(suite.common.confidentiality_limit),
@@ -283,7 +281,7 @@ impl Traffic {
             // Never encrypted.
             return Err(change_cipher_spec(&record[5..]));
         }
-        if self.rx_seq >= SEQ_SOFT_LIMIT {
+        if self.rx.seq >= SEQ_SOFT_LIMIT {
             // rustls closes before its read keys run out.
             return Err(Fatal {
                 alert: None,
@@ -291,21 +289,25 @@ impl Traffic {
             });
         }
         let message = InboundOpaqueMessage::new(header.typ, header.version, &mut record[5..]);
-        let message = self
-            .rx
-            .decrypt(message, self.rx_seq)
-            .map_err(|error| match error {
-                rustls::Error::DecryptError => Fatal::alert(AlertDescription::BadRecordMac, error),
-                rustls::Error::PeerSentOversizedRecord => {
-                    Fatal::alert(AlertDescription::RecordOverflow, error)
-                }
-                rustls::Error::PeerMisbehaved(
-                    rustls::PeerMisbehaved::IllegalMiddleboxChangeCipherSpec,
-                ) => Fatal::alert(AlertDescription::UnexpectedMessage, error),
-                rustls::Error::PeerMisbehaved(_) => Fatal { alert: None, error },
-                error => Fatal::alert(AlertDescription::DecodeError, error),
-            })?;
-        self.rx_seq += 1;
+        let seq = self.rx.seq;
+        let message =
+            self.rx
+                .cipher(self.suite)
+                .decrypt(message, seq)
+                .map_err(|error| match error {
+                    rustls::Error::DecryptError => {
+                        Fatal::alert(AlertDescription::BadRecordMac, error)
+                    }
+                    rustls::Error::PeerSentOversizedRecord => {
+                        Fatal::alert(AlertDescription::RecordOverflow, error)
+                    }
+                    rustls::Error::PeerMisbehaved(
+                        rustls::PeerMisbehaved::IllegalMiddleboxChangeCipherSpec,
+                    ) => Fatal::alert(AlertDescription::UnexpectedMessage, error),
+                    rustls::Error::PeerMisbehaved(_) => Fatal { alert: None, error },
+                    error => Fatal::alert(AlertDescription::DecodeError, error),
+                })?;
+        self.rx.seq += 1;
         let payload = message.payload;
         if !matches!(self.joining, Joining::None) && message.typ != ContentType::Handshake {
             return Err(Fatal {
@@ -480,8 +482,7 @@ impl Traffic {
             self.update_tx_keys(outgoing)?;
         }
         let (seq, keys) = self.next_keys.update_rx_secret().map_err(internal)?;
-        self.rx = decrypter(self.suite, keys).map_err(internal)?;
-        self.rx_seq = seq;
+        self.rx = Reading::new(self.suite, keys, seq).map_err(internal)?;
         Ok(())
     }
 
@@ -498,6 +499,12 @@ impl Traffic {
         self.tx = encrypter(self.suite, keys).map_err(internal)?;
         self.tx_seq = seq;
         Ok(())
+    }
+
+    /// Sets the read cipher aside while the connection sleeps, where its
+    /// key can rebuild it (see [`Reading`]).
+    pub(super) fn stow(&mut self) {
+        self.rx.stow();
     }
 
     /// Encrypts at most a record of `data` into `outgoing`, updating the
@@ -616,13 +623,62 @@ fn unsupported() -> rustls::Error {
     rustls::Error::General("the cipher suite's keys cannot move out of rustls".into())
 }
 
-/// The provider's decrypter for `keys`, as rustls builds it.
-fn decrypter(
-    suite: &Tls13CipherSuite,
-    keys: ConnectionTrafficSecrets,
-) -> Result<Box<dyn MessageDecrypter>, rustls::Error> {
-    let (key, iv) = key_iv(keys).ok_or_else(unsupported)?;
-    Ok(suite.aead_alg.decrypter(key, iv))
+/// The read side's record protection: the provider's decrypter (its
+/// expanded key, which aws-lc keeps in C), and a copy of its key and IV
+/// where rustls 0.23 lets one be made: 32-byte keys (AES-256-GCM,
+/// ChaCha20-Poly1305), since its `AeadKey` has no public constructor for
+/// AES-128's 16 bytes. With the copy, a sleeping connection keeps the key
+/// alone (52 bytes, zeroed when dropped), and the decrypter is rebuilt
+/// when the connection wakes.
+///
+/// The write side keeps its encrypter: one rebuilt past sequence 0 may be
+/// refused (aws-lc's AES-GCM seal counts nonces from its first), and
+/// restarting the keys at 0 would take a `KeyUpdate` on every wake.
+struct Reading {
+    cipher: Option<Box<dyn MessageDecrypter>>,
+    spare: Option<(AeadKey, Iv)>,
+    seq: u64,
+}
+
+impl Reading {
+    /// Reading with `keys` of `suite` from sequence number `seq`.
+    fn new(
+        suite: &Tls13CipherSuite,
+        keys: ConnectionTrafficSecrets,
+        seq: u64,
+    ) -> Result<Reading, rustls::Error> {
+        let (key, iv) = key_iv(keys).ok_or_else(unsupported)?;
+        let spare = copy_key(&key).map(|copy| (copy, Iv::copy(iv.as_ref())));
+        Ok(Reading {
+            cipher: Some(suite.aead_alg.decrypter(key, iv)),
+            spare,
+            seq,
+        })
+    }
+
+    /// Drops the decrypter if the spare key can rebuild it.
+    fn stow(&mut self) {
+        if self.spare.is_some() {
+            self.cipher = None;
+        }
+    }
+
+    /// The decrypter, rebuilt from the spare key if it was stowed.
+    fn cipher(&mut self, suite: &Tls13CipherSuite) -> &mut dyn MessageDecrypter {
+        let spare = &self.spare;
+        &mut **self.cipher.get_or_insert_with(|| {
+            let (key, iv) = spare
+                .as_ref()
+                .expect("a decrypter is stowed only with its key");
+            let key = copy_key(key).expect("a spare key is one that copies");
+            suite.aead_alg.decrypter(key, Iv::copy(iv.as_ref()))
+        })
+    }
+}
+
+/// A copy of `key`, where rustls lets one be made (32-byte keys).
+fn copy_key(key: &AeadKey) -> Option<AeadKey> {
+    <[u8; 32]>::try_from(key.as_ref()).ok().map(AeadKey::from)
 }
 
 /// The provider's encrypter for `keys`, as rustls builds it.
