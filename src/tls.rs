@@ -41,7 +41,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::listener::{Addr, Listener};
-use crate::transport::{RecordServerName, Transport};
+use crate::transport::{RecordSecrets, RecordServerName, Transport};
 pub use crate::transport::{TlsInfo, TlsStream};
 
 /// The rustls dormant is built with, so that a `ServerConfig` for
@@ -74,6 +74,9 @@ impl Configs {
         // After the handshake, the session's keys move to dormant's record
         // layer (see `docs/tls.md`); they are never handed out further.
         both.enable_secret_extraction = true;
+        // And their traffic secrets, to update them (the user's key log is
+        // told everything it was before).
+        both.key_log = Arc::new(RecordSecrets(both.key_log.clone()));
         if !both.alpn_protocols.is_empty() {
             let both = Arc::new(both);
             return Configs {

@@ -782,6 +782,49 @@ fn key_update_after_dormancy() {
     assert_eq!((s.lot_wakes, s.lot_closes), (5, 0), "{s:?}");
 }
 
+/// 10b. Key updates both ways under each TLS 1.3 suite, across DORMANT:
+///      AES-128-GCM's next keys come from rustls's `KernelConnection`,
+///      AES-256-GCM's and ChaCha20-Poly1305's from the traffic secrets
+///      dormant keeps (derived by the suite's HKDF). The client (rustls)
+///      asks for the server's update each time: both directions must
+///      derive what rustls derives, or the next request fails.
+#[test]
+fn key_updates_under_each_tls13_suite() {
+    for suite in [
+        CipherSuite::TLS13_AES_128_GCM_SHA256,
+        CipherSuite::TLS13_AES_256_GCM_SHA384,
+        CipherSuite::TLS13_CHACHA20_POLY1305_SHA256,
+    ] {
+        let (cert, srv) = echo_over_tls(&ladder(Duration::from_millis(10)));
+        let mut provider = (*provider()).clone();
+        provider.cipher_suites.retain(|s| s.suite() == suite);
+        let mut roots = RootCertStore::empty();
+        roots.add(cert.der.clone()).unwrap();
+        let config = ClientConfig::builder_with_provider(Arc::new(provider))
+            .with_protocol_versions(&[&TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let mut c = connect(srv.addr, &Arc::new(config));
+        assert_eq!(
+            c.conn().negotiated_cipher_suite().map(|s| s.suite()),
+            Some(suite)
+        );
+        c.get_ok("/0");
+        for i in 1..=3u64 {
+            srv.wait_for("dormant", |s| s.dormant == 1 && s.dormancies == i);
+            c.key_update();
+            c.get_ok(&format!("/{suite:?}/{i}"));
+        }
+        let s = srv.stats();
+        assert_eq!(
+            (s.tls_kept_by_rustls, s.lot_wakes),
+            (0, 3),
+            "{suite:?}: {s:?}"
+        );
+    }
+}
+
 /// 11. Graceful shutdown with TLS connections still in the middle of a
 ///     record, or of their handshake (every idle rung of an established
 ///     session: tests/server_shutdown.rs): a session whose client sent the

@@ -109,7 +109,8 @@ impl Trust {
     }
 
     /// TLS 1.3, ALPN `http/1.1` (`h2` alone if `h2`), no resumption, the
-    /// certificate as the only root.
+    /// certificate as the only root; the provider's suites, or the one
+    /// `TLS_SUITE` names (`TLS13_AES_128_GCM_SHA256`, …).
     pub(crate) fn client_config(&self, h2: bool) -> &Arc<ClientConfig> {
         let config = if h2 { &self.h2 } else { &self.http1 };
         config.get_or_init(|| {
@@ -120,10 +121,24 @@ impl Trust {
             for cert in certs {
                 roots.add(cert.expect("a PEM certificate")).expect("a root");
             }
-            let mut config =
-                ClientConfig::builder_with_protocol_versions(&[&rustls::version::TLS13])
-                    .with_root_certificates(roots)
-                    .with_no_client_auth();
+            let mut provider = rustls::crypto::CryptoProvider::get_default()
+                .expect("a provider, installed above")
+                .as_ref()
+                .clone();
+            if let Ok(suite) = std::env::var("TLS_SUITE") {
+                provider
+                    .cipher_suites
+                    .retain(|s| format!("{:?}", s.suite()) == suite);
+                assert!(
+                    !provider.cipher_suites.is_empty(),
+                    "TLS_SUITE={suite}: no such suite (e.g. TLS13_AES_128_GCM_SHA256)"
+                );
+            }
+            let mut config = ClientConfig::builder_with_provider(Arc::new(provider))
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .expect("TLS 1.3")
+                .with_root_certificates(roots)
+                .with_no_client_auth();
             let alpn: &[u8] = if h2 { b"h2" } else { b"http/1.1" };
             config.alpn_protocols = vec![alpn.to_vec()];
             config.resumption = Resumption::disabled();

@@ -56,6 +56,8 @@ pub use proxy::{ProxiedStream, UnixPeer};
 pub(crate) use sealed::{Alpn, ClientAddr, Connected, Handshake, Peer, Seam};
 pub use stream::Stream;
 #[cfg(feature = "tls-no-provider")]
+pub(crate) use tls::RecordSecrets;
+#[cfg(feature = "tls-no-provider")]
 pub use tls::TlsStream;
 #[cfg(feature = "tls-no-provider")]
 pub(crate) use tls_info::RecordServerName;

@@ -10,6 +10,7 @@ use rustls::server::UnbufferedServerConnection;
 
 use super::super::tls_info::TlsInfo;
 use super::super::{Handshakes, Serving};
+use super::secrets::TrafficSecrets;
 use super::traffic::Traffic;
 use super::{Session, Tls, tls_error};
 
@@ -23,6 +24,9 @@ pub(super) enum Served {
         /// Where the handshake's end is counted.
         handshakes: Arc<dyn Handshakes>,
         notes: Notes,
+        /// The traffic secrets the handshake derived, once it did (TLS
+        /// 1.3).
+        secrets: Option<Box<TrafficSecrets>>,
     },
     /// The handshake is complete, and the server reports what it
     /// negotiated.
@@ -56,6 +60,7 @@ impl Tls {
         }
         let handshaking = Served::Handshaking {
             handshakes: serving.handshakes.clone(),
+            secrets: None,
             notes: if serving.config.tls_info {
                 Notes::ServerName(None)
             } else {
@@ -79,7 +84,12 @@ impl Tls {
         let Some(mut served) = self.served.take() else {
             return;
         };
-        let Served::Handshaking { handshakes, notes } = &mut *served else {
+        let Served::Handshaking {
+            handshakes,
+            notes,
+            secrets,
+        } = &mut *served
+        else {
             self.served = Some(served);
             return;
         };
@@ -91,15 +101,16 @@ impl Tls {
         if !movable {
             handshakes.tls_kept_by_rustls();
         }
+        let secrets = secrets.take();
+        if movable {
+            if let Session::Rustls(conn) = std::mem::replace(&mut self.session, Session::Lost) {
+                self.session = Session::Moving(conn, secrets);
+            }
+        }
         if let (Notes::ServerName(name), Some(conn)) = (notes, self.session.rustls()) {
             if let Some(info) = TlsInfo::new(conn, name.take()) {
                 *served = Served::Negotiated(info);
                 self.served = Some(served);
-            }
-        }
-        if movable {
-            if let Session::Rustls(conn) = std::mem::replace(&mut self.session, Session::Lost) {
-                self.session = Session::Moving(conn);
             }
         }
     }

@@ -41,6 +41,7 @@
 mod buffers;
 mod handshake;
 mod park;
+mod secrets;
 mod traffic;
 
 use std::fmt;
@@ -64,6 +65,8 @@ use super::tls_info::recording_server_name;
 use crate::lot::Parkable;
 use buffers::{Buffers, RECORD, append, room};
 use handshake::{Notes, Served};
+pub(crate) use secrets::RecordSecrets;
+use secrets::{TrafficSecrets, recording_secrets};
 use traffic::{MAX_PLAINTEXT, Opened, Traffic};
 
 /// The session: what a TLS connection keeps while it waits.
@@ -92,8 +95,9 @@ enum Session {
     Rustls(Box<UnbufferedServerConnection>),
     /// rustls, its handshake done and its keys movable: the session moves
     /// to dormant's record layer once rustls has nothing left to send and
-    /// no record is half-read.
-    Moving(Box<UnbufferedServerConnection>),
+    /// no record is half-read; with the traffic secrets its handshake
+    /// derived, if they were recorded.
+    Moving(Box<UnbufferedServerConnection>, Option<Box<TrafficSecrets>>),
     /// dormant's record layer (see [`traffic`]).
     Own(Traffic),
     /// None: rustls refused to hand out a session it had said it would
@@ -104,7 +108,7 @@ enum Session {
 impl Session {
     fn rustls(&mut self) -> Option<&mut UnbufferedServerConnection> {
         match self {
-            Session::Rustls(conn) | Session::Moving(conn) => Some(conn),
+            Session::Rustls(conn) | Session::Moving(conn, _) => Some(conn),
             Session::Own(_) | Session::Lost => None,
         }
     }
@@ -113,14 +117,14 @@ impl Session {
 impl Tls {
     fn is_handshaking(&self) -> bool {
         match &self.session {
-            Session::Rustls(conn) | Session::Moving(conn) => conn.is_handshaking(),
+            Session::Rustls(conn) | Session::Moving(conn, _) => conn.is_handshaking(),
             Session::Own(_) | Session::Lost => false,
         }
     }
 
     fn alpn_protocol(&self) -> Option<&[u8]> {
         match &self.session {
-            Session::Rustls(conn) | Session::Moving(conn) => conn.alpn_protocol(),
+            Session::Rustls(conn) | Session::Moving(conn, _) => conn.alpn_protocol(),
             Session::Own(traffic) => traffic.alpn_protocol(),
             Session::Lost => None,
         }
@@ -284,33 +288,35 @@ impl<IO> TlsStream<IO> {
             return self.process_own(write);
         }
         let step = self.process_handshake(write)?;
-        if let Session::Moving(_) = self.rec.tls.session {
+        if let Session::Moving(..) = self.rec.tls.session {
             self.move_out_of_rustls();
         }
         Ok(step)
     }
 
-    /// [`process_records`](Self::process_records) on rustls's session.
+    /// [`process_records`](Self::process_records) on rustls's session;
+    /// while a served session's handshake is under way, also notes its
+    /// traffic secrets, the server name asked for (when the server reports
+    /// [`TlsInfo`]) and the handshake's end.
     fn process_handshake(&mut self, write: &[u8]) -> io::Result<Step> {
         let Some(Served::Handshaking { notes, .. }) = self.rec.tls.served.as_deref() else {
             return self.process_records(write);
         };
-        let step = match notes {
-            Notes::Nothing => self.process_records(write),
+        let ((step, asked), recorded) = match notes {
+            Notes::Nothing => recording_secrets(|| (self.process_records(write), None)),
             Notes::ServerName(_) => {
-                let (step, asked) = recording_server_name(|| self.process_records(write));
-                if let Some(Served::Handshaking {
-                    notes: Notes::ServerName(name),
-                    ..
-                }) = self.rec.tls.served.as_deref_mut()
-                {
-                    if asked.is_some() {
-                        *name = asked;
-                    }
-                }
-                step
+                recording_secrets(|| recording_server_name(|| self.process_records(write)))
             }
         };
+        if let Some(Served::Handshaking { notes, secrets, .. }) = self.rec.tls.served.as_deref_mut()
+        {
+            if let (Notes::ServerName(name), Some(asked)) = (notes, asked) {
+                *name = Some(asked);
+            }
+            if recorded.is_some() {
+                *secrets = recorded;
+            }
+        }
         let tls = &mut *self.rec.tls;
         if !tls.is_handshaking() {
             tls.handshake_done();
@@ -330,7 +336,7 @@ impl<IO> TlsStream<IO> {
         if tls.eof || tls.closing || tls.failed {
             return;
         }
-        let Session::Moving(conn) = &mut tls.session else {
+        let Session::Moving(conn, _) = &mut tls.session else {
             return;
         };
         // rustls is ready to send data only once its own records are out.
@@ -338,14 +344,15 @@ impl<IO> TlsStream<IO> {
             Ok(ConnectionState::WriteTraffic(_)) => {}
             _ => return,
         }
-        let Session::Moving(conn) = std::mem::replace(&mut tls.session, Session::Lost) else {
+        let Session::Moving(conn, secrets) = std::mem::replace(&mut tls.session, Session::Lost)
+        else {
             return;
         };
         let bufs = self
             .rec
             .bufs
             .get_or_insert_with(|| Buffers::take(Vec::new()));
-        match Traffic::take(*conn, &mut bufs.outgoing) {
+        match Traffic::take(*conn, secrets, &mut bufs.outgoing) {
             Ok(traffic) => tls.session = Session::Own(traffic),
             Err(error) => {
                 // Not expected: the checks above are rustls's own. The
@@ -708,7 +715,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
                     let _ =
                         traffic.seal_alert(1, AlertDescription::CloseNotify, &mut bufs.outgoing);
                 }
-                Session::Rustls(conn) | Session::Moving(conn) if !tls.failed => {
+                Session::Rustls(conn) | Session::Moving(conn, _) if !tls.failed => {
                     let status = conn.process_tls_records(&mut bufs.incoming[..bufs.in_len]);
                     if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
                         let start = bufs.outgoing.len();

@@ -245,7 +245,7 @@ impl Tls {
                 }
                 Ok(())
             }
-            Session::Rustls(conn) | Session::Moving(conn) => {
+            Session::Rustls(conn) | Session::Moving(conn, _) => {
                 // rustls is given the bytes it was given last, as it must be.
                 let status = conn.process_tls_records(&mut self.partial);
                 let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state else {

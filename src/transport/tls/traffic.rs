@@ -47,10 +47,12 @@
 use std::fmt;
 use std::io;
 
+use super::secrets::{self, TrafficSecrets};
 use rustls::crypto::cipher::{
     AeadKey, InboundOpaqueMessage, Iv, MessageDecrypter, MessageEncrypter, OutboundChunks,
     OutboundPlainMessage,
 };
+use rustls::crypto::tls13::OkmBlock;
 use rustls::kernel::KernelConnection;
 use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
 use rustls::{
@@ -90,7 +92,7 @@ pub(super) struct Traffic {
     tx_limit: u64,
     suite: &'static Tls13CipherSuite,
     /// What derives the next keys.
-    next_keys: Box<KernelConnection<ServerConnectionData>>,
+    next_keys: NextKeys,
     alpn: Alpn,
     /// A handshake message whose record ended before it did.
     joining: Joining,
@@ -196,6 +198,7 @@ impl Traffic {
     /// if they are not there.
     pub(super) fn take(
         conn: UnbufferedServerConnection,
+        secrets: Option<Box<TrafficSecrets>>,
         outgoing: &mut Vec<u8>,
     ) -> Result<Traffic, rustls::Error> {
         let Some(SupportedCipherSuite::Tls13(suite)) = conn.negotiated_cipher_suite() else {
@@ -207,16 +210,27 @@ impl Traffic {
             Some(b"http/1.1") => Alpn::Http11,
             Some(other) => Alpn::Other(other.into()),
         };
-        let (secrets, kernel) = conn.dangerous_into_kernel_connection()?;
-        let (rx_seq, rx) = secrets.rx;
-        let (tx_seq, tx) = secrets.tx;
+        let (extracted, kernel) = conn.dangerous_into_kernel_connection()?;
+        let (rx_seq, rx) = extracted.rx;
+        let (tx_seq, tx) = extracted.tx;
+        let rx = key_iv(rx).ok_or_else(unsupported)?;
+        let tx = key_iv(tx).ok_or_else(unsupported)?;
+        // The recorded secrets, if they derive the keys rustls handed over.
+        let next_keys = match secrets {
+            Some(secrets)
+                if derives(suite, &secrets.client, &rx) && derives(suite, &secrets.server, &tx) =>
+            {
+                NextKeys::Secrets(secrets)
+            }
+            _ => NextKeys::Kernel(Box::new(kernel)),
+        };
         let mut traffic = Traffic {
-            rx: Reading::new(suite, rx, rx_seq)?,
-            tx: encrypter(suite, tx)?,
+            rx: Reading::new(suite, rx, rx_seq),
+            tx: suite.aead_alg.encrypter(tx.0, tx.1),
             tx_seq,
             tx_limit: SEQ_SOFT_LIMIT.min(suite.common.confidentiality_limit),
             suite,
-            next_keys: Box::new(kernel),
+            next_keys,
             alpn,
             joining: Joining::None,
             empty_in_a_row: 0,
@@ -481,23 +495,24 @@ impl Traffic {
         if request == 1 {
             self.update_tx_keys(outgoing)?;
         }
-        let (seq, keys) = self.next_keys.update_rx_secret().map_err(internal)?;
-        self.rx = Reading::new(self.suite, keys, seq).map_err(internal)?;
+        let keys = self.next_keys.next_rx(self.suite).map_err(internal)?;
+        // Each key starts at sequence number 0.
+        self.rx = Reading::new(self.suite, keys, 0);
         Ok(())
     }
 
     /// Sends a `KeyUpdate` (not asking the client for one) under the
     /// current write keys, and moves to the next ones.
     fn update_tx_keys(&mut self, outgoing: &mut Vec<u8>) -> Result<(), Fatal> {
-        let (seq, keys) = self.next_keys.update_tx_secret().map_err(internal)?;
+        let (key, iv) = self.next_keys.next_tx(self.suite).map_err(internal)?;
         self.seal_record(
             ContentType::Handshake,
             &[HANDSHAKE_KEY_UPDATE, 0, 0, 1, 0],
             outgoing,
         )
         .map_err(internal)?;
-        self.tx = encrypter(self.suite, keys).map_err(internal)?;
-        self.tx_seq = seq;
+        self.tx = self.suite.aead_alg.encrypter(key, iv);
+        self.tx_seq = 0;
         Ok(())
     }
 
@@ -641,19 +656,15 @@ struct Reading {
 }
 
 impl Reading {
-    /// Reading with `keys` of `suite` from sequence number `seq`.
-    fn new(
-        suite: &Tls13CipherSuite,
-        keys: ConnectionTrafficSecrets,
-        seq: u64,
-    ) -> Result<Reading, rustls::Error> {
-        let (key, iv) = key_iv(keys).ok_or_else(unsupported)?;
+    /// Reading with the key and IV `keys` of `suite` from sequence number
+    /// `seq`.
+    fn new(suite: &Tls13CipherSuite, (key, iv): (AeadKey, Iv), seq: u64) -> Reading {
         let spare = copy_key(&key).map(|copy| (copy, Iv::copy(iv.as_ref())));
-        Ok(Reading {
+        Reading {
             cipher: Some(suite.aead_alg.decrypter(key, iv)),
             spare,
             seq,
-        })
+        }
     }
 
     /// Drops the decrypter if the spare key can rebuild it.
@@ -681,11 +692,46 @@ fn copy_key(key: &AeadKey) -> Option<AeadKey> {
     <[u8; 32]>::try_from(key.as_ref()).ok().map(AeadKey::from)
 }
 
-/// The provider's encrypter for `keys`, as rustls builds it.
-fn encrypter(
-    suite: &Tls13CipherSuite,
-    keys: ConnectionTrafficSecrets,
-) -> Result<Box<dyn MessageEncrypter>, rustls::Error> {
-    let (key, iv) = key_iv(keys).ok_or_else(unsupported)?;
-    Ok(suite.aead_alg.encrypter(key, iv))
+/// What derives a session's next keys, for key updates.
+enum NextKeys {
+    /// Its traffic secrets: the suite's HKDF derives the next ones (see
+    /// [`secrets`](super::secrets)).
+    Secrets(Box<TrafficSecrets>),
+    /// rustls's `KernelConnection`: where the secrets were not recorded,
+    /// or the suite's keys are ones rustls does not let dormant build.
+    Kernel(Box<KernelConnection<ServerConnectionData>>),
+}
+
+impl NextKeys {
+    /// The client's next key and IV.
+    fn next_rx(&mut self, suite: &Tls13CipherSuite) -> Result<(AeadKey, Iv), rustls::Error> {
+        match self {
+            NextKeys::Secrets(secrets) => {
+                secrets.client = secrets::next(suite, &secrets.client);
+                secrets::keys(suite, &secrets.client).ok_or_else(unsupported)
+            }
+            NextKeys::Kernel(kernel) => {
+                key_iv(kernel.update_rx_secret()?.1).ok_or_else(unsupported)
+            }
+        }
+    }
+
+    /// The server's next key and IV.
+    fn next_tx(&mut self, suite: &Tls13CipherSuite) -> Result<(AeadKey, Iv), rustls::Error> {
+        match self {
+            NextKeys::Secrets(secrets) => {
+                secrets.server = secrets::next(suite, &secrets.server);
+                secrets::keys(suite, &secrets.server).ok_or_else(unsupported)
+            }
+            NextKeys::Kernel(kernel) => {
+                key_iv(kernel.update_tx_secret()?.1).ok_or_else(unsupported)
+            }
+        }
+    }
+}
+
+/// Whether `secret` derives the key and IV `keys` of `suite`.
+fn derives(suite: &Tls13CipherSuite, secret: &OkmBlock, keys: &(AeadKey, Iv)) -> bool {
+    secrets::keys(suite, secret)
+        .is_some_and(|(key, iv)| key.as_ref() == keys.0.as_ref() && iv.as_ref() == keys.1.as_ref())
 }
