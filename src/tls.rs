@@ -15,7 +15,13 @@
 //! ```
 //!
 //! Sessions run on rustls's unbuffered API, so an idle TLS connection keeps
-//! its session state and no record buffer (see [`TlsStream`]). The
+//! its session state and no record buffer (see [`TlsStream`]). After a TLS
+//! 1.3 handshake the session leaves rustls: dormant protects its records
+//! with the crypto provider's ciphers, and a sleeping connection keeps its
+//! traffic secrets and keys, a few hundred bytes, instead of a rustls
+//! session (`docs/tls.md` says what is kept and why it is as safe as
+//! rustls's record layer; TLS 1.2 sessions stay in rustls, counted in
+//! [`Stats::tls_kept_by_rustls`](crate::Stats::tls_kept_by_rustls)). The
 //! handshake happens in the connection's task, never in the accept loop,
 //! and is bounded by the server's
 //! [`handshake_timeout`](crate::Builder::handshake_timeout)
@@ -146,9 +152,12 @@ impl TlsConfig {
     }
 
     /// Returns the configuration new connections get: the one given, with
-    /// dormant's ALPN protocols if it named none, and its certificate
-    /// resolver wrapped in one that notes the server name the client asked
-    /// for (for [`TlsInfo`]; it answers as yours does).
+    /// dormant's ALPN protocols if it named none, its certificate resolver
+    /// wrapped in one that notes the server name the client asked for (for
+    /// [`TlsInfo`]; it answers as yours does), `enable_secret_extraction`
+    /// on, and its key log wrapped in one that passes a TLS 1.3 session's
+    /// traffic secrets to dormant's record layer (and tells yours all it
+    /// was told before): see the module docs.
     pub fn get(&self) -> Arc<ServerConfig> {
         self.current
             .read()

@@ -9,10 +9,13 @@
 //!
 //! ```text
 //! TlsStream { io, tls: Box<Tls>, bufs: Option<Box<Buffers>> }
-//!   tls         the session (keys, sequence numbers, state) and, between
-//!               reads, the start of a record that arrived, copied to its
-//!               size: what a parked or dormant connection keeps beside
-//!               its fd
+//!   tls         the session and, between reads, the start of a record
+//!               that arrived, copied to its size: what a parked or
+//!               dormant connection keeps beside its fd. The session is
+//!               rustls's through the handshake; after a TLS 1.3
+//!               handshake it moves to dormant's record layer
+//!               ([`traffic`]: the provider's ciphers, the traffic
+//!               secrets for key updates, [`secrets`])
 //!   bufs        while bytes move, from a per-thread cache, given back
 //!               when a read finds nothing:
 //!     incoming  ciphertext read and not yet processed: a buffer for the
