@@ -340,6 +340,38 @@ fn a_record_split_across_tcp_writes_and_a_park() {
     assert_eq!(s.lot_closes, 0, "{s:?}");
 }
 
+/// 2b. A record sent byte by byte, the connection asleep between its
+///     bytes: each byte wakes the DORMANT connection, which goes back to
+///     sleep holding the record's start (parking first, in its task, then
+///     leaving it), until the last byte completes the request, which is
+///     answered exactly. Then the same for the next request, so that the
+///     keys rebuilt at each wake read a record that spans many sleeps.
+#[test]
+fn a_record_sent_byte_by_byte_sleeps_between_its_bytes() {
+    let (cert, srv) = echo_over_tls(&ladder(Duration::from_millis(5)));
+    let mut c = connect(srv.addr, &tls13(&cert));
+    c.get_ok("/0");
+    for round in 1..=2 {
+        let path = format!("/byte-by-byte/{round}");
+        let sealed = c.seal(&[get(&path).as_bytes()]);
+        for (i, byte) in sealed.iter().enumerate() {
+            srv.wait_for("dormant, holding what came", |s| {
+                s.dormant == 1 && s.parked + s.active == 0 && s.pool.in_use == 0
+            });
+            let before = srv.stats();
+            c.raw(&[*byte]);
+            if i + 1 < sealed.len() {
+                srv.wait_for("woken, parked and dormant again", |s| {
+                    s.lot_wakes > before.lot_wakes && s.dormancies > before.dormancies
+                });
+            }
+        }
+        assert_eq!(c.response(), ok(&format!("GET {path} read=")));
+    }
+    let s = srv.stats();
+    assert_eq!((s.lot_closes, s.tls_kept_by_rustls), (0, 0), "{s:?}");
+}
+
 /// 3. The handshake's records cut across TCP writes with a pause between
 ///    the parts, in their header and after it: the ClientHello, and each
 ///    write of the client's last flight (TLS 1.3: ChangeCipherSpec,
