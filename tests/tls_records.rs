@@ -124,7 +124,7 @@ fn chacha_client(ca: &std::path::Path) -> Arc<ClientConfig> {
 const SYNC: &[u8] = b"GET /sync HTTP/1.1\r\nHost: x\r\n\r\n";
 
 impl Raw {
-    /// Connects, completes the handshake, exchanges one request (so that
+    /// Connects, completes the handshake, exchanges two requests (so that
     /// the client has read everything the server sent after the handshake:
     /// tickets, dormant's key update), then takes the client's keys.
     fn connect(addr: SocketAddr, config: &Arc<ClientConfig>) -> Raw {
@@ -136,21 +136,26 @@ impl Raw {
         while conn.is_handshaking() {
             conn.complete_io(&mut tcp).expect("handshake");
         }
-        conn.writer().write_all(SYNC).unwrap();
-        while conn.wants_write() {
-            conn.write_tls(&mut tcp).unwrap();
-        }
-        let mut got = Vec::new();
-        while !response_complete(&got) {
-            conn.read_tls(&mut tcp).expect("read the sync response");
-            conn.process_new_packets().expect("the sync response");
-            let mut chunk = [0; 4096];
-            loop {
-                match conn.reader().read(&mut chunk) {
-                    Ok(0) => panic!("the server closed during the sync request"),
-                    Ok(n) => got.extend_from_slice(&chunk[..n]),
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    Err(e) => panic!("sync response: {e}"),
+        // Two exchanges: dormant's session leaves rustls at the latest when
+        // the second request is read, and its first record after that is
+        // its key update.
+        for _ in 0..2 {
+            conn.writer().write_all(SYNC).unwrap();
+            while conn.wants_write() {
+                conn.write_tls(&mut tcp).unwrap();
+            }
+            let mut got = Vec::new();
+            while !response_complete(&got) {
+                conn.read_tls(&mut tcp).expect("read the sync response");
+                conn.process_new_packets().expect("the sync response");
+                let mut chunk = [0; 4096];
+                loop {
+                    match conn.reader().read(&mut chunk) {
+                        Ok(0) => panic!("the server closed during the sync request"),
+                        Ok(n) => got.extend_from_slice(&chunk[..n]),
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) => panic!("sync response: {e}"),
+                    }
                 }
             }
         }

@@ -351,11 +351,7 @@ impl<IO> TlsStream<IO> {
         else {
             return;
         };
-        let bufs = self
-            .rec
-            .bufs
-            .get_or_insert_with(|| Buffers::take(Vec::new()));
-        match Traffic::take(*conn, secrets, &mut bufs.outgoing) {
+        match Traffic::take(*conn, secrets) {
             Ok(traffic) => tls.session = Session::Own(traffic),
             Err(error) => {
                 // Not expected: the checks above are rustls's own. The

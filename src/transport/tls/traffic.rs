@@ -90,6 +90,10 @@ pub(super) struct Traffic {
     tx_seq: u64,
     /// The sequence number the write keys must not reach.
     tx_limit: u64,
+    /// The write keys are rustls's and past sequence number 0 (its
+    /// NewSessionTickets used them): the first record sent is a
+    /// `KeyUpdate` under them, and the next keys start at 0.
+    tx_handed_over: bool,
     suite: &'static Tls13CipherSuite,
     /// What derives the next keys.
     next_keys: NextKeys,
@@ -193,13 +197,10 @@ impl Traffic {
     }
 
     /// Takes the session out of rustls, whose handshake is complete and
-    /// whose output is all taken ([`can_take`](Self::can_take) said yes);
-    /// the `KeyUpdate` that starts the write keys at 0 goes to `outgoing`
-    /// if they are not there.
+    /// whose output is all taken ([`can_take`](Self::can_take) said yes).
     pub(super) fn take(
         conn: UnbufferedServerConnection,
         secrets: Option<Box<TrafficSecrets>>,
-        outgoing: &mut Vec<u8>,
     ) -> Result<Traffic, rustls::Error> {
         let Some(SupportedCipherSuite::Tls13(suite)) = conn.negotiated_cipher_suite() else {
             return Err(unsupported());
@@ -224,9 +225,10 @@ impl Traffic {
             }
             _ => NextKeys::Kernel(Box::new(kernel)),
         };
-        let mut traffic = Traffic {
+        let traffic = Traffic {
             rx: Reading::new(suite, rx, rx_seq),
             tx: suite.aead_alg.encrypter(tx.0, tx.1),
+            tx_handed_over: tx_seq != 0,
             tx_seq,
             tx_limit: SEQ_SOFT_LIMIT.min(suite.common.confidentiality_limit),
             suite,
@@ -237,11 +239,6 @@ impl Traffic {
             key_updates_in_a_row: 0,
             warnings: 0,
         };
-        if traffic.tx_seq != 0 {
-            traffic
-                .update_tx_keys(outgoing)
-                .map_err(|fatal| fatal.error)?;
-        }
         Ok(traffic)
     }
 
@@ -504,6 +501,7 @@ impl Traffic {
     /// Sends a `KeyUpdate` (not asking the client for one) under the
     /// current write keys, and moves to the next ones.
     fn update_tx_keys(&mut self, outgoing: &mut Vec<u8>) -> Result<(), Fatal> {
+        self.tx_handed_over = false;
         let (key, iv) = self.next_keys.next_tx(self.suite).map_err(internal)?;
         self.seal_record(
             ContentType::Handshake,
@@ -554,6 +552,9 @@ impl Traffic {
         payload: &[u8],
         outgoing: &mut Vec<u8>,
     ) -> Result<(), rustls::Error> {
+        if self.tx_handed_over {
+            self.update_tx_keys(outgoing).map_err(|fatal| fatal.error)?;
+        }
         if self.tx_seq >= SEQ_HARD_LIMIT {
             return Err(rustls::Error::EncryptError);
         }
