@@ -1,0 +1,995 @@
+//! TLS clients written independently of rustls against a dormant TLS
+//! server whose connection sleeps (DORMANT) between their steps: OpenSSL's
+//! `s_client` (TLS 1.3 KeyUpdates of both kinds, `k` and `K`, before,
+//! between and after sleeps; each TLS 1.3 cipher suite; TLS 1.2), curl
+//! (HTTP/1.1 and HTTP/2 on one connection, paused between its transfers),
+//! Python's `ssl` module (TLS 1.3 and 1.2, its `close_notify` sent to a
+//! DORMANT connection and answered), and headless Chromium (HTTP/2
+//! `fetch`es with a sleep between them).
+//!
+//! Since commit ab43cea a TLS 1.3 session leaves rustls after its
+//! handshake for dormant's own record layer, which sends a KeyUpdate at
+//! once (its write keys restart at sequence 0); TLS 1.2 stays on rustls
+//! (`Stats::tls_kept_by_rustls`). These clients check that record layer
+//! with TLS stacks other than rustls: every record the server sends must
+//! decrypt and authenticate there, and every record they send (after
+//! their own KeyUpdates too) must be read. `s_client`, curl and Python's
+//! `ssl` are three programs on one library, the system's OpenSSL 3;
+//! Chromium has BoringSSL.
+//!
+//! Each client is a child process: each of its steps is bounded by
+//! [`STEP_TIMEOUT`], and it is killed if the test fails. The test waits
+//! for the server's `stats()` to show the connection DORMANT before the
+//! client's next step, never for a time. The tests need `openssl`, `curl`,
+//! `mkfifo`, `python3`, `node` and `chromium` on PATH.
+//!
+//! Built only with a crypto provider (features `tls` or `tls-ring`).
+#![cfg(any(feature = "tls", feature = "tls-ring"))]
+
+mod common {
+    #[allow(dead_code, reason = "only `get` is used here")]
+    pub(crate) mod client;
+    pub(crate) mod ladder;
+    pub(crate) mod runtime;
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod servers;
+    pub(crate) mod services;
+    pub(crate) mod temp_dir;
+    pub(crate) mod timeout;
+    #[allow(dead_code, reason = "only the certificates are used here")]
+    pub(crate) mod tls;
+}
+
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use common::client::get;
+use common::ladder::ladder;
+use common::runtime::bind_tcp;
+use common::servers::{Serve, serve_on};
+use common::services::echo_service;
+use common::temp_dir::TempDir;
+use common::tls::Cert;
+use dormant::Stats;
+use dormant::tls::TlsListener;
+
+/// How long a client may take for one step (a handshake, a response, a
+/// KeyUpdate, its exit) before the test fails.
+const STEP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `dormant_after` of the servers here (they park after 3 ms): the
+/// connection is DORMANT soon after each step.
+const DORMANT_AFTER: Duration = Duration::from_millis(20);
+
+/// The echo service over TLS (a certificate for `localhost`, made for the
+/// test) on 127.0.0.1, with the idle ladder in short pauses.
+fn echo_over_tls() -> (Cert, Serve<SocketAddr>) {
+    let cert = Cert::new();
+    let config = cert.config();
+    let srv = serve_on(
+        &ladder(DORMANT_AFTER),
+        echo_service(),
+        2,
+        (),
+        move || async move {
+            let (tcp, addr) = bind_tcp().await;
+            (TlsListener::new(tcp, config), addr)
+        },
+    );
+    (cert, srv)
+}
+
+/// Waits until the server's one open connection is DORMANT; returns the
+/// stats that saw it. Called once the client has its response: the
+/// connection is then DORMANT only if it went there after serving it.
+fn dormant_now(srv: &Serve<SocketAddr>) -> Stats {
+    srv.wait_for("the connection DORMANT", |s| {
+        s.dormant == 1 && s.active + s.parked == 0
+    });
+    srv.stats()
+}
+
+/// Waits until the connection, DORMANT at `before`, has been woken from
+/// the lot and gone DORMANT again; returns the stats that saw it.
+fn slept_again(srv: &Serve<SocketAddr>, before: &Stats) -> Stats {
+    srv.wait_for("woken from DORMANT, and DORMANT again", |s| {
+        s.lot_wakes > before.lot_wakes
+            && s.dormancies > before.dormancies
+            && s.dormant == 1
+            && s.active + s.parked == 0
+    });
+    srv.stats()
+}
+
+fn all_closed(s: &Stats) -> bool {
+    s.active + s.parked + s.dormant == 0
+}
+
+/// What the tests (but Chromium's) assert at their end, once the clients
+/// are gone: no failed handshake, and `kept` sessions left on rustls (the
+/// TLS 1.2 ones).
+fn assert_clean(srv: &Serve<SocketAddr>, kept: u64) {
+    srv.wait_for("every connection closed", all_closed);
+    let s = srv.stats();
+    assert_eq!(s.tls_handshake_failures, 0, "{s:?}");
+    assert_eq!(s.tls_kept_by_rustls, kept, "{s:?}");
+}
+
+// ---- child processes ----
+
+/// What a child process wrote to one of its pipes so far, and whether the
+/// pipe is closed.
+#[derive(Default)]
+struct Output {
+    text: Mutex<(Vec<u8>, bool)>,
+    more: Condvar,
+}
+
+impl Output {
+    /// Reads `pipe` to its end on a thread of its own.
+    fn collect(mut pipe: impl Read + Send + 'static) -> Arc<Output> {
+        let out = Arc::new(Output::default());
+        let sink = out.clone();
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            loop {
+                let n = pipe.read(&mut chunk).unwrap_or(0);
+                let mut text = sink.text.lock().unwrap();
+                if n == 0 {
+                    text.1 = true;
+                    sink.more.notify_all();
+                    return;
+                }
+                text.0.extend_from_slice(&chunk[..n]);
+                sink.more.notify_all();
+            }
+        });
+        out
+    }
+
+    fn now(&self) -> String {
+        String::from_utf8_lossy(&self.text.lock().unwrap().0).into_owned()
+    }
+
+    fn closed(&self) -> bool {
+        self.text.lock().unwrap().1
+    }
+
+    /// Waits until `done` accepts what was written, or the pipe closes,
+    /// or [`STEP_TIMEOUT`] passes; returns whether `done` accepted it.
+    fn wait(&self, done: impl Fn(&str) -> bool) -> bool {
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        let mut text = self.text.lock().unwrap();
+        loop {
+            if done(&String::from_utf8_lossy(&text.0)) {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if text.1 || left.is_zero() {
+                return false;
+            }
+            text = self.more.wait_timeout(text, left).unwrap().0;
+        }
+    }
+}
+
+/// A child process with its stdin open to the test and its stdout and
+/// stderr collected; killed if dropped still running (a failed test).
+struct Proc {
+    name: String,
+    child: Child,
+    /// Whether it leads a process group of its own, killed with it.
+    group: bool,
+    stdin: Option<ChildStdin>,
+    stdout: Arc<Output>,
+    stderr: Arc<Output>,
+}
+
+impl Proc {
+    /// Runs `program` with `args`.
+    fn start<S: AsRef<OsStr>>(program: &str, args: impl IntoIterator<Item = S>) -> Proc {
+        Proc::spawn(program, args, false)
+    }
+
+    /// Runs `program` with `args` as the leader of a process group of its
+    /// own, which [`fail`](Self::fail) and dropping kill whole (Node and
+    /// the browser it starts).
+    fn start_group<S: AsRef<OsStr>>(program: &str, args: impl IntoIterator<Item = S>) -> Proc {
+        Proc::spawn(program, args, true)
+    }
+
+    fn spawn<S: AsRef<OsStr>>(
+        program: &str,
+        args: impl IntoIterator<Item = S>,
+        group: bool,
+    ) -> Proc {
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if group {
+            command.process_group(0);
+        }
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("could not run {program} (the test needs it): {e}"));
+        Proc {
+            name: program.to_owned(),
+            group,
+            stdin: child.stdin.take(),
+            stdout: Output::collect(child.stdout.take().unwrap()),
+            stderr: Output::collect(child.stderr.take().unwrap()),
+            child,
+        }
+    }
+
+    /// Kills it (its process group, if it leads one) if it is still
+    /// running (its id is still its own), and reaps it.
+    fn kill(&mut self) -> std::io::Result<ExitStatus> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Ok(status);
+        }
+        if self.group {
+            // The group's id is the leader's; `kill` returns at once.
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", self.child.id())])
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = self.child.kill();
+        self.child.wait()
+    }
+
+    /// Writes `bytes` to its stdin, in one write.
+    fn send(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        if let Err(e) = stdin.write_all(bytes).and_then(|()| stdin.flush()) {
+            self.fail(&format!(
+                "writing {:?}: {e}",
+                String::from_utf8_lossy(bytes)
+            ));
+        }
+    }
+
+    /// Waits (bounded) until `done` accepts its stdout so far; returns it.
+    fn wait_stdout(&mut self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        if !self.stdout.wait(done) {
+            self.fail(&format!("waiting for {what}"));
+        }
+        self.stdout.now()
+    }
+
+    /// Waits (bounded) until its stdout contains `text`.
+    fn wait_for_text(&mut self, text: &str) -> String {
+        self.wait_stdout(&format!("{text:?}"), |out| out.contains(text))
+    }
+
+    /// Closes its stdin and waits (bounded) for it to exit and close its
+    /// pipes; returns its exit status.
+    fn finish(&mut self) -> ExitStatus {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        let status = loop {
+            match self.child.try_wait().expect("wait for the child") {
+                Some(status) => break status,
+                None if Instant::now() > deadline => self.fail("waiting for it to exit"),
+                None => std::thread::sleep(Duration::from_millis(5)),
+            }
+        };
+        // Its stdout closes with it, unless a process it started holds it.
+        self.stdout.wait(|_| false);
+        if !self.stdout.closed() {
+            self.fail("waiting for its stdout to close");
+        }
+        status
+    }
+
+    /// [`finish`](Self::finish), which must exit 0.
+    fn finish_ok(&mut self) {
+        let status = self.finish();
+        if !status.success() {
+            self.fail(&format!("it exited with {status}"));
+        }
+    }
+
+    /// Fails the test with `what`, and what it wrote; kills it first.
+    fn fail(&mut self, what: &str) -> ! {
+        let status = self.kill();
+        panic!(
+            "{}: {what}; {status:?}; its stdout:\n{}\nits stderr:\n{}",
+            self.name,
+            self.stdout.now(),
+            self.stderr.now()
+        );
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.kill();
+    }
+}
+
+// ---- openssl s_client ----
+
+/// `openssl s_client` connected to the server, interactive (neither
+/// `-quiet` nor `-ign_eof`: a line of stdin that starts with `k` or `K` is
+/// a command, a KeyUpdate; EOF on stdin sends `close_notify` and exits),
+/// with its protocol messages traced to a file (`-msgfile`), so that its
+/// stdout holds only the session's summary and the plaintext it read.
+struct SClient {
+    proc: Proc,
+    trace: PathBuf,
+    _dir: TempDir,
+}
+
+/// Which side sent a KeyUpdate, and whether it asked the other for one
+/// (`request_update`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeyUpdate {
+    /// s_client's, `k`.
+    Client,
+    /// s_client's, `K`: update requested.
+    ClientRequesting,
+    /// The server's, not requesting one.
+    Server,
+    /// The server's, requesting one (dormant never sends it).
+    ServerRequesting,
+}
+
+impl SClient {
+    /// Connects to `addr` as `localhost`, trusting `cert`, with the extra
+    /// `args` (the version, the suites); waits for the handshake to be
+    /// over and checks that it negotiated `protocol` and `suite`.
+    fn connect(addr: SocketAddr, cert: &Cert, args: &[&str], protocol: &str, suite: &str) -> Self {
+        let dir = TempDir::new();
+        let trace = dir.path.join("msg.txt");
+        let connect = addr.to_string();
+        let mut all: Vec<&OsStr> = vec![
+            "s_client".as_ref(),
+            "-connect".as_ref(),
+            connect.as_ref(),
+            "-servername".as_ref(),
+            "localhost".as_ref(),
+            "-CAfile".as_ref(),
+            cert.cert.as_ref(),
+            "-verify_return_error".as_ref(),
+            "-msg".as_ref(),
+            "-msgfile".as_ref(),
+            trace.as_ref(),
+        ];
+        all.extend(args.iter().map(OsStr::new));
+        let mut proc = Proc::start("openssl", all);
+        // The summary s_client prints once the handshake is over.
+        let out = proc.wait_stdout("the session's summary", |out| {
+            out.contains("Verify return code: 0 (ok)")
+        });
+        let line = format!("New, {protocol}, Cipher is {suite}\n");
+        if !out.contains(&line) {
+            proc.fail(&format!("expected {line:?} in the summary"));
+        }
+        SClient {
+            proc,
+            trace,
+            _dir: dir,
+        }
+    }
+
+    /// The KeyUpdates traced so far, in order.
+    fn key_updates(&self) -> Vec<KeyUpdate> {
+        let trace = std::fs::read_to_string(&self.trace).unwrap_or_default();
+        let mut lines = trace.lines();
+        let mut found = Vec::new();
+        while let Some(line) = lines.next() {
+            if !line.ends_with("KeyUpdate") {
+                continue;
+            }
+            // The message in hex on the next line: type 24, length 1,
+            // request_update.
+            let hex = lines.next().unwrap_or_default().trim();
+            let requested = match hex {
+                "18 00 00 01 00" => false,
+                "18 00 00 01 01" => true,
+                _ => panic!("a KeyUpdate traced as {line:?} {hex:?}"),
+            };
+            found.push(match (line.starts_with(">>>"), requested) {
+                (true, false) => KeyUpdate::Client,
+                (true, true) => KeyUpdate::ClientRequesting,
+                (false, false) => KeyUpdate::Server,
+                (false, true) => KeyUpdate::ServerRequesting,
+            });
+        }
+        found
+    }
+
+    /// Waits (bounded) until the trace shows `expected`, exactly.
+    fn wait_key_updates(&mut self, expected: &[KeyUpdate]) {
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        loop {
+            let seen = self.key_updates();
+            if seen == expected {
+                return;
+            }
+            if Instant::now() > deadline || seen.len() > expected.len() {
+                self.proc.fail(&format!(
+                    "the KeyUpdates traced: {seen:?}, expected {expected:?}"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Has s_client send a KeyUpdate (`K`: requesting the server's) and
+    /// waits until the trace shows the KeyUpdates `then` (s_client reads
+    /// a command only at the start of what one read of its stdin returns,
+    /// so nothing else is written until it has sent it).
+    fn key_update(&mut self, requesting: bool, then: &[KeyUpdate]) {
+        self.proc.send(if requesting { b"K\n" } else { b"k\n" });
+        self.wait_key_updates(then);
+    }
+
+    /// `GET path`, and its response from the echo service in the
+    /// plaintext s_client printed: `200 OK`, the body exact (after the
+    /// head, of its `content-length`).
+    fn get_ok(&mut self, path: &str) {
+        self.proc.send(get(path).as_bytes());
+        let body = format!("GET {path} read=");
+        let length = format!("\r\ncontent-length: {}\r\n", body.len());
+        self.proc
+            .wait_stdout(&format!("the response to {path}"), |out| {
+                out.split("HTTP/1.1 ").any(|response| {
+                    response.split_once("\r\n\r\n").is_some_and(|(head, rest)| {
+                        head.starts_with("200 OK\r\n")
+                            && (head.to_owned() + "\r\n").contains(&length)
+                            && rest.starts_with(&body)
+                    })
+                })
+            });
+    }
+
+    /// Closes stdin: s_client sends `close_notify` and must exit 0.
+    fn close(mut self) {
+        self.proc.finish_ok();
+    }
+}
+
+/// OpenSSL's `s_client` over TLS 1.3, driven through its stdin: KeyUpdates
+/// (`K`, requesting the server's, and `k`, not) right after the
+/// handshake, on a DORMANT connection (the KeyUpdate alone wakes it, and it
+/// sleeps again), and with a request right behind them; requests between
+/// them, each on a connection woken from DORMANT. The server must answer
+/// each `K` with one KeyUpdate of its own, not requesting one, besides the
+/// one it sends after the handshake, and nothing else; every response
+/// must decrypt (under the keys of both sides' updates) and be exact. The
+/// session is on dormant's record layer (none kept by rustls).
+#[test]
+fn openssl_key_updates_before_between_and_after_sleeps() {
+    use KeyUpdate::{Client, ClientRequesting, Server};
+    let (cert, srv) = echo_over_tls();
+    let mut c = SClient::connect(
+        srv.addr,
+        &cert,
+        &["-tls1_3"],
+        "TLSv1.3",
+        "TLS_AES_256_GCM_SHA384",
+    );
+    // The server's KeyUpdate after the handshake, then `K` before the
+    // first request (the new connection waits for it).
+    c.wait_key_updates(&[Server]);
+    let mut expected = vec![Server, ClientRequesting, Server];
+    c.key_update(true, &expected);
+    c.get_ok("/1");
+    let s = dormant_now(&srv);
+
+    // `K` alone on a DORMANT connection: it wakes, answers, and sleeps
+    // again; the next request wakes it again.
+    expected.extend([ClientRequesting, Server]);
+    c.key_update(true, &expected);
+    let s = slept_again(&srv, &s);
+    c.get_ok("/2");
+    let s = slept_again(&srv, &s);
+
+    // `k` alone on a DORMANT connection: nothing to answer.
+    expected.push(Client);
+    c.key_update(false, &expected);
+    let s = slept_again(&srv, &s);
+    c.get_ok("/3");
+    let s = slept_again(&srv, &s);
+
+    // KeyUpdates with a request right behind them, each pair sent to a
+    // DORMANT connection.
+    expected.push(Client);
+    c.key_update(false, &expected);
+    c.get_ok("/4");
+    let s = slept_again(&srv, &s);
+    // The request goes out once s_client has sent the KeyUpdate; the
+    // server's answer may come before or after the response.
+    expected.push(ClientRequesting);
+    c.proc.send(b"K\n");
+    c.wait_key_updates_prefix(&expected);
+    c.get_ok("/5");
+    expected.push(Server);
+    c.wait_key_updates(&expected);
+    let s = slept_again(&srv, &s);
+    c.get_ok("/6");
+    let s = slept_again(&srv, &s);
+
+    // close_notify to a DORMANT connection: s_client sends it and exits.
+    c.close();
+    srv.wait_for("woken by the close", |now| now.lot_wakes > s.lot_wakes);
+    assert_clean(&srv, 0);
+    let s = srv.stats();
+    assert_eq!(
+        (s.accepted, s.tls_handshakes, s.requests),
+        (1, 1, 6),
+        "{s:?}"
+    );
+}
+
+impl SClient {
+    /// Waits (bounded) until the trace starts with `expected` (the
+    /// server's answer to the last may follow).
+    fn wait_key_updates_prefix(&mut self, expected: &[KeyUpdate]) {
+        let deadline = Instant::now() + STEP_TIMEOUT;
+        loop {
+            let seen = self.key_updates();
+            if seen.starts_with(expected) {
+                return;
+            }
+            if Instant::now() > deadline {
+                self.proc.fail(&format!(
+                    "the KeyUpdates traced: {seen:?}, expected {expected:?} first"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// `s_client` with each TLS 1.3 cipher suite forced in turn
+/// (`-ciphersuites`): a request, a DORMANT sleep, a `K` KeyUpdate on the
+/// DORMANT connection (it wakes, answers with the server's, and sleeps
+/// again), a request that wakes it; the suite is the one forced, every
+/// record decrypts and every response is exact, and no session stays on
+/// rustls.
+#[test]
+fn openssl_each_tls13_suite_across_sleeps_and_a_key_update() {
+    use KeyUpdate::{ClientRequesting, Server};
+    let (cert, srv) = echo_over_tls();
+    for suite in [
+        "TLS_AES_128_GCM_SHA256",
+        "TLS_AES_256_GCM_SHA384",
+        "TLS_CHACHA20_POLY1305_SHA256",
+    ] {
+        srv.wait_for("the last client's connection closed", all_closed);
+        let args = ["-tls1_3", "-ciphersuites", suite];
+        let mut c = SClient::connect(srv.addr, &cert, &args, "TLSv1.3", suite);
+        c.get_ok(&format!("/{suite}/before"));
+        let s = dormant_now(&srv);
+        c.key_update(true, &[Server, ClientRequesting, Server]);
+        let s = slept_again(&srv, &s);
+        c.get_ok(&format!("/{suite}/after"));
+        slept_again(&srv, &s);
+        c.close();
+    }
+    assert_clean(&srv, 0);
+    let s = srv.stats();
+    assert_eq!(
+        (s.accepted, s.tls_handshakes, s.requests),
+        (3, 3, 6),
+        "{s:?}"
+    );
+}
+
+/// `s_client` over TLS 1.2 with each ECDHE-ECDSA suite rustls has (the
+/// test's certificate is ECDSA P-256): a request, then two more, each
+/// after a DORMANT sleep that it wakes, exact; no KeyUpdate (TLS 1.2 has
+/// none); every session is one rustls keeps (`tls_kept_by_rustls`), and
+/// none failed.
+#[test]
+fn openssl_tls12_suites_across_sleeps_stay_on_rustls() {
+    let (cert, srv) = echo_over_tls();
+    let suites = [
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+    ];
+    for suite in suites {
+        srv.wait_for("the last client's connection closed", all_closed);
+        let args = ["-tls1_2", "-cipher", suite];
+        let mut c = SClient::connect(srv.addr, &cert, &args, "TLSv1.2", suite);
+        c.get_ok(&format!("/{suite}/0"));
+        let mut s = dormant_now(&srv);
+        for step in 1..3 {
+            c.get_ok(&format!("/{suite}/{step}"));
+            s = slept_again(&srv, &s);
+        }
+        assert!(c.key_updates().is_empty(), "TLS 1.2 has no KeyUpdate");
+        c.close();
+    }
+    assert_clean(&srv, 3);
+    let s = srv.stats();
+    assert_eq!(
+        (s.accepted, s.tls_handshakes, s.requests),
+        (3, 3, 9),
+        "{s:?}"
+    );
+}
+
+// ---- curl ----
+
+/// Makes a FIFO at `path` (`mkfifo`).
+fn mkfifo(path: &Path) {
+    let mut p = Proc::start("mkfifo", [path]);
+    p.finish_ok();
+}
+
+/// Writes `text` to the FIFO at `path` and closes it: its reader, blocked
+/// until then, reads it to its end. Bounded: the writer's `open` waits for
+/// a reader, on a thread of its own.
+fn write_fifo(path: &Path, text: &'static str) {
+    let (tx, rx) = mpsc::channel();
+    let path = path.to_owned();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::fs::write(path, text));
+    });
+    rx.recv_timeout(STEP_TIMEOUT)
+        .expect("no reader opened the FIFO")
+        .expect("write the FIFO");
+}
+
+/// curl fetches three URLs of the server, one after the other, on one
+/// connection (`--http1.1` or `--http2`: ALPN `http/1.1`, or `h2`), with a `file://` URL of a FIFO between them: curl blocks reading it
+/// while its connection waits idle in its cache, until the test writes the
+/// FIFO, once the server has the connection DORMANT. Every response is
+/// exact, the second and third transfers reuse the first one's connection
+/// (`num_connects` 0), and each woke it from DORMANT.
+fn curl_across_sleeps(version: &str, shown: &str) {
+    let (cert, srv) = echo_over_tls();
+    let dir = TempDir::new();
+    let fifos = [dir.path.join("pause-1"), dir.path.join("pause-2")];
+    for fifo in &fifos {
+        mkfifo(fifo);
+    }
+    let port = srv.addr.port();
+    let url = |path: &str| format!("https://localhost:{port}{path}");
+    let file = |fifo: &Path| format!("file://{}", fifo.display());
+    let mut curl = Proc::start(
+        "curl",
+        [
+            "-sS".to_owned(),
+            "--max-time".to_owned(),
+            STEP_TIMEOUT.as_secs().to_string(),
+            version.to_owned(),
+            "--cacert".to_owned(),
+            cert.cert.display().to_string(),
+            "--resolve".to_owned(),
+            format!("localhost:{port}:127.0.0.1"),
+            "-w".to_owned(),
+            " [%{num_connects} %{http_version} %{response_code}]\n".to_owned(),
+            url("/one"),
+            file(&fifos[0]),
+            url("/two"),
+            file(&fifos[1]),
+            url("/three"),
+        ],
+    );
+    let line = |path: &str, connects: u32| format!("GET {path} read= [{connects} {shown} 200]\n");
+    let pause = |i: u32| format!("pause {i}\n [0 0 000]\n");
+    // curl writes a transfer's `-w` out only after the next one's body
+    // (its stdout is buffered): the bodies tell how far it got.
+    curl.wait_for_text("GET /one read=");
+    let s = dormant_now(&srv);
+    write_fifo(&fifos[0], "pause 1\n");
+    curl.wait_for_text("GET /two read=");
+    let s = slept_again(&srv, &s);
+    write_fifo(&fifos[1], "pause 2\n");
+    curl.finish_ok();
+    let expected = [
+        line("/one", 1),
+        pause(1),
+        line("/two", 0),
+        pause(2),
+        line("/three", 0),
+    ];
+    assert_eq!(curl.stdout.now(), expected.concat());
+    srv.wait_for("woken from DORMANT", |now| now.lot_wakes > s.lot_wakes);
+    assert_clean(&srv, 0);
+    let s = srv.stats();
+    assert_eq!(
+        (s.accepted, s.tls_handshakes, s.requests),
+        (1, 1, 3),
+        "one connection: {s:?}"
+    );
+    let declined = s.h2_sleep_declines;
+    assert_eq!((declined.window, declined.unacknowledged), (0, 0), "{s:?}");
+}
+
+/// [`curl_across_sleeps`] over HTTP/1.1.
+#[test]
+fn curl_http1_reuses_its_connection_across_sleeps() {
+    curl_across_sleeps("--http1.1", "1.1");
+}
+
+/// [`curl_across_sleeps`] over HTTP/2 (ALPN `h2`): curl acknowledges
+/// the server's SETTINGS before its connection sleeps (the fence goes out
+/// with the first response), so the connection sleeps while curl is
+/// blocked on the FIFO; no sleep declined (`h2_sleep_declines`).
+#[test]
+fn curl_http2_reuses_its_connection_across_sleeps() {
+    curl_across_sleeps("--http2", "2");
+}
+
+// ---- Python's ssl module ----
+
+/// A client on Python's `ssl` module (OpenSSL underneath, its own
+/// settings: `ssl.create_default_context`), driven by commands on its
+/// stdin, one a line: `get PATH` (a request, and its whole response read:
+/// it prints `response STATUS-LINE BODY`), `unwrap` (`close_notify`, and
+/// the server's awaited: it prints `unwrapped`, then `eof` if the socket
+/// then reads its end). It first prints `connected VERSION SUITE`.
+const PYTHON_CLIENT: &str = r#"
+import socket, ssl, sys
+
+port, cafile, version = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+ctx = ssl.create_default_context(cafile=cafile)
+v = {"1.3": ssl.TLSVersion.TLSv1_3, "1.2": ssl.TLSVersion.TLSv1_2}[version]
+ctx.minimum_version = v
+ctx.maximum_version = v
+sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+tls = ctx.wrap_socket(sock, server_hostname="localhost")
+print("connected", tls.version(), tls.cipher()[0], flush=True)
+buf = b""
+
+def recv():
+    chunk = tls.recv(65536)
+    if not chunk:
+        sys.exit("the connection ended before a whole response")
+    return chunk
+
+def response():
+    global buf
+    while b"\r\n\r\n" not in buf:
+        buf += recv()
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    length = [int(l.split(":")[1]) for l in lines if l.lower().startswith("content-length:")][0]
+    while len(rest) < length:
+        rest += recv()
+    buf = rest[length:]
+    return lines[0], rest[:length].decode()
+
+for line in sys.stdin:
+    command, _, arg = line.strip().partition(" ")
+    if command == "get":
+        tls.sendall(f"GET {arg} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+        status, body = response()
+        print("response", status, body, flush=True)
+    elif command == "unwrap":
+        plain = tls.unwrap()
+        print("unwrapped", flush=True)
+        print("eof" if plain.recv(1) == b"" else "more", flush=True)
+        plain.close()
+        break
+"#;
+
+/// Python's `ssl` over TLS `version`: a request, a DORMANT sleep, a
+/// request, a DORMANT sleep, then `unwrap()` (`close_notify`) to the
+/// DORMANT connection, which must answer with its own `close_notify`
+/// (unwrap returns) and close the TCP connection; every response exact.
+fn python_across_sleeps_and_close_notify(version: &str, protocol: &str, suite: &str) {
+    let (cert, srv) = echo_over_tls();
+    let mut py = Proc::start(
+        "python3",
+        [
+            "-c".as_ref(),
+            PYTHON_CLIENT.as_ref(),
+            OsStr::new(&srv.addr.port().to_string()),
+            cert.cert.as_os_str(),
+            version.as_ref(),
+        ],
+    );
+    py.wait_for_text(&format!("connected {protocol} {suite}\n"));
+    py.send(b"get /first\n");
+    py.wait_for_text("response HTTP/1.1 200 OK GET /first read=\n");
+    let s = dormant_now(&srv);
+    py.send(b"get /second\n");
+    py.wait_for_text("response HTTP/1.1 200 OK GET /second read=\n");
+    let s = slept_again(&srv, &s);
+    py.send(b"unwrap\n");
+    py.wait_for_text("unwrapped\neof\n");
+    py.finish_ok();
+    srv.wait_for("woken by the close_notify", |now| {
+        now.lot_wakes > s.lot_wakes
+    });
+    let kept = u64::from(version == "1.2");
+    assert_clean(&srv, kept);
+    let s = srv.stats();
+    assert_eq!(
+        (s.accepted, s.tls_handshakes, s.requests),
+        (1, 1, 2),
+        "{s:?}"
+    );
+}
+
+/// [`python_across_sleeps_and_close_notify`] over TLS 1.3 (dormant's
+/// record layer).
+#[test]
+fn python_tls13_close_notify_to_a_dormant_connection_is_answered() {
+    python_across_sleeps_and_close_notify("1.3", "TLSv1.3", "TLS_AES_256_GCM_SHA384");
+}
+
+/// [`python_across_sleeps_and_close_notify`] over TLS 1.2 (rustls's
+/// session, kept).
+#[test]
+fn python_tls12_close_notify_to_a_dormant_connection_is_answered() {
+    python_across_sleeps_and_close_notify("1.2", "TLSv1.2", "ECDHE-ECDSA-AES256-GCM-SHA384");
+}
+
+// ---- headless Chromium ----
+
+/// Drives headless Chromium over its DevTools protocol on a pipe (as
+/// `tests/node/chromium.mjs` does), with the profile directory of its
+/// second argument: opens the page at its first argument (certificate
+/// errors ignored: the test's certificate is self-signed), prints `loaded`
+/// and the page's text once it is there, then, for each line `fetch PATH`
+/// of its stdin, has the page `fetch` it and prints `fetched STATUS BODY
+/// PROTOCOL` (the protocol from the resource timing, `h2` for HTTP/2). At
+/// the end of its stdin it closes the browser.
+const CHROMIUM_DRIVER: &str = r#"
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+
+const browser = spawn(
+  process.env.CHROMIUM ?? "chromium",
+  [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--ignore-certificate-errors",
+    `--user-data-dir=${process.argv[3]}`,
+    "--remote-debugging-pipe",
+    "about:blank",
+  ],
+  { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] },
+);
+let stderr = "";
+browser.stderr.on("data", (chunk) => (stderr += chunk));
+const fail = (why) => {
+  process.stderr.write(`${why}\n${stderr}`);
+  browser.kill("SIGKILL");
+  process.exit(1);
+};
+// A backstop: the test bounds each step itself.
+setTimeout(() => fail("still running after 5 minutes"), 300_000).unref();
+
+let nextId = 1;
+const pending = new Map();
+let buffered = "";
+browser.stdio[4].on("data", (chunk) => {
+  buffered += chunk.toString("utf8");
+  let end;
+  while ((end = buffered.indexOf("\0")) >= 0) {
+    const message = JSON.parse(buffered.slice(0, end));
+    buffered = buffered.slice(end + 1);
+    const waiter = pending.get(message.id);
+    if (waiter) {
+      pending.delete(message.id);
+      waiter(message);
+    }
+  }
+});
+function send(method, params = {}, sessionId) {
+  const id = nextId++;
+  const message = { id, method, params };
+  if (sessionId) message.sessionId = sessionId;
+  browser.stdio[3].write(JSON.stringify(message) + "\0");
+  return new Promise((resolve) => pending.set(id, resolve));
+}
+async function evaluate(expression, sessionId) {
+  const reply = await send(
+    "Runtime.evaluate",
+    { expression, awaitPromise: true, returnByValue: true },
+    sessionId,
+  );
+  return reply.result?.result?.value;
+}
+
+const { result: target } = await send("Target.createTarget", { url: process.argv[2] });
+const { result: attached } = await send("Target.attachToTarget", {
+  targetId: target.targetId,
+  flatten: true,
+});
+const session = attached.sessionId;
+for (let tries = 0; ; tries++) {
+  const text = await evaluate("document.body ? document.body.innerText : ''", session);
+  if (typeof text === "string" && text.includes("read=")) {
+    console.log(`loaded ${text.trim()}`);
+    break;
+  }
+  if (tries > 600) fail("the page did not load");
+  await new Promise((resolve) => setTimeout(resolve, 50));
+}
+for await (const line of createInterface({ input: process.stdin })) {
+  const path = line.replace(/^fetch /, "");
+  const got = await evaluate(
+    `fetch(${JSON.stringify(path)}, { cache: "no-store" })
+      .then((r) => r.text().then((t) => {
+        const [entry] = performance.getEntriesByName(r.url).slice(-1);
+        return r.status + " " + t + " " + (entry ? entry.nextHopProtocol : "?");
+      }))
+      .catch((e) => "error " + e)`,
+    session,
+  );
+  console.log(`fetched ${got}`);
+}
+await send("Browser.close");
+browser.kill("SIGKILL");
+process.exit(0);
+"#;
+
+/// Headless Chromium (driven through Node, [`CHROMIUM_DRIVER`], with a
+/// profile of its own that does not preconnect) loads a page of the
+/// server, then `fetch`es twice from it, each time once the server has
+/// every connection DORMANT: both responses exact, over HTTP/2, each
+/// `fetch` waking a connection from DORMANT, on the connections opened for
+/// the page; no session on rustls, and no handshake failed after the page
+/// loaded.
+///
+/// Chromium sometimes gives up a connection of its first navigation
+/// right after its ClientHello and opens another (its net log: the
+/// connect job ends `ERR_ABORTED` within milliseconds, before the
+/// server's answer; the socket is closed with a FIN, no alert), which the
+/// server counts as a failed handshake, so failures are counted from the
+/// page's load on.
+#[test]
+fn chromium_fetches_over_h2_across_sleeps() {
+    let (_cert, srv) = echo_over_tls();
+    let dir = TempDir::new();
+    let script = dir.path.join("driver.mjs");
+    std::fs::write(&script, CHROMIUM_DRIVER).unwrap();
+    let profile = dir.path.join("profile");
+    std::fs::create_dir_all(profile.join("Default")).unwrap();
+    std::fs::write(
+        profile.join("Default/Preferences"),
+        r#"{"net":{"network_prediction_options":2}}"#,
+    )
+    .unwrap();
+    let page = format!("https://localhost:{}/page", srv.addr.port());
+    let mut node = Proc::start_group(
+        "node",
+        [script.as_os_str(), page.as_ref(), profile.as_os_str()],
+    );
+    node.wait_for_text("loaded GET /page read=\n");
+    let loaded = srv.stats();
+    assert!(loaded.tls_handshakes >= 1, "{loaded:?}");
+    for path in ["/one", "/two"] {
+        // Chromium may have opened a second connection; all sleep.
+        srv.wait_for("every connection DORMANT", |s| {
+            s.dormant >= 1 && s.active + s.parked == 0
+        });
+        let before = srv.stats();
+        node.send(format!("fetch {path}\n").as_bytes());
+        node.wait_for_text(&format!("fetched 200 GET {path} read= h2\n"));
+        srv.wait_for("woken from DORMANT", |s| s.lot_wakes > before.lot_wakes);
+    }
+    node.finish_ok();
+    srv.wait_for("every connection closed", all_closed);
+    let s = srv.stats();
+    assert_eq!(
+        (s.accepted, s.tls_handshake_failures, s.tls_kept_by_rustls),
+        (loaded.accepted, loaded.tls_handshake_failures, 0),
+        "no new connection, no failed handshake after the page loaded: {s:?}"
+    );
+}
