@@ -21,11 +21,11 @@
 //! user's key log, as before).
 //!
 //! The derivation is the crypto provider's HKDF with the suite's hash;
-//! dormant writes only the labels. A session uses its secrets only if the
-//! keys they derive are the keys rustls handed over (checked once, when
-//! the session leaves rustls), and only where rustls lets a key be built
-//! from bytes (32-byte keys: AES-256-GCM, ChaCha20-Poly1305); otherwise it
-//! keeps the `KernelConnection`.
+//! dormant writes only the labels. A session uses its secrets only if they
+//! are its own (the client's secret derives the read IV rustls handed
+//! over, checked once, when the session leaves rustls), and only where
+//! rustls lets a key be built from bytes (32-byte keys: AES-256-GCM,
+//! ChaCha20-Poly1305); otherwise it keeps the `KernelConnection`.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -120,6 +120,16 @@ pub(super) fn keys(suite: &Tls13CipherSuite, secret: &OkmBlock) -> Option<(AeadK
     Some((key, iv))
 }
 
+/// The IV `secret` derives, if `suite`'s key is 32 bytes (the check that
+/// recorded secrets are a session's: cheaper than its key).
+pub(super) fn iv(suite: &Tls13CipherSuite, secret: &OkmBlock) -> Option<[u8; 12]> {
+    if suite.aead_alg.key_len() != 32 {
+        return None;
+    }
+    let expander = suite.hkdf_provider.expander_for_okm(secret);
+    Some(expand_label::<[u8; 12], 12>(&*expander, b"iv"))
+}
+
 /// The secret after `secret`, for a key update.
 pub(super) fn next(suite: &Tls13CipherSuite, secret: &OkmBlock) -> OkmBlock {
     let expander = suite.hkdf_provider.expander_for_okm(secret);
@@ -149,4 +159,71 @@ fn expand_label<T: From<[u8; N]>, const N: usize>(expander: &dyn HkdfExpander, l
             &[0],
         ],
     )
+}
+
+#[cfg(all(test, any(feature = "tls", feature = "tls-ring")))]
+mod tests {
+    use super::*;
+
+    #[cfg(feature = "tls")]
+    use rustls::crypto::aws_lc_rs::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256 as SUITE;
+    #[cfg(not(feature = "tls"))]
+    use rustls::crypto::ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256 as SUITE;
+
+    /// The application traffic secrets of rustls's key schedule test
+    /// vectors (`tls13/key_schedule.rs`, generated with OpenSSL, SHA-256),
+    /// and the key (16 bytes) and IV they derive.
+    const VECTORS: [([u8; 32], [u8; 16], [u8; 12]); 2] = [
+        (
+            [
+                0xc1, 0x4a, 0x6d, 0x79, 0x76, 0xd8, 0x10, 0x2b, 0x5a, 0x0c, 0x99, 0x51, 0x49, 0x3f,
+                0xee, 0x87, 0xdc, 0xaf, 0xf8, 0x2c, 0x24, 0xca, 0xb2, 0x14, 0xe8, 0xbe, 0x71, 0xa8,
+                0x20, 0x6d, 0xbd, 0xa5,
+            ],
+            [
+                0xcc, 0x9f, 0x5f, 0x98, 0x0b, 0x5f, 0x10, 0x30, 0x6c, 0xba, 0xd7, 0xbe, 0x98, 0xd7,
+                0x57, 0x2e,
+            ],
+            [
+                0xb8, 0x09, 0x29, 0xe8, 0xd0, 0x2c, 0x70, 0xf6, 0x11, 0x62, 0xed, 0x6b,
+            ],
+        ),
+        (
+            [
+                0x2c, 0x90, 0x77, 0x38, 0xd3, 0xf8, 0x37, 0x02, 0xd1, 0xe4, 0x59, 0x8f, 0x48, 0x48,
+                0x53, 0x1d, 0x9f, 0x93, 0x65, 0x49, 0x1b, 0x9f, 0x7f, 0x52, 0xc8, 0x22, 0x29, 0x0d,
+                0x4c, 0x23, 0x21, 0x92,
+            ],
+            [
+                0x0c, 0xb2, 0x95, 0x62, 0xd8, 0xd8, 0x8f, 0x48, 0xb0, 0x2c, 0xbf, 0xbe, 0xd7, 0xe6,
+                0x2b, 0xb3,
+            ],
+            [
+                0x0d, 0xb2, 0x8f, 0x98, 0x85, 0x86, 0xa1, 0xb7, 0xe4, 0xd5, 0xc6, 0x9c,
+            ],
+        ),
+    ];
+
+    #[test]
+    fn labels_derive_what_openssl_derives() {
+        let suite = SUITE.tls13().unwrap();
+        for (secret, key, iv) in VECTORS {
+            let secret = OkmBlock::new(&secret);
+            let expander = suite.hkdf_provider.expander_for_okm(&secret);
+            assert_eq!(expand_label::<[u8; 16], 16>(&*expander, b"key"), key);
+            assert_eq!(self::iv(suite, &secret), Some(iv));
+            let (_, iv_with_key) = keys(suite, &secret).unwrap();
+            assert_eq!(iv_with_key.as_ref(), &iv);
+        }
+    }
+
+    #[test]
+    fn the_next_secret_is_another_and_derives_other_keys() {
+        let suite = SUITE.tls13().unwrap();
+        let secret = OkmBlock::new(&VECTORS[0].0);
+        let next = next(suite, &secret);
+        assert_eq!(next.as_ref().len(), 32);
+        assert_ne!(next.as_ref(), secret.as_ref());
+        assert_ne!(self::iv(suite, &next), self::iv(suite, &secret));
+    }
 }

@@ -52,7 +52,6 @@ use rustls::crypto::cipher::{
     AeadKey, InboundOpaqueMessage, Iv, MessageDecrypter, MessageEncrypter, OutboundChunks,
     OutboundPlainMessage,
 };
-use rustls::crypto::tls13::OkmBlock;
 use rustls::kernel::KernelConnection;
 use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
 use rustls::{
@@ -216,10 +215,15 @@ impl Traffic {
         let (tx_seq, tx) = extracted.tx;
         let rx = key_iv(rx).ok_or_else(unsupported)?;
         let tx = key_iv(tx).ok_or_else(unsupported)?;
-        // The recorded secrets, if they derive the keys rustls handed over.
+        // The recorded secrets, if they are this session's: the client's
+        // derives the read IV rustls handed over (the two are recorded
+        // together, in the same call).
         let next_keys = match secrets {
             Some(secrets)
-                if derives(suite, &secrets.client, &rx) && derives(suite, &secrets.server, &tx) =>
+                if secrets::iv(suite, &secrets.client)
+                    .as_ref()
+                    .map(|iv| &iv[..])
+                    == Some(rx.1.as_ref()) =>
             {
                 NextKeys::Secrets(secrets)
             }
@@ -729,10 +733,4 @@ impl NextKeys {
             }
         }
     }
-}
-
-/// Whether `secret` derives the key and IV `keys` of `suite`.
-fn derives(suite: &Tls13CipherSuite, secret: &OkmBlock, keys: &(AeadKey, Iv)) -> bool {
-    secrets::keys(suite, secret)
-        .is_some_and(|(key, iv)| key.as_ref() == keys.0.as_ref() && iv.as_ref() == keys.1.as_ref())
 }
