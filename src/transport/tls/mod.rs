@@ -97,9 +97,10 @@ enum Session {
     /// keys its crypto provider does not hand out.
     Rustls(Box<UnbufferedServerConnection>),
     /// rustls, its handshake done and its keys movable: the session moves
-    /// to dormant's record layer once rustls has nothing left to send and
-    /// no record is half-read; with the traffic secrets its handshake
-    /// derived, if they were recorded.
+    /// to dormant's record layer when its connection first sleeps (leaves
+    /// its task) with no record half-read; with the traffic secrets its
+    /// handshake derived, if they were recorded. A connection that never
+    /// sleeps never pays for the move.
     Moving(Box<UnbufferedServerConnection>, Option<Box<TrafficSecrets>>),
     /// dormant's record layer (see [`traffic`]).
     Own(Traffic),
@@ -122,6 +123,19 @@ impl Tls {
         match &self.session {
             Session::Rustls(conn) | Session::Moving(conn, _) => conn.is_handshaking(),
             Session::Own(_) | Session::Lost => false,
+        }
+    }
+
+    /// Whether the handshake completed (its end not noted yet) and rustls
+    /// has nothing more to send: where processing stops, before rustls
+    /// reads on (see [`TlsStream::move_out_of_rustls`]). rustls hands out
+    /// what it has to send (its NewSessionTickets) before it reads the next
+    /// record.
+    fn handshake_just_done(&mut self) -> bool {
+        let noted = !matches!(self.served.as_deref(), Some(Served::Handshaking { .. }));
+        match &self.session {
+            Session::Rustls(conn) if !noted => !conn.is_handshaking() && !conn.wants_write(),
+            _ => false,
         }
     }
 
@@ -190,6 +204,10 @@ enum Step {
     Eof,
     /// Both sides closed: nothing can be written any more.
     Closed,
+    /// The handshake completed, and rustls sent what it had to (its
+    /// NewSessionTickets): processing stopped before rustls looked at a
+    /// record of the traffic that follows.
+    HandshakeDone,
 }
 
 fn tls_error(error: rustls::Error) -> io::Error {
@@ -291,7 +309,7 @@ impl<IO> TlsStream<IO> {
             return self.process_own(write);
         }
         let step = self.process_handshake(write)?;
-        if let Session::Moving(..) = self.rec.tls.session {
+        if let (Step::HandshakeDone, Session::Moving(..)) = (&step, &self.rec.tls.session) {
             self.move_out_of_rustls();
         }
         Ok(step)
@@ -327,14 +345,14 @@ impl<IO> TlsStream<IO> {
         step
     }
 
-    /// Moves a session whose handshake is done to dormant's record layer,
-    /// once rustls has sent all it had to and no record is half-read (the
-    /// bytes rustls was given are all consumed: none it decrypted in place
-    /// waits for the rest of a message).
+    /// Moves a session whose handshake just completed to dormant's record
+    /// layer: rustls has sent all it had to, and has not looked at a record
+    /// of the traffic ([`Step::HandshakeDone`]). Later, rustls would have
+    /// seen the client's records: a `KeyUpdate` asking for the server's
+    /// would leave rustls's answer queued until its next write, which
+    /// `dangerous_into_kernel_connection` does not check, and the answer
+    /// would be lost.
     fn move_out_of_rustls(&mut self) {
-        if !self.rec.unprocessed().is_empty() {
-            return;
-        }
         let tls = &mut *self.rec.tls;
         if tls.eof || tls.closing || tls.failed {
             return;
@@ -342,10 +360,15 @@ impl<IO> TlsStream<IO> {
         let Session::Moving(conn, _) = &mut tls.session else {
             return;
         };
-        // rustls is ready to send data only once its own records are out.
-        match conn.process_tls_records(&mut []).state {
-            Ok(ConnectionState::WriteTraffic(_)) => {}
-            _ => return,
+        // rustls is ready to send data once its own records are out (and
+        // their transmission acknowledged); it is given no byte, so it
+        // reads nothing more.
+        loop {
+            match conn.process_tls_records(&mut []).state {
+                Ok(ConnectionState::WriteTraffic(_)) => break,
+                Ok(ConnectionState::TransmitTlsData(data)) => data.done(),
+                _ => return,
+            }
         }
         let Session::Moving(conn, secrets) = std::mem::replace(&mut tls.session, Session::Lost)
         else {
@@ -354,8 +377,10 @@ impl<IO> TlsStream<IO> {
         match Traffic::take(*conn, secrets) {
             Ok(traffic) => tls.session = Session::Own(traffic),
             Err(error) => {
-                // Not expected: the checks above are rustls's own. The
-                // session is gone; so is the connection.
+                // Not expected (the checks above are rustls's own), but for
+                // a key update rustls answered and holds (see
+                // `Traffic::take`): the session is gone; so is the
+                // connection.
                 tracing::debug!(%error, "a TLS session could not leave rustls");
                 tls.failed = true;
             }
@@ -456,13 +481,13 @@ impl<IO> TlsStream<IO> {
                             _ => None,
                         },
                     )?;
-                    None
+                    tls.handshake_just_done().then_some(Ok(Step::HandshakeDone))
                 }
                 // `outgoing` keeps what was encoded, in order, until it is
                 // written: for rustls it is sent.
                 Ok(ConnectionState::TransmitTlsData(data)) => {
                     data.done();
-                    None
+                    tls.handshake_just_done().then_some(Ok(Step::HandshakeDone))
                 }
                 Ok(ConnectionState::BlockedHandshake) => Some(Ok(Step::NeedRead)),
                 Ok(ConnectionState::WriteTraffic(mut traffic)) => {
@@ -633,7 +658,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
                 }
             };
             match step {
-                Step::Plain | Step::Eof | Step::Closed => continue,
+                // The records after a handshake are the next step's.
+                Step::Plain | Step::Eof | Step::Closed | Step::HandshakeDone => continue,
                 Step::NeedRead | Step::Written(_) => {}
             }
             // Handshake messages go out before the peer is waited for.
@@ -680,7 +706,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
                 Step::Closed => return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
                 // Plaintext waits for the reader; the peer's close does not
                 // stop this side from writing.
-                Step::Plain | Step::Eof => continue,
+                Step::Plain | Step::Eof | Step::HandshakeDone => continue,
                 // Still handshaking: the peer has to speak first.
                 Step::NeedRead => {
                     ready!(this.poll_send(cx))?;

@@ -120,14 +120,11 @@ pub(super) fn keys(suite: &Tls13CipherSuite, secret: &OkmBlock) -> Option<(AeadK
     Some((key, iv))
 }
 
-/// The IV `secret` derives, if `suite`'s key is 32 bytes (the check that
-/// recorded secrets are a session's: cheaper than its key).
-pub(super) fn iv(suite: &Tls13CipherSuite, secret: &OkmBlock) -> Option<[u8; 12]> {
-    if suite.aead_alg.key_len() != 32 {
-        return None;
-    }
+/// The IV `secret` derives (the check that recorded secrets are a
+/// session's, and that its keys are the first ones: cheaper than the key).
+pub(super) fn iv(suite: &Tls13CipherSuite, secret: &OkmBlock) -> [u8; 12] {
     let expander = suite.hkdf_provider.expander_for_okm(secret);
-    Some(expand_label::<[u8; 12], 12>(&*expander, b"iv"))
+    expand_label::<[u8; 12], 12>(&*expander, b"iv")
 }
 
 /// The secret after `secret`, for a key update.
@@ -211,7 +208,7 @@ mod tests {
             let secret = OkmBlock::new(&secret);
             let expander = suite.hkdf_provider.expander_for_okm(&secret);
             assert_eq!(expand_label::<[u8; 16], 16>(&*expander, b"key"), key);
-            assert_eq!(self::iv(suite, &secret), Some(iv));
+            assert_eq!(self::iv(suite, &secret), iv);
             let (_, iv_with_key) = keys(suite, &secret).unwrap();
             assert_eq!(iv_with_key.as_ref(), &iv);
         }

@@ -1,21 +1,25 @@
 //! The record layer after the handshake: what a TLS connection keeps once
 //! rustls has done its part.
 //!
-//! When a TLS 1.3 handshake is over and rustls has nothing left to send,
+//! When the connection of a TLS 1.3 session first sleeps (leaves its
+//! task, quiet: rustls has nothing left to send, no record is half-read),
 //! the session leaves rustls through its kernel-TLS route
 //! (`dangerous_into_kernel_connection`): dormant takes the traffic keys
-//! and sequence numbers, and keeps the `KernelConnection` that derives the
-//! next keys when either side updates them. Records are protected by the
-//! crypto provider's own `MessageEncrypter` and `MessageDecrypter`, built
-//! from those keys exactly as rustls builds them: dormant frames records
-//! and never touches cryptography.
+//! and sequence numbers, and derives the next keys when either side
+//! updates them from the traffic secrets ([`secrets`](super::secrets)), or
+//! with rustls's `KernelConnection` where it cannot. Records are protected
+//! by the crypto provider's own `MessageEncrypter` and `MessageDecrypter`,
+//! built from those keys exactly as rustls builds them: dormant frames
+//! records and writes no cryptography. A connection that never sleeps stays
+//! on rustls and never pays for the move (a few microseconds of key
+//! derivation and two ciphers built again).
 //!
 //! Write keys are used from sequence number 0 only: a provider may insist
 //! (aws-lc's AES-GCM seal takes the first nonce it sees as sequence 0 and
 //! refuses nonces that do not grow from it). The keys rustls hands over
-//! have sent its NewSessionTickets already, so the first record dormant
-//! sends is a `KeyUpdate`, under those keys at their first use, and the
-//! next keys start at 0. TLS 1.2, which has no key update, stays on
+//! have protected its NewSessionTickets at least, so the first record
+//! dormant sends is a `KeyUpdate`, under those keys at their first use, and
+//! the next keys start at 0. TLS 1.2, which has no key update, stays on
 //! rustls for the same reason (counted in `Stats::tls_kept_by_rustls`).
 //!
 //! What TLS 1.3 still asks after the handshake is done here as rustls does
@@ -218,12 +222,21 @@ impl Traffic {
         // The recorded secrets, if they are this session's: the client's
         // derives the read IV rustls handed over (the two are recorded
         // together, in the same call).
+        if let Some(secrets) = &secrets {
+            // Write keys at sequence number 0 that are not the first ones:
+            // rustls answered a client's key update whose record came with
+            // the handshake's last (servers that send no tickets), and its
+            // answer waits for a write that will not come.
+            if tx_seq == 0 && secrets::iv(suite, &secrets.server) != tx.1.as_ref() {
+                return Err(rustls::Error::General(
+                    "a key update answered by rustls is pending".into(),
+                ));
+            }
+        }
         let next_keys = match secrets {
             Some(secrets)
-                if secrets::iv(suite, &secrets.client)
-                    .as_ref()
-                    .map(|iv| &iv[..])
-                    == Some(rx.1.as_ref()) =>
+                if suite.aead_alg.key_len() == 32
+                    && secrets::iv(suite, &secrets.client) == rx.1.as_ref() =>
             {
                 NextKeys::Secrets(secrets)
             }
