@@ -97,10 +97,9 @@ enum Session {
     /// keys its crypto provider does not hand out.
     Rustls(Box<UnbufferedServerConnection>),
     /// rustls, its handshake done and its keys movable: the session moves
-    /// to dormant's record layer when its connection first sleeps (leaves
-    /// its task) with no record half-read; with the traffic secrets its
-    /// handshake derived, if they were recorded. A connection that never
-    /// sleeps never pays for the move.
+    /// to dormant's record layer at once, where the handshake's processing
+    /// stops ([`Step::HandshakeDone`]); with the traffic secrets its
+    /// handshake derived, if they were recorded.
     Moving(Box<UnbufferedServerConnection>, Option<Box<TrafficSecrets>>),
     /// dormant's record layer (see [`traffic`]).
     Own(Traffic),

@@ -1,18 +1,21 @@
 //! The record layer after the handshake: what a TLS connection keeps once
 //! rustls has done its part.
 //!
-//! When the connection of a TLS 1.3 session first sleeps (leaves its
-//! task, quiet: rustls has nothing left to send, no record is half-read),
-//! the session leaves rustls through its kernel-TLS route
+//! When a TLS 1.3 handshake ends (rustls has sent its NewSessionTickets
+//! and read no record of the traffic yet), the session leaves rustls
+//! through its kernel-TLS route
 //! (`dangerous_into_kernel_connection`): dormant takes the traffic keys
 //! and sequence numbers, and derives the next keys when either side
 //! updates them from the traffic secrets ([`secrets`](super::secrets)), or
 //! with rustls's `KernelConnection` where it cannot. Records are protected
 //! by the crypto provider's own `MessageEncrypter` and `MessageDecrypter`,
 //! built from those keys exactly as rustls builds them: dormant frames
-//! records and writes no cryptography. A connection that never sleeps stays
-//! on rustls and never pays for the move (a few microseconds of key
-//! derivation and two ciphers built again).
+//! records and writes no cryptography. The move costs a few microseconds
+//! per connection (keys derived and two ciphers built again); moving
+//! later, at a connection's first sleep, would spare connections that
+//! never sleep, but rustls would by then have read the client's records,
+//! and a key update it answered waits, unsent, for its next write (see
+//! `TlsStream::move_out_of_rustls`).
 //!
 //! Write keys are used from sequence number 0 only: a provider may insist
 //! (aws-lc's AES-GCM seal takes the first nonce it sees as sequence 0 and
