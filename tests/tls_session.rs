@@ -857,6 +857,95 @@ fn key_updates_under_each_tls13_suite() {
     }
 }
 
+/// 10c. A crypto provider that does not hand out its keys (its AEADs'
+///      `extract_keys` is unsupported, as a hardware-backed provider's may
+///      be): the session stays in rustls for its life, counted in
+///      `tls_kept_by_rustls`, and serves across PARKED and DORMANT as any
+///      other; the handshake does not fail because of it.
+#[test]
+fn a_provider_that_keeps_its_keys_leaves_the_session_in_rustls() {
+    use tokio_rustls::rustls::crypto::cipher::{
+        AeadKey, Iv, MessageDecrypter, MessageEncrypter, Tls13AeadAlgorithm,
+        UnsupportedOperationError,
+    };
+    use tokio_rustls::rustls::{
+        CipherSuiteCommon, ConnectionTrafficSecrets, SupportedCipherSuite, Tls13CipherSuite,
+    };
+
+    /// An AEAD that encrypts as `0` does and keeps its keys to itself.
+    struct KeepsKeys(&'static dyn Tls13AeadAlgorithm);
+
+    impl Tls13AeadAlgorithm for KeepsKeys {
+        fn encrypter(&self, key: AeadKey, iv: Iv) -> Box<dyn MessageEncrypter> {
+            self.0.encrypter(key, iv)
+        }
+        fn decrypter(&self, key: AeadKey, iv: Iv) -> Box<dyn MessageDecrypter> {
+            self.0.decrypter(key, iv)
+        }
+        fn key_len(&self) -> usize {
+            self.0.key_len()
+        }
+        fn extract_keys(
+            &self,
+            _: AeadKey,
+            _: Iv,
+        ) -> Result<ConnectionTrafficSecrets, UnsupportedOperationError> {
+            Err(UnsupportedOperationError)
+        }
+    }
+
+    let mut keeping = (*provider()).clone();
+    keeping.cipher_suites = keeping
+        .cipher_suites
+        .iter()
+        .filter_map(|suite| suite.tls13())
+        .map(|suite| {
+            let suite: &'static Tls13CipherSuite = Box::leak(Box::new(Tls13CipherSuite {
+                common: CipherSuiteCommon {
+                    suite: suite.common.suite,
+                    hash_provider: suite.common.hash_provider,
+                    confidentiality_limit: suite.common.confidentiality_limit,
+                },
+                hkdf_provider: suite.hkdf_provider,
+                aead_alg: Box::leak(Box::new(KeepsKeys(suite.aead_alg))),
+                quic: suite.quic,
+            }));
+            SupportedCipherSuite::Tls13(suite)
+        })
+        .collect();
+    let cert = Cert::new();
+    let config = ServerConfig::builder_with_provider(Arc::new(keeping))
+        .with_protocol_versions(&[&TLS13])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der.clone()],
+            PrivateKeyDer::from_pem_file(&cert.key).unwrap(),
+        )
+        .unwrap();
+    let srv = serve_tls(
+        &ladder(Duration::from_millis(10)),
+        &TlsConfig::new(config),
+        echo_service(),
+    );
+    let mut c = connect(srv.addr, &tls13(&cert));
+    c.get_ok("/0");
+    for i in 1..=2u64 {
+        srv.wait_for("dormant", |s| s.dormant == 1 && s.dormancies == i);
+        c.get_ok(&format!("/{i}"));
+    }
+    let s = srv.stats();
+    assert_eq!(
+        (
+            s.tls_handshakes,
+            s.tls_handshake_failures,
+            s.tls_kept_by_rustls
+        ),
+        (1, 0, 1),
+        "{s:?}"
+    );
+}
+
 /// 11. Graceful shutdown with TLS connections still in the middle of a
 ///     record, or of their handshake (every idle rung of an established
 ///     session: tests/server_shutdown.rs): a session whose client sent the

@@ -330,7 +330,11 @@ impl<S: Parkable> Parkable for ProxiedStream<S> {
     }
 
     fn close(self) {
-        self.io.close();
+        // A header cut short is counted before the socket closes: once the
+        // client sees the close, the count is final.
+        let ProxiedStream { io, header } = self;
+        drop(header);
+        io.close();
     }
 }
 

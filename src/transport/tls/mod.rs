@@ -158,8 +158,10 @@ impl fmt::Debug for Tls {
 
 /// A TLS server connection over a plain transport `IO`.
 pub struct TlsStream<IO> {
-    io: IO,
+    // Dropped first: a handshake cut short is counted before the socket
+    // closes (once the client sees the close, the count is final).
     rec: Records,
+    io: IO,
 }
 
 /// The session and its buffers: everything of a [`TlsStream`] but the

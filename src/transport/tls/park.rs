@@ -100,6 +100,11 @@ where
         {
             let _ = io::Write::write(&mut dormant.fd, &records);
         }
+        // A handshake cut short is counted before the socket closes: once
+        // the client sees the close, the count is final.
+        let DormantTls { fd, tls } = dormant;
+        drop(tls);
+        drop(fd);
     }
 
     fn send_dormant(dormant: &mut DormantTls<IO::Dormant>, bytes: &[u8]) -> io::Result<()> {
