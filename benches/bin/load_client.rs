@@ -1,12 +1,13 @@
 //! The load client of `benches/scripts/load.sh` and `wake_instructions.sh`:
-//! N keep-alive HTTP/1.1 (or HTTP/2) connections to one server, each sending
-//! `GET /` after an exponentially distributed think time, with the latency
-//! of every request recorded.
+//! N keep-alive HTTP/1.1 (or HTTP/2) connections to one server, in clear or
+//! over TLS, each sending `GET /` after an exponentially distributed think
+//! time, with the latency of every request recorded.
 //!
 //! ```text
-//! load_client [--h2] ADDR CONNS THINK WARMUP WINDOW [CONNECT_RATE]
+//! load_client [--h2] [--tls CERT_PEM] ADDR CONNS THINK WARMUP WINDOW [CONNECT_RATE]
 //! load_client 127.0.0.1:3921 5000 0.2 5 20      # 5,000 connections, 200 ms mean think time
 //! load_client --h2 127.0.0.1:3921 5000 3 12 20  # the same over HTTP/2 (h2c), 3 s think times
+//! load_client --tls /tmp/cert.pem 127.0.0.1:3443 100 0.2 5 10 20  # HTTPS (TLS 1.3)
 //! ```
 //!
 //! `THINK`, `WARMUP` and `WINDOW` are in seconds (fractions allowed),
@@ -39,6 +40,21 @@
 //! whose body is `Hello, World!` is an error, as is a failure of the
 //! connection (a GOAWAY, a reset stream, a close), with the same 10 s
 //! bound.
+//!
+//! With `--tls CERT_PEM` (built with a TLS feature: `--features tls`, or
+//! `tls-ring`), each connection is HTTPS: after its TCP connect it makes a
+//! TLS 1.3 handshake with tokio-rustls, as `localhost`, trusting the PEM
+//! certificate `CERT_PEM` alone (the one `hello_dormant_tls` and
+//! `hello_hyper_tls` were given), offering ALPN `http/1.1` (`h2` alone
+//! with `--h2`) and no session resumption; then the same requests go
+//! through the TLS stream. As in `benches/common/tls.rs`, the crypto
+//! provider is the features' (aws-lc-rs for `tls`, ring for `tls-ring`),
+//! with all its TLS 1.3 suites in its order (the server follows the
+//! client's: AES-256-GCM with aws-lc-rs), or only the suite
+//! `TLS_SUITE` names (`TLS_SUITE=TLS13_AES_128_GCM_SHA256`). The handshake
+//! is part of the connect (a failed one is a connect error, with the same
+//! 10 s bound; its time is not in `max_connect_ms`), and the `connected`
+//! line names the first connection's suite (`tls=…`).
 //!
 //! When every connection is open (or has failed), the warm-up of `WARMUP`
 //! seconds starts, then the measuring window of `WINDOW` seconds: only the
@@ -73,12 +89,17 @@
 //! much CPU time as the server spends on them (at 5,000 connections and 3 s
 //! think times, 6-10% of a core each): far from saturating the client's
 //! core at think times of seconds, not at 5,000 connections thinking
-//! 200 ms (`cli %` in `load.sh`'s tables shows whether it kept up).
+//! 200 ms (`cli %` in `load.sh`'s tables shows whether it kept up). A TLS
+//! connection also holds its tokio-rustls stream (1,104 B, boxed, and
+//! rustls's keys and buffers on the heap) and encrypts and decrypts every
+//! request and response.
 
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Empty, Limited};
@@ -86,9 +107,16 @@ use hyper::body::Bytes;
 use hyper::client::conn::http2;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use rustls::client::Resumption;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, RootCertStore};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{sleep, sleep_until, timeout};
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n";
 /// The HTTP/2 request's URI: its `:scheme` and `:authority` (`Host: bench`
@@ -111,8 +139,16 @@ fn main() -> ExitCode {
         Err(error) => {
             eprintln!("load_client: {error}");
             eprintln!(
-                "usage: load_client [--h2] ADDR CONNS THINK WARMUP WINDOW [CONNECT_RATE]  (seconds; connections/s)"
+                "usage: load_client [--h2] [--tls CERT_PEM] ADDR CONNS THINK WARMUP WINDOW [CONNECT_RATE]  (seconds; connections/s)"
             );
+            return ExitCode::from(2);
+        }
+    };
+    let tls = match args.tls.as_ref().map(|cert| connector(cert, args.h2)) {
+        None => None,
+        Some(Ok(connector)) => Some(connector),
+        Some(Err(error)) => {
+            eprintln!("load_client: --tls: {error}");
             return ExitCode::from(2);
         }
     };
@@ -127,13 +163,16 @@ fn main() -> ExitCode {
         }
     };
     let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, run(args))
+    local.block_on(&runtime, run(args, tls))
 }
 
 /// The command line.
 struct Args {
-    /// `--h2`: HTTP/2 with prior knowledge instead of HTTP/1.1.
+    /// `--h2`: HTTP/2 (with prior knowledge, or by ALPN over TLS) instead
+    /// of HTTP/1.1.
     h2: bool,
+    /// `--tls CERT_PEM`: TLS 1.3, trusting this certificate.
+    tls: Option<PathBuf>,
     addr: SocketAddr,
     conns: usize,
     think: Duration,
@@ -145,9 +184,16 @@ struct Args {
 impl Args {
     fn parse() -> Result<Args, String> {
         let mut args: Vec<String> = std::env::args().skip(1).collect();
-        let h2 = args.first().is_some_and(|first| first == "--h2");
-        if h2 {
-            args.remove(0);
+        let mut h2 = false;
+        let mut tls = None;
+        // Bounded: every turn removes at least one argument.
+        while args.first().is_some_and(|first| first.starts_with("--")) {
+            match args.remove(0).as_str() {
+                "--h2" => h2 = true,
+                "--tls" if !args.is_empty() => tls = Some(PathBuf::from(args.remove(0))),
+                "--tls" => return Err("--tls: no CERT_PEM".into()),
+                flag => return Err(format!("unknown option {flag}")),
+            }
         }
         if !(5..=6).contains(&args.len()) {
             return Err(format!("{} arguments, expected 5 or 6", args.len()));
@@ -160,6 +206,7 @@ impl Args {
         };
         let parsed = Args {
             h2,
+            tls,
             addr: args[0]
                 .parse()
                 .map_err(|e| format!("ADDR {}: {e}", args[0]))?,
@@ -183,13 +230,69 @@ impl Args {
     }
 }
 
+/// The TLS client configuration of `--tls CERT_PEM`: TLS 1.3, the
+/// certificate as the only root, ALPN `http/1.1` (`h2` alone if `h2`), no
+/// resumption; the provider's suites, or the one `TLS_SUITE` names (as
+/// `benches/common/tls.rs`'s `Trust::client_config`).
+fn connector(cert: &Path, h2: bool) -> Result<TlsConnector, String> {
+    let mut roots = RootCertStore::empty();
+    let certs =
+        CertificateDer::pem_file_iter(cert).map_err(|e| format!("{}: {e}", cert.display()))?;
+    for cert in certs {
+        roots
+            .add(cert.map_err(|e| format!("a PEM certificate: {e}"))?)
+            .map_err(|e| format!("a root certificate: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("{}: no certificate", cert.display()));
+    }
+    let mut provider = provider()?;
+    if let Ok(suite) = std::env::var("TLS_SUITE") {
+        provider
+            .cipher_suites
+            .retain(|s| format!("{:?}", s.suite()) == suite);
+        if provider.cipher_suites.is_empty() {
+            return Err(format!(
+                "TLS_SUITE={suite}: no such suite (e.g. TLS13_AES_128_GCM_SHA256)"
+            ));
+        }
+    }
+    let mut config = ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| format!("TLS 1.3: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let alpn: &[u8] = if h2 { b"h2" } else { b"http/1.1" };
+    config.alpn_protocols = vec![alpn.to_vec()];
+    config.resumption = Resumption::disabled();
+    Ok(TlsConnector::from(Arc::new(config)))
+}
+
+/// The process's default crypto provider if one is installed, else the
+/// one the features chose (as `hello_hyper_tls` picks it).
+fn provider() -> Result<CryptoProvider, String> {
+    if let Some(provider) = CryptoProvider::get_default() {
+        return Ok(provider.as_ref().clone());
+    }
+    #[cfg(feature = "tls")]
+    return Ok(rustls::crypto::aws_lc_rs::default_provider());
+    #[cfg(all(feature = "tls-ring", not(feature = "tls")))]
+    return Ok(rustls::crypto::ring::default_provider());
+    #[cfg(not(any(feature = "tls", feature = "tls-ring")))]
+    Err("no rustls crypto provider: build with `--features tls` or `--features tls-ring`".into())
+}
+
 /// Opens the connections, runs the warm-up and the window, and reports.
-async fn run(args: Args) -> ExitCode {
+async fn run(args: Args, tls: Option<TlsConnector>) -> ExitCode {
     let shared = Rc::new(Shared::default());
-    let ramp = ramp_up(&args, &shared).await;
+    let ramp = ramp_up(&args, tls, &shared).await;
     let settled = shared.connected.get() + shared.connect_errors.get();
+    let suite = match shared.suite.get() {
+        Some(suite) => format!(" tls={suite:?}"),
+        None => String::new(),
+    };
     println!(
-        "connected conns={} connect_errors={} slow_connects={} max_connect_ms={:.1} ramp_ms={}",
+        "connected conns={} connect_errors={} slow_connects={} max_connect_ms={:.1} ramp_ms={}{suite}",
         shared.connected.get(),
         shared.connect_errors.get(),
         shared.slow_connects.get(),
@@ -250,7 +353,7 @@ fn cpu_ticks() -> Option<u64> {
 /// Spawns one task per connection, at most `connect_rate` a second, and
 /// waits until each has connected or failed (at most `CONNECT_TIMEOUT`
 /// after the last was spawned). Returns how long that took.
-async fn ramp_up(args: &Args, shared: &Rc<Shared>) -> Duration {
+async fn ramp_up(args: &Args, tls: Option<TlsConnector>, shared: &Rc<Shared>) -> Duration {
     let began = Instant::now();
     let mut spawned = 0;
     // Bounded: `due` reaches `conns` after conns / connect_rate seconds.
@@ -261,6 +364,7 @@ async fn ramp_up(args: &Args, shared: &Rc<Shared>) -> Duration {
                 spawned,
                 args.addr,
                 args.h2,
+                tls.clone(),
                 args.think,
                 shared.clone(),
             ));
@@ -292,6 +396,8 @@ struct Shared {
     window: Cell<Option<(Instant, Instant)>>,
     /// Set at the window's end: connections stop sending.
     stop: Cell<bool>,
+    /// With `--tls`: the suite of the first handshake.
+    suite: Cell<Option<rustls::CipherSuite>>,
     /// Latencies of the requests completed inside the window, in ns.
     latencies: RefCell<Histogram>,
 }
@@ -323,9 +429,17 @@ impl Shared {
     }
 }
 
-/// One connection: connect (and with `h2` the HTTP/2 handshake), then think
-/// and request until the window ends or the first error.
-async fn connection(conn: usize, addr: SocketAddr, h2: bool, think: Duration, shared: Rc<Shared>) {
+/// One connection: connect (and with `tls` the TLS handshake, with `h2` the
+/// HTTP/2 handshake), then think and request until the window ends or the
+/// first error.
+async fn connection(
+    conn: usize,
+    addr: SocketAddr,
+    h2: bool,
+    tls: Option<TlsConnector>,
+    think: Duration,
+    shared: Rc<Shared>,
+) {
     let began = Instant::now();
     let connected = timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await;
     let took = began.elapsed();
@@ -342,14 +456,10 @@ async fn connection(conn: usize, addr: SocketAddr, h2: bool, think: Duration, sh
     {
         return shared.connect_failed(conn, &format!("socket option: {error}"));
     }
-    let mut client = if h2 {
-        match timeout(CONNECT_TIMEOUT, Client::handshake(stream)).await {
-            Ok(Ok(client)) => client,
-            Ok(Err(error)) => return shared.connect_failed(conn, &error),
-            Err(_) => return shared.connect_failed(conn, "h2 handshake: timed out"),
-        }
-    } else {
-        Client::Http1(stream, Box::new([0; RESPONSE_MAX]))
+    let mut client = match timeout(CONNECT_TIMEOUT, Client::open(stream, h2, tls, &shared)).await {
+        Ok(Ok(client)) => client,
+        Ok(Err(error)) => return shared.connect_failed(conn, &error),
+        Err(_) => return shared.connect_failed(conn, "handshake: timed out"),
     };
     shared.connected.set(shared.connected.get() + 1);
     shared.alive.set(shared.alive.get() + 1);
@@ -385,14 +495,52 @@ async fn connection(conn: usize, addr: SocketAddr, h2: bool, think: Duration, sh
 enum Client {
     /// HTTP/1.1, written and parsed here, with the response's buffer.
     Http1(TcpStream, Box<[u8; RESPONSE_MAX]>),
-    /// HTTP/2 with prior knowledge: hyper's client, a stream per request.
+    /// HTTP/1.1 over TLS (the stream boxed: it is 1,104 B).
+    Https1(Box<TlsStream<TcpStream>>, Box<[u8; RESPONSE_MAX]>),
+    /// HTTP/2 with prior knowledge, or over TLS: hyper's client, a stream
+    /// per request.
     Http2(http2::SendRequest<Empty<Bytes>>),
 }
 
 impl Client {
+    /// The handshakes on a connected `stream`: TLS's with `tls` (noting
+    /// its suite in `shared` if it is the first), HTTP/2's with `h2`.
+    async fn open(
+        stream: TcpStream,
+        h2: bool,
+        tls: Option<TlsConnector>,
+        shared: &Shared,
+    ) -> Result<Client, String> {
+        let Some(tls) = tls else {
+            if h2 {
+                return Client::handshake(stream).await;
+            }
+            return Ok(Client::Http1(stream, Box::new([0; RESPONSE_MAX])));
+        };
+        let name = ServerName::try_from("localhost").expect("a valid server name");
+        let stream = tls
+            .connect(name, stream)
+            .await
+            .map_err(|e| format!("TLS handshake: {}", describe(&e)))?;
+        if shared.suite.get().is_none() {
+            let suite = stream.get_ref().1.negotiated_cipher_suite();
+            shared.suite.set(suite.map(|suite| suite.suite()));
+        }
+        if h2 {
+            return Client::handshake(stream).await;
+        }
+        Ok(Client::Https1(
+            Box::new(stream),
+            Box::new([0; RESPONSE_MAX]),
+        ))
+    }
+
     /// The HTTP/2 handshake on `stream`, with hyper's connection spawned on
     /// this thread.
-    async fn handshake(stream: TcpStream) -> Result<Client, String> {
+    async fn handshake<S>(stream: S) -> Result<Client, String>
+    where
+        S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+    {
         let (sender, connection) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
             .await
             .map_err(|e| format!("h2 handshake: {}", describe(&e)))?;
@@ -405,6 +553,7 @@ impl Client {
     async fn exchange(&mut self) -> Result<(), String> {
         match self {
             Client::Http1(stream, buf) => exchange(stream, buf).await,
+            Client::Https1(stream, buf) => exchange(stream.as_mut(), buf).await,
             Client::Http2(sender) => exchange_h2(sender).await,
         }
     }
@@ -452,11 +601,16 @@ fn describe(error: &dyn std::error::Error) -> String {
 }
 
 /// Sends one HTTP/1.1 request and reads its response to the last byte.
-async fn exchange(stream: &mut TcpStream, buf: &mut [u8; RESPONSE_MAX]) -> Result<(), String> {
+async fn exchange<S>(stream: &mut S, buf: &mut [u8; RESPONSE_MAX]) -> Result<(), String>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     stream
         .write_all(REQUEST)
         .await
         .map_err(|e| format!("write: {e}"))?;
+    // A no-op on a TCP stream; over TLS, sends what rustls still holds.
+    stream.flush().await.map_err(|e| format!("write: {e}"))?;
     let mut len = 0;
     let mut total = None;
     // Bounded: every turn reads at least one byte into a fixed buffer.

@@ -9,6 +9,7 @@
 #   benches/scripts/wake_instructions.sh [ROUNDS]          # default 1 round
 #   CELLS="300:3" VARIANTS=default benches/scripts/wake_instructions.sh
 #   H2=1 CELLS="100:0.2" VARIANTS=default benches/scripts/wake_instructions.sh   # HTTP/2 (h2c)
+#   TLS=1 CELLS="100:0.2" VARIANTS=default benches/scripts/wake_instructions.sh  # HTTPS (TLS 1.3)
 #
 # Run it from anywhere: it works in the checkout that holds it.
 #
@@ -44,6 +45,22 @@
 # its own) so that inlined functions keep their names. With CALLGRIND_KEEP=DIR,
 # each run's window profile is kept as DIR/VARIANT-CONNS-THINK-REQUESTS.N
 # (for callgrind_annotate; divide by REQUESTS).
+#
+# TLS=1: HTTPS, as `TLS=1 benches/scripts/wrk.sh`: dormant is
+# benches/bin/hello_dormant_tls.rs (dormant's TlsListener) and hyper-util
+# benches/bin/hello_hyper_tls.rs (hyper-util over tokio-rustls, the same
+# rustls configuration), both built with `--features tls` (aws-lc-rs), as
+# is the client. Before the first run hello_dormant_tls makes a
+# self-signed certificate (rcgen, ECDSA P-256) in the run's temporary
+# directory; every server of the run is given that certificate and key,
+# and the client (`load_client --tls CERT_PEM`) trusts it alone. Each
+# connection makes a full TLS 1.3 handshake when it connects (ALPN
+# http/1.1, or h2 with H2=1; no resumption), outside the window; the
+# suite is the client's first choice, TLS_AES_256_GCM_SHA384, unless
+# TLS_SUITE names another (`TLS_SUITE=TLS13_AES_128_GCM_SHA256`), and the
+# first run prints it. A handshake takes the server ~10 ms under valgrind,
+# so connections open at TLS_CONNECT_RATE a second (default 50): the
+# 300-connection cell takes 6 s to open.
 set -eu
 
 ROUNDS=${1:-1}
@@ -52,36 +69,85 @@ VARIANTS=${VARIANTS:-"default park_off dormant_off"}
 ADDR=${WAKE_ADDR:-127.0.0.1:3922}
 WINDOW=${WINDOW:-20}
 PARTS=${PARTS:-0}
-# H2=1: the clients speak h2c (`load_client --h2`), and dormant's sleep.
+# H2=1: the clients speak HTTP/2 (`load_client --h2`; h2c, or h2 by ALPN
+# with TLS=1), and dormant's h2 connections sleep.
 CLIENT_FLAGS=()
 if [ -n "${H2:-}" ]; then
     CLIENT_FLAGS=(--h2)
 fi
+CONNECT_RATE=200
 
 cd "$(dirname "$0")/../.."
-cargo build --release --quiet --example hello_dormant --example hello_hyper --example load_client
+if [ -n "${TLS:-}" ]; then
+    DORMANT=hello_dormant_tls
+    HYPER=hello_hyper_tls
+    CONNECT_RATE=${TLS_CONNECT_RATE:-50}
+    cargo build --release --quiet --features tls --example hello_dormant_tls --example hello_hyper_tls \
+        --example load_client
+else
+    DORMANT=hello_dormant
+    HYPER=hello_hyper
+    cargo build --release --quiet --example hello_dormant --example hello_hyper --example load_client
+fi
 BIN=${CARGO_TARGET_DIR:-target}/release/examples
 OUT=$(mktemp -d)
 pid=""
 trap 'if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi; rm -rf "$OUT"' EXIT
 ulimit -n "$(ulimit -Hn)"
 
+# With TLS, one certificate for every server of the run: hello_dormant_tls
+# (not under valgrind) writes its self-signed one under $TMPDIR and is
+# stopped at once, as in wrk.sh.
+SERVER_ARGS=()
+if [ -n "${TLS:-}" ]; then
+    mkdir "$OUT/cert"
+    TMPDIR=$OUT/cert "$BIN/$DORMANT" 127.0.0.1:0 >"$OUT/cert/out" 2>&1 &
+    pid=$!
+    i=0
+    until grep -qs "^listening on" "$OUT/cert/out"; do
+        i=$((i + 1))
+        if [ "$i" -gt 100 ] || ! kill -0 "$pid" 2>/dev/null; then
+            echo "$DORMANT did not start:" >&2
+            cat "$OUT/cert/out" >&2
+            exit 1
+        fi
+        sleep 0.05
+    done
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    pid=""
+    CERT=$OUT/cert/dormant-tls-hello-dormant/cert.pem
+    KEY=$OUT/cert/dormant-tls-hello-dormant/key.pem
+    if [ ! -s "$CERT" ] || [ ! -s "$KEY" ]; then
+        echo "$DORMANT wrote no certificate:" >&2
+        cat "$OUT/cert/out" >&2
+        exit 1
+    fi
+    SERVER_ARGS=("$CERT" "$KEY")
+    CLIENT_FLAGS+=(--tls "$CERT")
+fi
+
 # run VARIANT CONNS THINK: prints the server's instructions per request and
 # the requests of the window.
 run() {
     case $1 in
-    hyper-util) bin=hello_hyper park=10 dormant=1000 ;;
-    default) bin=hello_dormant park=10 dormant=1000 ;;
-    park_off) bin=hello_dormant park=off dormant=1000 ;;
-    dormant_off) bin=hello_dormant park=10 dormant=off ;;
+    hyper-util) bin=$HYPER park=10 dormant=1000 ;;
+    default) bin=$DORMANT park=10 dormant=1000 ;;
+    park_off) bin=$DORMANT park=off dormant=1000 ;;
+    dormant_off) bin=$DORMANT park=10 dormant=off ;;
     *)
         echo "wake_instructions.sh: unknown variant $1" >&2
         exit 1
         ;;
     esac
+    # The previous run's log goes first: the server's shell truncates the
+    # file only once it has forked, and a `listening on` still in it would
+    # start the client before this server listens (its first connections
+    # refused).
+    rm -f "$OUT/server.log"
     PARK_AFTER_MS=$park DORMANT_AFTER_MS=$dormant TOKIO_WORKER_THREADS=1 \
         valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p" \
-        "$BIN/$bin" "$ADDR" >"$OUT/server.log" 2>&1 &
+        "$BIN/$bin" "$ADDR" "${SERVER_ARGS[@]}" >"$OUT/server.log" 2>&1 &
     pid=$!
     i=0
     until grep -qs "^listening on" "$OUT/server.log"; do
@@ -94,10 +160,17 @@ run() {
         sleep 0.1
     done
     warmup=$(echo "$3" | awk '{ w = 4 * $1; printf "%d", (w > 5) ? w + 0.999 : 5 }')
-    limit=$((warmup + WINDOW + $2 / 200 + 60))
-    timeout -s KILL "$limit" "$BIN/load_client" "${CLIENT_FLAGS[@]}" "$ADDR" "$2" "$3" "$warmup" "$WINDOW" 200 |
+    limit=$((warmup + WINDOW + $2 / CONNECT_RATE + 60))
+    timeout -s KILL "$limit" "$BIN/load_client" "${CLIENT_FLAGS[@]}" "$ADDR" "$2" "$3" "$warmup" "$WINDOW" \
+        "$CONNECT_RATE" |
         while IFS= read -r line; do
             case $line in
+            connected*tls=*)
+                if [ ! -e "$OUT/suite" ]; then
+                    echo "${line##*tls=}" >"$OUT/suite"
+                    echo "TLS 1.3 suite: ${line##*tls=}" >&2
+                fi
+                ;;
             "window start") callgrind_control -z "$pid" >/dev/null 2>&1 ;;
             "window end") callgrind_control -d "$pid" >/dev/null 2>&1 ;;
             result*) echo "$line" >"$OUT/result" ;;
@@ -156,6 +229,9 @@ median() {
 }
 
 echo "user-space instructions per request (callgrind), $ROUNDS round(s), window ${WINDOW}s"
+if [ -n "${TLS:-}" ]; then
+    echo "over TLS: dormant is $DORMANT, hyper-util $HYPER (tokio-rustls), one self-signed certificate"
+fi
 for cell in $CELLS; do
     conns=${cell%%:*}
     think=${cell#*:}
