@@ -42,9 +42,9 @@
 //! ends the stream, application data is read ahead and replayed.
 
 mod buffers;
-mod handshake;
 mod park;
 mod secrets;
+mod session;
 mod traffic;
 
 use std::fmt;
@@ -67,94 +67,10 @@ use super::tls_info::recording_server_name;
 #[cfg(doc)]
 use crate::lot::Parkable;
 use buffers::{Buffers, RECORD, append, room};
-use handshake::{Notes, Served};
 pub(crate) use secrets::RecordSecrets;
-use secrets::{TrafficSecrets, recording_secrets};
+use secrets::recording_secrets;
+use session::{Notes, Served, Session, Tls, tls_error};
 use traffic::{MAX_PLAINTEXT, Opened, Traffic};
-
-/// The session: what a TLS connection keeps while it waits.
-pub(crate) struct Tls {
-    session: Session,
-    /// The start of a record that arrived before the connection parked.
-    partial: Vec<u8>,
-    /// The peer sent `close_notify`, or closed the socket: reads return
-    /// the end of the stream.
-    eof: bool,
-    /// `close_notify` was queued.
-    closing: bool,
-    /// The session failed (a fatal alert was queued): nothing more is read
-    /// or written through it.
-    failed: bool,
-    /// What the session keeps for the server beyond rustls's state:
-    /// `Some` from accept until its handshake completes, and after that
-    /// only when the server reports [`TlsInfo`] to handlers.
-    served: Option<Box<Served>>,
-}
-
-/// Who protects the records.
-enum Session {
-    /// rustls: through the handshake, and for the life of a session whose
-    /// keys its crypto provider does not hand out.
-    Rustls(Box<UnbufferedServerConnection>),
-    /// rustls, its handshake done and its keys movable: the session moves
-    /// to dormant's record layer at once, where the handshake's processing
-    /// stops ([`Step::HandshakeDone`]); with the traffic secrets its
-    /// handshake derived, if they were recorded.
-    Moving(Box<UnbufferedServerConnection>, Option<Box<TrafficSecrets>>),
-    /// dormant's record layer (see [`traffic`]).
-    Own(Traffic),
-    /// None: rustls refused to hand out a session it had said it would
-    /// (not expected); the session is failed.
-    Lost,
-}
-
-impl Session {
-    fn rustls(&mut self) -> Option<&mut UnbufferedServerConnection> {
-        match self {
-            Session::Rustls(conn) | Session::Moving(conn, _) => Some(conn),
-            Session::Own(_) | Session::Lost => None,
-        }
-    }
-}
-
-impl Tls {
-    fn is_handshaking(&self) -> bool {
-        match &self.session {
-            Session::Rustls(conn) | Session::Moving(conn, _) => conn.is_handshaking(),
-            Session::Own(_) | Session::Lost => false,
-        }
-    }
-
-    /// Whether the handshake completed (its end not noted yet) and rustls
-    /// has nothing more to send: where processing stops, before rustls
-    /// reads on (see [`TlsStream::move_out_of_rustls`]). rustls hands out
-    /// what it has to send (its NewSessionTickets) before it reads the next
-    /// record.
-    fn handshake_just_done(&mut self) -> bool {
-        let noted = !matches!(self.served.as_deref(), Some(Served::Handshaking { .. }));
-        match &self.session {
-            Session::Rustls(conn) if !noted => !conn.is_handshaking() && !conn.wants_write(),
-            _ => false,
-        }
-    }
-
-    fn alpn_protocol(&self) -> Option<&[u8]> {
-        match &self.session {
-            Session::Rustls(conn) | Session::Moving(conn, _) => conn.alpn_protocol(),
-            Session::Own(traffic) => traffic.alpn_protocol(),
-            Session::Lost => None,
-        }
-    }
-}
-
-impl fmt::Debug for Tls {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tls")
-            .field("partial", &self.partial.len())
-            .field("eof", &self.eof)
-            .finish_non_exhaustive()
-    }
-}
 
 /// A TLS server connection over a plain transport `IO`.
 pub struct TlsStream<IO> {
@@ -209,10 +125,6 @@ enum Step {
     /// NewSessionTickets): processing stopped before rustls looked at a
     /// record of the traffic that follows.
     HandshakeDone,
-}
-
-fn tls_error(error: rustls::Error) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, error)
 }
 
 impl<IO> TlsStream<IO> {

@@ -10,8 +10,8 @@ use rustls::AlertDescription;
 use rustls::unbuffered::ConnectionState;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::handshake::Served;
-use super::{Session, Tls, TlsStream};
+use super::TlsStream;
+use super::session::{Served, Session, Tls};
 use crate::lot::{Parkable, Registration};
 use crate::transport::sealed::Sealed;
 use crate::transport::{Alpn, Connected, Handshake, Peer, Seam, Serving, Stream, Transport};

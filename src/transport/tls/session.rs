@@ -1,7 +1,11 @@
-//! What a served session keeps for the server beyond rustls's state: the
-//! configuration to start over with, where its handshake's end is
-//! counted, and the notes for [`TlsInfo`].
+//! The session: what a TLS connection keeps while it waits, whoever
+//! protects its records (rustls through the handshake, dormant's record
+//! layer after it), and what a served session keeps for the server beyond
+//! that: the configuration to start over with, where its handshake's end
+//! is counted, the notes for [`TlsInfo`], and the traffic secrets its
+//! handshake derived.
 
+use std::fmt;
 use std::io;
 use std::sync::Arc;
 
@@ -12,7 +16,94 @@ use super::super::tls_info::TlsInfo;
 use super::super::{Handshakes, Serving};
 use super::secrets::TrafficSecrets;
 use super::traffic::Traffic;
-use super::{Session, Tls, tls_error};
+
+/// The session: what a TLS connection keeps while it waits.
+pub(crate) struct Tls {
+    pub(super) session: Session,
+    /// The start of a record that arrived before the connection parked.
+    pub(super) partial: Vec<u8>,
+    /// The peer sent `close_notify`, or closed the socket: reads return
+    /// the end of the stream.
+    pub(super) eof: bool,
+    /// `close_notify` was queued.
+    pub(super) closing: bool,
+    /// The session failed (a fatal alert was queued): nothing more is read
+    /// or written through it.
+    pub(super) failed: bool,
+    /// What the session keeps for the server beyond rustls's state:
+    /// `Some` from accept until its handshake completes, and after that
+    /// only when the server reports [`TlsInfo`] to handlers.
+    pub(super) served: Option<Box<Served>>,
+}
+
+/// Who protects the records.
+pub(super) enum Session {
+    /// rustls: through the handshake, and for the life of a session whose
+    /// keys its crypto provider does not hand out.
+    Rustls(Box<UnbufferedServerConnection>),
+    /// rustls, its handshake done and its keys movable: the session moves
+    /// to dormant's record layer at once, where the handshake's processing
+    /// stops (`Step::HandshakeDone`); with the traffic secrets its
+    /// handshake derived, if they were recorded.
+    Moving(Box<UnbufferedServerConnection>, Option<Box<TrafficSecrets>>),
+    /// dormant's record layer (see [`traffic`](super::traffic)).
+    Own(Traffic),
+    /// None: rustls refused to hand out a session it had said it would
+    /// (not expected); the session is failed.
+    Lost,
+}
+
+impl Session {
+    pub(super) fn rustls(&mut self) -> Option<&mut UnbufferedServerConnection> {
+        match self {
+            Session::Rustls(conn) | Session::Moving(conn, _) => Some(conn),
+            Session::Own(_) | Session::Lost => None,
+        }
+    }
+}
+
+impl Tls {
+    pub(super) fn is_handshaking(&self) -> bool {
+        match &self.session {
+            Session::Rustls(conn) | Session::Moving(conn, _) => conn.is_handshaking(),
+            Session::Own(_) | Session::Lost => false,
+        }
+    }
+
+    /// Whether the handshake completed (its end not noted yet) and rustls
+    /// has nothing more to send: where processing stops, before rustls
+    /// reads on (see `TlsStream::move_out_of_rustls`). rustls hands out
+    /// what it has to send (its NewSessionTickets) before it reads the next
+    /// record.
+    pub(super) fn handshake_just_done(&mut self) -> bool {
+        let noted = !matches!(self.served.as_deref(), Some(Served::Handshaking { .. }));
+        match &self.session {
+            Session::Rustls(conn) if !noted => !conn.is_handshaking() && !conn.wants_write(),
+            _ => false,
+        }
+    }
+
+    pub(super) fn alpn_protocol(&self) -> Option<&[u8]> {
+        match &self.session {
+            Session::Rustls(conn) | Session::Moving(conn, _) => conn.alpn_protocol(),
+            Session::Own(traffic) => traffic.alpn_protocol(),
+            Session::Lost => None,
+        }
+    }
+}
+
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tls")
+            .field("partial", &self.partial.len())
+            .field("eof", &self.eof)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(super) fn tls_error(error: rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, error)
+}
 
 /// What a session keeps for the server.
 pub(super) enum Served {
