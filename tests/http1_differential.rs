@@ -21,6 +21,7 @@ mod common {
     pub(crate) mod tls_client;
     pub(crate) mod transport;
     pub(crate) mod unix;
+    pub(crate) mod xorshift;
 }
 
 use std::convert::Infallible;
@@ -31,6 +32,7 @@ use common::hyper::Protocol;
 use common::reference::Reference;
 use common::servers::Serve;
 use common::transport::over_every_transport;
+use common::xorshift::XorShift;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -91,24 +93,6 @@ fn split_cases() -> Vec<Vec<usize>> {
         cases.push(vec![a, b]);
     }
     cases
-}
-
-/// A tiny xorshift64 (no rand crate).
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 /// Sends `STREAM` cut at `cuts` (ascending), pausing between writes, and

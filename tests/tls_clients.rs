@@ -844,110 +844,8 @@ fn python_tls12_close_notify_to_a_dormant_connection_is_answered() {
 
 // ---- headless Chromium ----
 
-/// Drives headless Chromium over its DevTools protocol on a pipe (as
-/// `tests/node/chromium.mjs` does), with the profile directory of its
-/// second argument: opens the page at its first argument (certificate
-/// errors ignored: the test's certificate is self-signed), prints `loaded`
-/// and the page's text once it is there, then, for each line `fetch PATH`
-/// of its stdin, has the page `fetch` it and prints `fetched STATUS BODY
-/// PROTOCOL` (the protocol from the resource timing, `h2` for HTTP/2). At
-/// the end of its stdin it closes the browser.
-const CHROMIUM_DRIVER: &str = r#"
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
-
-const browser = spawn(
-  process.env.CHROMIUM ?? "chromium",
-  [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--no-first-run",
-    "--ignore-certificate-errors",
-    `--user-data-dir=${process.argv[3]}`,
-    "--remote-debugging-pipe",
-    "about:blank",
-  ],
-  { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] },
-);
-let stderr = "";
-browser.stderr.on("data", (chunk) => (stderr += chunk));
-const fail = (why) => {
-  process.stderr.write(`${why}\n${stderr}`);
-  browser.kill("SIGKILL");
-  process.exit(1);
-};
-// A backstop: the test bounds each step itself.
-setTimeout(() => fail("still running after 5 minutes"), 300_000).unref();
-
-let nextId = 1;
-const pending = new Map();
-let buffered = "";
-browser.stdio[4].on("data", (chunk) => {
-  buffered += chunk.toString("utf8");
-  let end;
-  while ((end = buffered.indexOf("\0")) >= 0) {
-    const message = JSON.parse(buffered.slice(0, end));
-    buffered = buffered.slice(end + 1);
-    const waiter = pending.get(message.id);
-    if (waiter) {
-      pending.delete(message.id);
-      waiter(message);
-    }
-  }
-});
-function send(method, params = {}, sessionId) {
-  const id = nextId++;
-  const message = { id, method, params };
-  if (sessionId) message.sessionId = sessionId;
-  browser.stdio[3].write(JSON.stringify(message) + "\0");
-  return new Promise((resolve) => pending.set(id, resolve));
-}
-async function evaluate(expression, sessionId) {
-  const reply = await send(
-    "Runtime.evaluate",
-    { expression, awaitPromise: true, returnByValue: true },
-    sessionId,
-  );
-  return reply.result?.result?.value;
-}
-
-const { result: target } = await send("Target.createTarget", { url: process.argv[2] });
-const { result: attached } = await send("Target.attachToTarget", {
-  targetId: target.targetId,
-  flatten: true,
-});
-const session = attached.sessionId;
-for (let tries = 0; ; tries++) {
-  const text = await evaluate("document.body ? document.body.innerText : ''", session);
-  if (typeof text === "string" && text.includes("read=")) {
-    console.log(`loaded ${text.trim()}`);
-    break;
-  }
-  if (tries > 600) fail("the page did not load");
-  await new Promise((resolve) => setTimeout(resolve, 50));
-}
-for await (const line of createInterface({ input: process.stdin })) {
-  const path = line.replace(/^fetch /, "");
-  const got = await evaluate(
-    `fetch(${JSON.stringify(path)}, { cache: "no-store" })
-      .then((r) => r.text().then((t) => {
-        const [entry] = performance.getEntriesByName(r.url).slice(-1);
-        return r.status + " " + t + " " + (entry ? entry.nextHopProtocol : "?");
-      }))
-      .catch((e) => "error " + e)`,
-    session,
-  );
-  console.log(`fetched ${got}`);
-}
-await send("Browser.close");
-browser.kill("SIGKILL");
-process.exit(0);
-"#;
-
-/// Headless Chromium (driven through Node, [`CHROMIUM_DRIVER`], with a
-/// profile of its own that does not preconnect) loads a page of the
+/// Headless Chromium (driven through Node, `tests/node/chromium_steps.mjs`,
+/// with a profile of its own that does not preconnect) loads a page of the
 /// server, then `fetch`es twice from it, each time once the server has
 /// every connection DORMANT: both responses exact, over HTTP/2, each
 /// `fetch` waking a connection from DORMANT, on the connections opened for
@@ -964,8 +862,7 @@ process.exit(0);
 fn chromium_fetches_over_h2_across_sleeps() {
     let (_cert, srv) = echo_over_tls();
     let dir = TempDir::new();
-    let script = dir.path.join("driver.mjs");
-    std::fs::write(&script, CHROMIUM_DRIVER).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("node/chromium_steps.mjs");
     let profile = dir.path.join("profile");
     std::fs::create_dir_all(profile.join("Default")).unwrap();
     std::fs::write(

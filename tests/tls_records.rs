@@ -39,6 +39,7 @@ mod common {
     )]
     pub(crate) mod transport;
     pub(crate) mod unix;
+    pub(crate) mod xorshift;
 }
 
 use std::convert::Infallible;
@@ -52,6 +53,7 @@ use common::reference::Reference;
 use common::timeout::CLIENT_TIMEOUT;
 use common::tls::provider;
 use common::transport::{Tls, Transport};
+use common::xorshift::XorShift;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -326,28 +328,6 @@ fn response_complete(got: &[u8]) -> bool {
         })
         .unwrap_or(0);
     got.len() >= end + 4 + len
-}
-
-/// A tiny xorshift64 (no rand crate).
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
 }
 
 /// One thing a case sends.

@@ -512,7 +512,10 @@ impl Traffic {
         if request == 1 {
             self.update_tx_keys(outgoing)?;
         }
-        let keys = self.next_keys.next_rx(self.suite).map_err(internal)?;
+        let keys = self
+            .next_keys
+            .next(self.suite, Side::Client)
+            .map_err(internal)?;
         // Each key starts at sequence number 0.
         self.rx = Reading::new(self.suite, keys, 0);
         Ok(())
@@ -522,7 +525,10 @@ impl Traffic {
     /// current write keys, and moves to the next ones.
     fn update_tx_keys(&mut self, outgoing: &mut Vec<u8>) -> Result<(), Fatal> {
         self.tx_handed_over = false;
-        let (key, iv) = self.next_keys.next_tx(self.suite).map_err(internal)?;
+        let (key, iv) = self
+            .next_keys
+            .next(self.suite, Side::Server)
+            .map_err(internal)?;
         self.seal_record(
             ContentType::Handshake,
             &[HANDSHAKE_KEY_UPDATE, 0, 0, 1, 0],
@@ -723,29 +729,36 @@ enum NextKeys {
     Kernel(Box<KernelConnection<ServerConnectionData>>),
 }
 
-impl NextKeys {
-    /// The client's next key and IV.
-    fn next_rx(&mut self, suite: &Tls13CipherSuite) -> Result<(AeadKey, Iv), rustls::Error> {
-        match self {
-            NextKeys::Secrets(secrets) => {
-                secrets.client = secrets::next(suite, &secrets.client);
-                secrets::keys(suite, &secrets.client).ok_or_else(unsupported)
-            }
-            NextKeys::Kernel(kernel) => {
-                key_iv(kernel.update_rx_secret()?.1).ok_or_else(unsupported)
-            }
-        }
-    }
+/// Whose keys: the client's (what the session reads) or the server's
+/// (what it writes).
+#[derive(Clone, Copy)]
+enum Side {
+    Client,
+    Server,
+}
 
-    /// The server's next key and IV.
-    fn next_tx(&mut self, suite: &Tls13CipherSuite) -> Result<(AeadKey, Iv), rustls::Error> {
+impl NextKeys {
+    /// `side`'s next key and IV.
+    fn next(
+        &mut self,
+        suite: &Tls13CipherSuite,
+        side: Side,
+    ) -> Result<(AeadKey, Iv), rustls::Error> {
         match self {
             NextKeys::Secrets(secrets) => {
-                secrets.server = secrets::next(suite, &secrets.server);
-                secrets::keys(suite, &secrets.server).ok_or_else(unsupported)
+                let secret = match side {
+                    Side::Client => &mut secrets.client,
+                    Side::Server => &mut secrets.server,
+                };
+                *secret = secrets::next(suite, secret);
+                secrets::keys(suite, secret).ok_or_else(unsupported)
             }
             NextKeys::Kernel(kernel) => {
-                key_iv(kernel.update_tx_secret()?.1).ok_or_else(unsupported)
+                let (_, keys) = match side {
+                    Side::Client => kernel.update_rx_secret()?,
+                    Side::Server => kernel.update_tx_secret()?,
+                };
+                key_iv(keys).ok_or_else(unsupported)
             }
         }
     }
