@@ -18,8 +18,13 @@
 //! connection task answers during the think time), and each of its
 //! requests then wakes a fresh hyper connection.
 //!
+//! The `tls …` rows (built with a TLS feature) do the HTTP/1.1 rows over
+//! TLS 1.3 (`TlsListener`, the client's handshake before the first
+//! request), where a wake also rebuilds the session's decrypter.
+//!
 //! ```text
 //! cargo bench --bench wake_latency            # REQUESTS=2000 per row, THINK_MS=2
+//! cargo bench --features tls --bench wake_latency   # with the TLS rows
 //! ```
 
 use std::convert::Infallible;
@@ -47,7 +52,19 @@ fn env(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn row(name: &str, builder: &dormant::Builder, requests: u64, think: Duration) {
+/// A client's connection: plain TCP, or TLS over it.
+trait Conn: Read + Write {}
+
+impl<T: Read + Write> Conn for T {}
+
+/// Where `row`'s server listens: over TCP, or over TLS with this
+/// certificate (and the client's trust in it).
+#[cfg(feature = "tls-no-provider")]
+type Tls<'a> = Option<&'a (tls::Identity, tls::Trust)>;
+#[cfg(not(feature = "tls-no-provider"))]
+type Tls<'a> = Option<&'a std::convert::Infallible>;
+
+fn row(name: &str, builder: &dormant::Builder, requests: u64, think: Duration, over: Tls<'_>) {
     let server = builder.build().expect("valid config");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -58,10 +75,23 @@ fn row(name: &str, builder: &dormant::Builder, requests: u64, think: Duration) {
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
     let addr = listener.local_addr().unwrap();
-    rt.spawn(server.serve(listener, service_fn(hello)).into_future());
-
-    let mut conn = TcpStream::connect(addr).unwrap();
-    conn.set_nodelay(true).unwrap();
+    let mut conn: Box<dyn Conn> = match over {
+        None => {
+            rt.spawn(server.serve(listener, service_fn(hello)).into_future());
+            let conn = TcpStream::connect(addr).unwrap();
+            conn.set_nodelay(true).unwrap();
+            Box::new(conn)
+        }
+        #[cfg(feature = "tls-no-provider")]
+        Some((identity, trust)) => {
+            let config = dormant::tls::TlsConfig::new(identity.config.clone());
+            let listener = dormant::tls::TlsListener::new(listener, config);
+            rt.spawn(server.serve(listener, service_fn(hello)).into_future());
+            tls::connect(addr, trust, None)
+        }
+        #[cfg(not(feature = "tls-no-provider"))]
+        Some(never) => match *never {},
+    };
     let mut buf = [0u8; 256];
     let mut samples = Vec::with_capacity(requests as usize);
     for _ in 0..requests {
@@ -152,10 +182,23 @@ fn h2_row(name: &str, builder: &dormant::Builder, requests: u64, think: Duration
     rt.shutdown_timeout(Duration::from_secs(1));
 }
 
+#[cfg(feature = "tls-no-provider")]
+#[path = "../common/tls.rs"]
+mod tls;
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo bench -- --list` probes every bench binary.
     }
+    #[cfg(feature = "tls-no-provider")]
+    let dir = std::env::temp_dir().join(format!("dormant-wake-latency-{}", std::process::id()));
+    #[cfg(feature = "tls-no-provider")]
+    let over_tls = {
+        std::fs::create_dir_all(&dir).unwrap();
+        let identity = tls::Identity::self_signed(&dir);
+        let trust = tls::Trust::new(identity.cert.clone());
+        (identity, trust)
+    };
     let requests = env("REQUESTS", 2000);
     let think = Duration::from_millis(env("THINK_MS", 2));
     println!("{requests} sequential requests, think time {think:?}, server on 1 worker thread");
@@ -169,11 +212,19 @@ fn main() {
     // Interleave rows to spread the machine's noise over all three.
     for round in 0..2 {
         println!("round {}", round + 1);
-        row("ACTIVE", &active, requests / 2, think);
-        row("PARKED", &parked, requests / 2, think);
-        row("DORMANT", &asleep, requests / 2, think);
+        row("ACTIVE", &active, requests / 2, think, None);
+        row("PARKED", &parked, requests / 2, think, None);
+        row("DORMANT", &asleep, requests / 2, think, None);
+        #[cfg(feature = "tls-no-provider")]
+        {
+            row("tls ACTIVE", &active, requests / 2, think, Some(&over_tls));
+            row("tls PARKED", &parked, requests / 2, think, Some(&over_tls));
+            row("tls DORMANT", &asleep, requests / 2, think, Some(&over_tls));
+        }
         h2_row("h2 ACTIVE", &active, requests / 2, think);
         h2_row("h2 PARKED", &parked, requests / 2, think);
         h2_row("h2 DORMANT", &asleep, requests / 2, think);
     }
+    #[cfg(feature = "tls-no-provider")]
+    let _ = std::fs::remove_dir_all(&dir);
 }
