@@ -54,6 +54,9 @@ bin() {
 
 # run NAME [PEER_ADDR]: prints the server's instructions per request.
 run() {
+    # A log of an earlier run holds its "listening on" line; the redirection
+    # below truncates it only once the background job starts.
+    rm -f "$OUT/$1.log"
     PEER_ADDR=${2:-off} PARK_AFTER_MS=100 TOKIO_WORKER_THREADS=1 valgrind --tool=callgrind \
         --callgrind-out-file="$OUT/$1.%p" "$(bin "$1")" "$ADDR" >"$OUT/$1.log" 2>&1 &
     pid=$!

@@ -215,11 +215,14 @@ start() {
     dormant_10s) vars=(DORMANT_AFTER_MS=10000) ;;
     park_0) vars=(PARK_AFTER_MS=0) ;;
     esac
+    # A log of an earlier run holds its "listening on" line; the redirection
+    # below truncates it only once the background job starts.
+    rm -f "$3"
     env -u PARK_AFTER_MS -u DORMANT_AFTER_MS -u PEER_ADDR -u RUST_LOG "${vars[@]}" \
         TOKIO_WORKER_THREADS=1 taskset -c "$SERVER_CPU" "$TARGET/$bin" "$2" >"$3" 2>&1 &
     server=$!
     local i=0
-    until grep -q "^listening on" "$3"; do
+    until grep -qs "^listening on" "$3"; do
         i=$((i + 1))
         if [ "$i" -gt 200 ] || ! kill -0 "$server" 2>/dev/null; then
             echo "load.sh: $bin did not start:" >&2
