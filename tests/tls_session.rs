@@ -814,6 +814,68 @@ fn key_update_after_dormancy() {
     assert_eq!((s.lot_wakes, s.lot_closes), (5, 0), "{s:?}");
 }
 
+/// 10a. A KeyUpdate asking for the server's, sent in the same write as
+///      the client's Finished (and a request right behind it): the session
+///      leaves rustls where the handshake ends, before rustls reads the
+///      KeyUpdate (rustls would answer it only with its next write, and
+///      the answer would be lost with the move), so the server's answer
+///      and its new keys reach the client, and the response decrypts.
+#[test]
+fn a_key_update_sent_with_the_clients_finished_is_answered() {
+    let (cert, srv) = echo_over_tls(&ladder(Duration::from_millis(10)));
+    let mut tcp = StdTcpStream::connect(srv.addr).unwrap();
+    tcp.set_nodelay(true).unwrap();
+    tcp.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
+    let name = ServerName::try_from("localhost").unwrap();
+    let mut conn = ClientConnection::new(tls13(&cert), name).unwrap();
+    // The ClientHello out, the server's flight in: the client's Finished
+    // is then queued, not written.
+    while conn.is_handshaking() {
+        if conn.wants_write() {
+            conn.write_tls(&mut tcp).unwrap();
+        } else {
+            conn.read_tls(&mut tcp).unwrap();
+            conn.process_new_packets().unwrap();
+        }
+    }
+    conn.refresh_traffic_keys()
+        .expect("a KeyUpdate after the Finished");
+    conn.writer()
+        .write_all(get("/after-key-update").as_bytes())
+        .unwrap();
+    let mut queued = Vec::new();
+    while conn.wants_write() {
+        conn.write_tls(&mut queued).unwrap();
+    }
+    tcp.write_all(&queued).unwrap();
+    let body = "GET /after-key-update read=";
+    let mut got = Vec::new();
+    while !got.ends_with(body.as_bytes()) {
+        assert_ne!(conn.read_tls(&mut tcp).unwrap(), 0, "closed; got {got:?}");
+        conn.process_new_packets()
+            .expect("the server's records decrypt");
+        let mut chunk = [0; 1024];
+        match conn.reader().read(&mut chunk) {
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => panic!("reading the response: {e}"),
+        }
+    }
+    // The response as the echo service gives it, its `date` aside.
+    let got = String::from_utf8_lossy(&got);
+    let without_date: Vec<&str> = got
+        .split("\r\n")
+        .filter(|line| !line.starts_with("date:"))
+        .collect();
+    assert_eq!(without_date.join("\r\n"), ok(body));
+    let s = srv.stats();
+    assert_eq!(
+        (s.tls_handshake_failures, s.tls_kept_by_rustls),
+        (0, 0),
+        "{s:?}"
+    );
+}
+
 /// 10b. Key updates both ways under each TLS 1.3 suite, across DORMANT:
 ///      AES-128-GCM's next keys come from rustls's `KernelConnection`,
 ///      AES-256-GCM's and ChaCha20-Poly1305's from the traffic secrets
