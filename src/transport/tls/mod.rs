@@ -109,6 +109,11 @@ impl Records {
     }
 }
 
+/// The error of every read and write through a session that failed.
+fn session_failed() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, "the TLS session failed")
+}
+
 /// What processing the records at hand led to.
 enum Step {
     /// Plaintext is waiting in `plain`.
@@ -304,10 +309,7 @@ impl<IO> TlsStream<IO> {
     fn process_own(&mut self, write: &[u8]) -> io::Result<Step> {
         let (tls, bufs) = self.rec.split();
         if tls.failed {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "the TLS session failed",
-            ));
+            return Err(session_failed());
         }
         let Session::Own(traffic) = &mut tls.session else {
             unreachable!("process_own runs on dormant's record layer");
@@ -352,18 +354,12 @@ impl<IO> TlsStream<IO> {
     /// much of it as one record holds once the session can send data.
     fn process_records(&mut self, write: &[u8]) -> io::Result<Step> {
         if self.rec.tls.failed {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "the TLS session failed",
-            ));
+            return Err(session_failed());
         }
         loop {
             let (tls, bufs) = self.rec.split();
             let Some(conn) = tls.session.rustls() else {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "the TLS session failed",
-                ));
+                return Err(session_failed());
             };
             let UnbufferedStatus { discard, state } =
                 conn.process_tls_records(&mut bufs.incoming[..bufs.in_len]);
