@@ -1,6 +1,8 @@
 //! [`Held`]: the connections one `serve` call holds, for its connection
 //! limit and its graceful shutdown.
 
+#[cfg(feature = "ws")]
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::Notify;
@@ -48,6 +50,14 @@ impl Held {
         }
     }
 
+    /// Holds one more until the returned guard drops: a WebSocket's
+    /// closing handshake at shutdown, which the drain waits for.
+    #[cfg(feature = "ws")]
+    pub(crate) fn hold(self: &Arc<Self>) -> Hold {
+        self.acquire();
+        Hold(self.clone())
+    }
+
     /// Waits until `ready(count)` holds.
     async fn wait(&self, ready: impl Fn(usize) -> bool) {
         loop {
@@ -68,5 +78,17 @@ impl Held {
     /// Waits until fewer connections than the maximum are held.
     pub(crate) async fn below_max(&self) {
         self.wait(|n| n < self.max).await;
+    }
+}
+
+/// One held count, released on drop (see [`Held::hold`]).
+#[cfg(feature = "ws")]
+#[derive(Debug)]
+pub(crate) struct Hold(Arc<Held>);
+
+#[cfg(feature = "ws")]
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.0.release(1);
     }
 }

@@ -124,6 +124,9 @@ mod track;
 mod transport;
 pub mod upgrade;
 mod wire;
+#[cfg(feature = "ws")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ws")))]
+pub mod ws;
 
 pub use body::Body;
 pub use deadlines::Deadlines;

@@ -62,7 +62,7 @@ pub(crate) struct ServeState<T: Seam> {
     pub(crate) lot: StreamLot<T>,
     /// The same lot, as upgraded streams see it.
     pub(crate) upgrade_lot: upgrade::Lot,
-    pub(crate) held: Held,
+    pub(crate) held: Arc<Held>,
     /// The call's connection hooks; `None` without any.
     pub(crate) hooks: Option<Hooks<T::Addr>>,
 }

@@ -119,10 +119,15 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::oneshot;
 
+use crate::accounting::Held;
+#[cfg(feature = "ws")]
+use crate::accounting::Hold;
 use crate::error::Error;
 use crate::lot;
 use crate::pool::{self, PoolStats};
-use crate::shutdown::Shutdown;
+#[cfg(feature = "ws")]
+use crate::shutdown::Level;
+use crate::shutdown::{Shutdown, Signal};
 use crate::transport::Seam;
 
 pub use crate::pool::PooledBytes;
@@ -184,10 +189,19 @@ pub(crate) type HandOffResult = Result<Parts, Error>;
 /// docs](self)); a handler that calls both gets the connection through
 /// this one.
 pub fn on<B>(req: &mut Request<B>) -> Result<OnUpgrade, Error> {
-    let handle = req.extensions_mut().remove::<HandOff>();
+    let version = req.version();
+    on_extensions(req.extensions_mut(), version)
+}
+
+/// [`on`] for a request in parts.
+pub(crate) fn on_extensions(
+    extensions: &mut http::Extensions,
+    version: Version,
+) -> Result<OnUpgrade, Error> {
+    let handle = extensions.remove::<HandOff>();
     match handle.and_then(|h| h.take()) {
         Some(rx) => Ok(OnUpgrade { rx }),
-        None if req.version() == Version::HTTP_2 => Err(Error::unsupported(
+        None if version == Version::HTTP_2 => Err(Error::unsupported(
             "upgrades are not supported on HTTP/2 connections",
         )),
         None => Err(Error::unsupported(
@@ -303,6 +317,31 @@ impl Upgraded {
                 0 => None,
                 n => Some(PooledBytes::new(buf, n)),
             }))
+        })
+        .await
+    }
+
+    /// [`read_pooled`](Self::read_pooled) without waiting:
+    /// `Err(WouldBlock)` if no bytes are there now (as far as tokio knows:
+    /// a stream just handed to tokio has not been seen readable yet, and
+    /// must wait once).
+    #[cfg(feature = "ws")]
+    pub(crate) async fn read_pooled_now(&mut self) -> io::Result<Option<PooledBytes>> {
+        if !self.leftover.is_empty() {
+            return self.read_pooled().await;
+        }
+        let stream = &mut self.stream;
+        poll_fn(|cx| {
+            let mut buf = pool::upgraded().take();
+            let mut read = ReadBuf::new(&mut buf);
+            Poll::Ready(match Pin::new(&mut *stream).poll_read(cx, &mut read) {
+                Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+                Poll::Ready(Err(error)) => Err(error),
+                Poll::Ready(Ok(())) => Ok(match read.filled().len() {
+                    0 => None,
+                    n => Some(PooledBytes::new(buf, n)),
+                }),
+            })
         })
         .await
     }
@@ -426,34 +465,83 @@ pub fn pool_stats() -> PoolStats {
 /// the lot is the only part of the server an upgraded stream may hold on
 /// to, and only through this handle.
 #[derive(Clone)]
-pub struct Lot(Arc<Box<dyn Beds>>);
+pub struct Lot(Arc<LotShared>);
 // A thin pointer: callbacks of sleeping streams capture this handle, and
 // each keeps it for as long as its stream sleeps (8 bytes, not 16).
+
+struct LotShared {
+    beds: Box<dyn Beds>,
+    /// The `serve` call's held connections and shutdown signal, for
+    /// sleepers that close with a handshake at shutdown ([`Lot::drain`]).
+    #[cfg(feature = "ws")]
+    held: Arc<Held>,
+    #[cfg(feature = "ws")]
+    signal: Signal,
+}
+
+/// Keeps a `serve` call's graceful shutdown waiting while an upgraded
+/// stream says goodbye (a WebSocket's closing handshake), until dropped.
+#[cfg(feature = "ws")]
+pub(crate) struct Drain {
+    _hold: Hold,
+    signal: Signal,
+}
+
+#[cfg(feature = "ws")]
+impl Drain {
+    /// Resolves once the grace period is over: the goodbye must end.
+    pub(crate) async fn forced(&self) {
+        self.signal.reached(Level::Forced).await;
+    }
+}
 
 /// The lot of one transport, as upgraded streams see it: the transport is
 /// erased, as in [`Stream`].
 trait Beds: Send + Sync {
-    fn sleep(&self, stream: Stream, callback: Box<dyn Handler>);
+    /// The sleeper's key, or `None` if its callback was called at once.
+    fn sleep(&self, stream: Stream, callback: Box<dyn Handler>) -> Option<u32>;
     fn sleeping(&self) -> usize;
+    /// [`Parkable::write_dormant`](lot::Parkable::write_dormant) to the
+    /// sleeper at `key` whose handler is `sleeper` (see
+    /// [`Handler::sleeper`]); `None` if it is not asleep there.
+    #[cfg(feature = "ws")]
+    fn write_to(&self, key: u32, sleeper: usize, bytes: &[u8]) -> Option<io::Result<lot::Wrote>>;
+    /// Wakes the sleeper at `key` whose handler is `sleeper`, as if bytes
+    /// had arrived; `false` if it is not asleep there.
+    #[cfg(feature = "ws")]
+    fn wake(&self, key: u32, sleeper: usize) -> bool;
 }
 
 /// A lot whose sleepers are upgraded streams.
 type StreamLot<T, C> = lot::Lot<T, Box<dyn Handler>, C>;
 
 impl<T: Seam, C: lot::Carry> Beds for StreamLot<T, C> {
-    fn sleep(&self, stream: Stream, callback: Box<dyn Handler>) {
+    fn sleep(&self, stream: Stream, callback: Box<dyn Handler>) -> Option<u32> {
         match T::dormant_from_stream(stream) {
-            Ok(Ok(dormant)) => lot::Lot::sleep(self, dormant, callback),
+            Ok(Ok(dormant)) => return lot::Lot::sleep(self, dormant, callback),
             Ok(Err(error)) => callback.run(Woken::Failed(error)),
             Err(_) => callback.run(Woken::Failed(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "the stream came from a server with another kind of listener than this lot's",
             ))),
         }
+        None
     }
 
     fn sleeping(&self) -> usize {
         lot::Lot::sleeping(self)
+    }
+
+    #[cfg(feature = "ws")]
+    fn write_to(&self, key: u32, sleeper: usize, bytes: &[u8]) -> Option<io::Result<lot::Wrote>> {
+        self.with_sleeper(key, |conn, callback| {
+            (callback.sleeper() == sleeper).then(|| T::write_dormant(conn, bytes))
+        })
+    }
+
+    #[cfg(feature = "ws")]
+    fn wake(&self, key: u32, sleeper: usize) -> bool {
+        self.wake_sleeper_at(key, |callback| callback.sleeper() == sleeper)
     }
 }
 
@@ -472,8 +560,30 @@ impl<T: Seam> lot::Callback<T> for Box<dyn Handler> {
 
 impl Lot {
     /// The handle on a serve call's lot.
-    pub(crate) fn new<T: Seam, C: lot::Carry>(lot: StreamLot<T, C>) -> Self {
-        Lot(Arc::new(Box::new(lot) as Box<dyn Beds>))
+    pub(crate) fn new<T: Seam, C: lot::Carry>(
+        lot: StreamLot<T, C>,
+        held: Arc<Held>,
+        signal: Signal,
+    ) -> Self {
+        #[cfg(not(feature = "ws"))]
+        let _ = (held, signal);
+        Lot(Arc::new(LotShared {
+            beds: Box::new(lot),
+            #[cfg(feature = "ws")]
+            held,
+            #[cfg(feature = "ws")]
+            signal,
+        }))
+    }
+
+    /// Holds the `serve` call's graceful shutdown open until the returned
+    /// [`Drain`] drops.
+    #[cfg(feature = "ws")]
+    pub(crate) fn drain(&self) -> Drain {
+        Drain {
+            _hold: self.0.held.hold(),
+            signal: self.0.signal.clone(),
+        }
     }
 
     /// Puts `stream` to sleep in the parking lot with `callback`, its
@@ -505,18 +615,44 @@ impl Lot {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let callback: Box<dyn Handler> = Box::new(callback);
+        self.sleep_boxed(stream, callback);
+    }
+
+    /// [`sleep`](Self::sleep) with a boxed handler: the sleeper's key, or
+    /// `None` if the handler was called at once.
+    pub(crate) fn sleep_boxed(&self, stream: Upgraded, callback: Box<dyn Handler>) -> Option<u32> {
         // Bytes already read (by hyper, or into a TLS session, where a
         // write decrypts what came with the records before it) would wait
         // for a readiness the socket never gives again.
         if !stream.leftover.is_empty() || stream.stream.has_buffered() {
-            return callback.run(Woken::Readable(stream));
+            callback.run(Woken::Readable(stream));
+            return None;
         }
-        self.0.sleep(stream.stream, callback);
+        self.0.beds.sleep(stream.stream, callback)
+    }
+
+    /// Writes `bytes` without blocking to the stream asleep at `key` with
+    /// the handler `sleeper`: `None` if it is not asleep there (it woke).
+    #[cfg(feature = "ws")]
+    pub(crate) fn write_to(
+        &self,
+        key: u32,
+        sleeper: usize,
+        bytes: &[u8],
+    ) -> Option<io::Result<lot::Wrote>> {
+        self.0.beds.write_to(key, sleeper, bytes)
+    }
+
+    /// Wakes the stream asleep at `key` with the handler `sleeper` as if
+    /// bytes had arrived; `false` if it is not asleep there.
+    #[cfg(feature = "ws")]
+    pub(crate) fn wake(&self, key: u32, sleeper: usize) -> bool {
+        self.0.beds.wake(key, sleeper)
     }
 
     /// Returns how many upgraded streams sleep in this lot now.
     pub fn sleeping(&self) -> usize {
-        self.0.sleeping()
+        self.0.beds.sleeping()
     }
 }
 
@@ -553,6 +689,14 @@ pub enum Woken {
 pub(crate) trait Handler: Send + 'static {
     /// Runs the handler in a new task.
     fn run(self: Box<Self>, woken: Woken);
+
+    /// Who sleeps with this handler, for those who write to a sleeping
+    /// stream by its key ([`Lot::write_to`]): a key is reused once its
+    /// sleeper wakes. `0` for handlers nobody writes through.
+    #[cfg(feature = "ws")]
+    fn sleeper(&self) -> usize {
+        0
+    }
 }
 
 impl<F, Fut> Handler for F

@@ -176,6 +176,13 @@ pub trait Parkable: Send + Sync + Sized + 'static {
     /// cannot write from its parked form.
     fn send_dormant(dormant: &mut Self::Dormant, bytes: &[u8]) -> io::Result<()>;
 
+    /// Writes `bytes` to a task-less connection without blocking, as many
+    /// as its socket takes now (a message to a sleeping upgraded stream).
+    /// A transport that frames what it writes (TLS) takes all of `bytes`
+    /// and holds what the socket did not take of its frames, for its
+    /// stream's first write once it is served again ([`Wrote::held`]).
+    fn write_dormant(dormant: &mut Self::Dormant, bytes: &[u8]) -> io::Result<Wrote>;
+
     /// Reads bytes that arrived for a task-less connection into `buf`,
     /// without blocking (`Err(WouldBlock)` if none had); `None` if the
     /// transport cannot read in its parked form (TLS: the records are the
@@ -187,6 +194,16 @@ pub trait Parkable: Send + Sync + Sized + 'static {
     fn close(self) {
         drop(self);
     }
+}
+
+/// What [`Parkable::write_dormant`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wrote {
+    /// How many of the bytes the transport took.
+    pub taken: usize,
+    /// Whether the transport holds bytes the socket did not take yet: the
+    /// connection must be served (its stream flushed) before it can sleep.
+    pub held: bool,
 }
 
 /// Registers a new connection with a lot: what a transport sees of it
@@ -814,16 +831,20 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// Puts a stream that left tokio to sleep until it is readable, its
     /// peer closes it, or the lot closes; then calls `callback`, exactly
     /// once, with the stream out of the lot's poll (see [`Wakeup`]).
-    pub(crate) fn sleep(&self, conn: T::Dormant, callback: W) {
+    /// Returns the sleeper's key, or `None` if `callback` was called at
+    /// once (the lot is closed, or the stream could not sleep).
+    pub(crate) fn sleep(&self, conn: T::Dormant, callback: W) -> Option<u32> {
         let mut inner = self.0.lock();
         if inner.closed {
             drop(inner);
-            return callback.call(Wakeup::Shutdown(conn));
+            callback.call(Wakeup::Shutdown(conn));
+            return None;
         }
         let raw = conn.as_fd().as_raw_fd();
         let Some(key) = inner.slots.vacant_key() else {
             drop(inner);
-            return callback.call(Wakeup::Failed(io::Error::other("parking lot full")));
+            callback.call(Wakeup::Failed(io::Error::other("parking lot full")));
+            return None;
         };
         // Registered while the lock is held: the driver cannot see the
         // event before the slab holds the stream, nor `close_all` take it
@@ -833,11 +854,48 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             (self.0.registry).register(&mut SourceFd(&raw), token, Interest::READABLE)
         {
             drop(inner);
-            return callback.call(Wakeup::Failed(error));
+            callback.call(Wakeup::Failed(error));
+            return None;
         }
         let callback = Box::new(callback);
         let _ = inner.slots.insert(Slot::Sleeping { conn, callback });
         inner.sleeping += 1;
+        Some(key)
+    }
+
+    /// Runs `f` with the stream of the sleeper at `key`, where it sleeps,
+    /// if `f` recognizes it by its callback (a key is reused once its
+    /// sleeper wakes): `f`'s answer, or `None` if no sleeper is at `key`.
+    /// Holds the lot's lock: `f` must not block.
+    #[cfg(feature = "ws")]
+    pub(crate) fn with_sleeper<R>(
+        &self,
+        key: u32,
+        f: impl FnOnce(&mut T::Dormant, &W) -> Option<R>,
+    ) -> Option<R> {
+        match self.0.lock().slots.get_mut(key) {
+            Some(Slot::Sleeping { conn, callback }) => f(conn, callback),
+            _ => None,
+        }
+    }
+
+    /// Wakes the sleeper at `key` as if bytes had arrived, if `is`
+    /// recognizes its callback; `false` if no such sleeper is there (it
+    /// woke already).
+    #[cfg(feature = "ws")]
+    pub(crate) fn wake_sleeper_at(&self, key: u32, is: impl FnOnce(&W) -> bool) -> bool {
+        let mut inner = self.0.lock();
+        match inner.slots.get(key) {
+            Some(Slot::Sleeping { callback, .. }) if is(callback) => {}
+            _ => return false,
+        }
+        let Some(Slot::Sleeping { conn, callback }) = inner.remove(key) else {
+            return false;
+        };
+        inner.sleeping -= 1;
+        drop(inner);
+        self.wake_sleeper(*callback, Wakeup::Readable(conn));
+        true
     }
 
     /// How many streams sleep in the lot.

@@ -245,12 +245,14 @@ where
             sweep_every,
             registry,
         );
+        let signal = Signal::default();
+        let held = Arc::new(Held::new(shared.config.max_connections));
         ServeState {
             shared: shared.clone(),
-            signal: Signal::default(),
-            upgrade_lot: upgrade::Lot::new(lot.clone()),
+            upgrade_lot: upgrade::Lot::new(lot.clone(), held.clone(), signal.clone()),
+            signal,
             lot,
-            held: Held::new(shared.config.max_connections),
+            held,
             hooks: hooks.any().then_some(hooks),
         }
     });

@@ -23,7 +23,7 @@ use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::lot::{Direction, Parkable, Registration};
+use crate::lot::{Direction, Parkable, Registration, Wrote};
 
 /// The most bytes a read into uninitialised memory asks for.
 const SCRATCH: usize = 16 * 1024;
@@ -212,6 +212,14 @@ impl<S: Sock> Parkable for Socket<S> {
             n if n == bytes.len() => Ok(()),
             _ => Err(io::ErrorKind::WouldBlock.into()),
         }
+    }
+
+    fn write_dormant(dormant: &mut S, bytes: &[u8]) -> io::Result<Wrote> {
+        let taken = match dormant.write(bytes) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            res => res?,
+        };
+        Ok(Wrote { taken, held: false })
     }
 
     fn close_dormant(dormant: S, goodbye: &[u8]) {

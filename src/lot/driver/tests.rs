@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::lot::{
     Answered, Callback, Carry, Closed, Direction, Due, Lot, Owner, Parkable, Pings, Registration,
-    Rung, Slot, Wakeup, Woke,
+    Rung, Slot, Wakeup, Woke, Wrote,
 };
 
 /// A Unix socket served through the lot.
@@ -62,6 +62,11 @@ impl Parkable for Conn {
             n if n == bytes.len() => Ok(()),
             _ => Err(io::ErrorKind::WouldBlock.into()),
         }
+    }
+
+    fn write_dormant(io: &mut UnixStream, bytes: &[u8]) -> io::Result<Wrote> {
+        let taken = io.write(bytes)?;
+        Ok(Wrote { taken, held: false })
     }
 
     fn read_dormant(io: &mut UnixStream, buf: &mut [u8]) -> Option<io::Result<usize>> {

@@ -50,7 +50,7 @@ use super::{ClientAddr, Connected, Handshake, Handshakes, Peer, Seam, Serving, S
 
 impl Sealed for ProxiedStream<TcpStream> {}
 impl Sealed for ProxiedStream<UnixStream> {}
-use crate::lot::{Parkable, Registration};
+use crate::lot::{Parkable, Registration, Wrote};
 use header::Client;
 
 /// A connection whose first bytes are a PROXY protocol header (v1 or v2),
@@ -327,6 +327,10 @@ impl<S: Parkable> Parkable for ProxiedStream<S> {
 
     fn read_dormant(dormant: &mut Self::Dormant, buf: &mut [u8]) -> Option<io::Result<usize>> {
         S::read_dormant(&mut dormant.io, buf)
+    }
+
+    fn write_dormant(dormant: &mut Self::Dormant, bytes: &[u8]) -> io::Result<Wrote> {
+        S::write_dormant(&mut dormant.io, bytes)
     }
 
     fn close(self) {

@@ -147,6 +147,7 @@ impl<IO> TlsStream<IO> {
             Box::new(Tls {
                 session: Session::Rustls(Box::new(conn)),
                 partial: Vec::new(),
+                held: None,
                 eof: false,
                 closing: false,
                 failed: false,
@@ -155,10 +156,13 @@ impl<IO> TlsStream<IO> {
         ))
     }
 
-    fn from_parts(io: IO, tls: Box<Tls>) -> Self {
+    /// A stream of a session that slept: its buffers are those holding
+    /// records the socket did not take while it slept, if any.
+    fn from_parts(io: IO, mut tls: Box<Tls>) -> Self {
+        let bufs = tls.held.take();
         TlsStream {
             io,
-            rec: Records { tls, bufs: None },
+            rec: Records { tls, bufs },
         }
     }
 

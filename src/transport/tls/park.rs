@@ -11,8 +11,9 @@ use rustls::unbuffered::ConnectionState;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::TlsStream;
+use super::buffers::Buffers;
 use super::session::{Served, Session, Tls};
-use crate::lot::{Parkable, Registration};
+use crate::lot::{Parkable, Registration, Wrote};
 use crate::transport::sealed::Sealed;
 use crate::transport::{Alpn, Connected, Handshake, Peer, Seam, Serving, Stream, Transport};
 
@@ -115,6 +116,35 @@ where
             written if written == records.len() => Ok(()),
             _ => Err(io::ErrorKind::WouldBlock.into()),
         }
+    }
+
+    fn write_dormant(dormant: &mut DormantTls<IO::Dormant>, bytes: &[u8]) -> io::Result<Wrote> {
+        let tls = &mut *dormant.tls;
+        if tls.held.is_some() {
+            // Records wait already: nothing may pass them.
+            return Ok(Wrote {
+                taken: 0,
+                held: true,
+            });
+        }
+        let mut records = Vec::new();
+        tls.seal_dormant(bytes, &mut records, false)?;
+        let sent = match io::Write::write(&mut dormant.fd, &records) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            res => res?,
+        };
+        let held = sent < records.len();
+        if held {
+            // Sealed, so they must go before any other record.
+            let mut bufs = Buffers::take(std::mem::take(&mut tls.partial));
+            bufs.outgoing = records;
+            bufs.sent = sent;
+            tls.held = Some(bufs);
+        }
+        Ok(Wrote {
+            taken: bytes.len(),
+            held,
+        })
     }
 
     fn read_dormant(_: &mut DormantTls<IO::Dormant>, _: &mut [u8]) -> Option<io::Result<usize>> {

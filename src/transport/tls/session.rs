@@ -14,6 +14,7 @@ use rustls::server::UnbufferedServerConnection;
 
 use super::super::tls_info::TlsInfo;
 use super::super::{Handshakes, Serving};
+use super::buffers::Buffers;
 use super::secrets::TrafficSecrets;
 use super::traffic::Traffic;
 
@@ -22,6 +23,10 @@ pub(crate) struct Tls {
     pub(super) session: Session,
     /// The start of a record that arrived before the connection parked.
     pub(super) partial: Vec<u8>,
+    /// Records sealed for a connection that sleeps ([`Parkable::write_dormant`](crate::lot::Parkable::write_dormant))
+    /// that its socket did not take: the buffers its stream starts with
+    /// when it wakes, which write them first. `None` while it is served.
+    pub(super) held: Option<Box<Buffers>>,
     /// The peer sent `close_notify`, or closed the socket: reads return
     /// the end of the stream.
     pub(super) eof: bool,

@@ -1,0 +1,262 @@
+//! WebSockets (RFC 6455) whose idle sockets keep no task and no buffer,
+//! and still receive messages sent to them.
+//!
+//! A WebSocket server usually gives each socket a task that loops on
+//! `socket.recv().await`, with its read buffer; most sockets are idle most
+//! of the time, so that is what a server with many of them pays for. Here a
+//! socket is a *fold* over its messages: the handler gets the socket's own
+//! state, a message and a [`Sender`], and returns the state; between
+//! messages the socket sleeps in the server's parking lot with that state,
+//! the protocol's few bytes, and no task.
+//!
+//! ```no_run
+//! use std::convert::Infallible;
+//! use http::{Request, Response};
+//! use dormant::ws::{Message, WebSocketUpgrade};
+//!
+//! async fn handle(mut req: Request<dormant::Body>) -> Result<Response<String>, Infallible> {
+//!     let ws = match WebSocketUpgrade::from_request(&mut req) {
+//!         Ok(ws) => ws,
+//!         Err(rejection) => return Ok(rejection.response()),
+//!     };
+//!     // Each socket counts the messages it echoed: its state is a `u64`.
+//!     Ok(ws.on_message(0u64, |count, message, sender| async move {
+//!         match message {
+//!             Message::Text(text) => {
+//!                 let _ = sender.send(format!("{count}: {text}"));
+//!                 count + 1
+//!             }
+//!             _ => count,
+//!         }
+//!     }))
+//! }
+//! ```
+//!
+//! # Sending to sleeping sockets
+//!
+//! A [`Sender`] (from [`WebSocketUpgrade::sender`], or the one each
+//! handler call gets) sends to its socket from anywhere, and never waits.
+//! Broadcasting — what servers with many idle sockets mostly do — is a
+//! loop of sends: a message to a sleeping socket is written to its socket
+//! right away, without waking it, so it needs no task and no buffer; only
+//! a socket whose client does not read (its kernel send buffer is full)
+//! gets a task and a queue, bounded by
+//! [`max_queued`](WebSocketUpgrade::max_queued). Past that bound the send
+//! fails and, by default, the socket is closed ([`WhenFull`]): a client
+//! that stopped reading does not hold the others back. A [`Frame`] encodes
+//! a message once for any number of sockets.
+//!
+//! # The protocol
+//!
+//! Pings are answered with pongs where the socket sleeps (it wakes, answers
+//! and sleeps again, without calling the handler); text is checked to be
+//! UTF-8 (1007 otherwise); fragmented messages are joined, and may arrive
+//! across sleeps (a sleeping socket keeps what arrived of a message, and
+//! nothing between messages); messages and frames over the limits are
+//! refused with 1009 before their payload is read
+//! ([`max_message_size`](WebSocketUpgrade::max_message_size),
+//! [`max_frame_size`](WebSocketUpgrade::max_frame_size)); unmasked client
+//! frames, reserved bits and opcodes, and broken control frames with 1002.
+//! A close frame from the client is answered with its code and the
+//! connection closed; [`Sender::close`] starts the closing handshake from
+//! the server. When the server shuts down, every socket is sent 1001. The
+//! handler's last call is always [`Message::Close`], whatever ended the
+//! socket.
+//!
+//! Compression (`permessage-deflate`) is declined: a compressor keeps a
+//! 32 KiB window per socket (with context takeover) or compresses each
+//! message alone (without), and neither fits a socket that keeps nothing.
+//! WebSockets over HTTP/2 (RFC 8441) are not served: the request gets
+//! `426`, and browsers fall back to HTTP/1.1.
+//!
+//! # Where it works
+//!
+//! The socket sleeps in the lot of the dormant server that upgraded it, on
+//! any transport (TCP, Unix sockets, TLS). [`WebSocketUpgrade::from_request`]
+//! needs a request that server serves: on another server it is refused
+//! (`426`).
+
+mod frame;
+mod handshake;
+mod message;
+mod socket;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use http::header::HeaderValue;
+use http::{Request, Response};
+
+pub use frame::Frame;
+pub use handshake::Rejection;
+pub use message::{CloseCode, CloseFrame, Message};
+pub use socket::{SendError, Sender, WhenFull};
+
+use frame::Limits;
+use socket::{Link, Settings};
+
+/// Checks the handshake: the accept value and the offered subprotocols.
+fn check(
+    method: &http::Method,
+    version: http::Version,
+    headers: &http::HeaderMap,
+) -> Result<(HeaderValue, Vec<HeaderValue>), Rejection> {
+    let accept = handshake::check(method, version, headers)?;
+    let offered = headers
+        .get_all(http::header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .cloned()
+        .collect();
+    Ok((accept, offered))
+}
+
+/// A request to upgrade to a WebSocket, checked: answer it with
+/// [`on_message`](Self::on_message).
+#[derive(Debug)]
+#[must_use = "the upgrade happens only when answered with `on_message`"]
+pub struct WebSocketUpgrade {
+    upgrade: crate::upgrade::OnUpgrade,
+    accept: HeaderValue,
+    /// The client's `Sec-WebSocket-Protocol` values.
+    offered: Vec<HeaderValue>,
+    protocol: Option<HeaderValue>,
+    settings: Settings,
+    link: Arc<Link>,
+}
+
+impl WebSocketUpgrade {
+    /// Checks that `req` asks for a WebSocket, and takes its connection's
+    /// upgrade.
+    ///
+    /// # Errors
+    ///
+    /// A [`Rejection`] to answer with: for a request that is not an
+    /// HTTP/1.1 WebSocket upgrade (`426`, also over HTTP/2), that asks for
+    /// another version than 13 (`426`), that is not a `GET` (`405`) or has
+    /// no valid `Sec-WebSocket-Key` (`400`); and for a request that did not
+    /// come through a dormant server (`426`: the socket could not sleep).
+    pub fn from_request<B>(req: &mut Request<B>) -> Result<Self, Rejection> {
+        let (accept, offered) = check(req.method(), req.version(), req.headers())?;
+        let version = req.version();
+        Self::new(accept, offered, req.extensions_mut(), version)
+    }
+
+    fn new(
+        accept: HeaderValue,
+        offered: Vec<HeaderValue>,
+        extensions: &mut http::Extensions,
+        version: http::Version,
+    ) -> Result<Self, Rejection> {
+        let upgrade = crate::upgrade::on_extensions(extensions, version)
+            .map_err(|_| Rejection::upgrade("the request did not come through a dormant server"))?;
+        let settings = Settings {
+            limits: Limits {
+                frame: 16 << 20,
+                message: 64 << 20,
+            },
+            max_queued: 1 << 20,
+            when_full: WhenFull::default(),
+        };
+        Ok(WebSocketUpgrade {
+            upgrade,
+            accept,
+            offered,
+            protocol: None,
+            settings,
+            link: Link::new(settings),
+        })
+    }
+
+    /// Chooses the subprotocol: the first of the client's
+    /// (`Sec-WebSocket-Protocol`, in its order) that is among `ours`.
+    /// Without one in common, the answer names none, and the client
+    /// decides whether to go on.
+    pub fn protocols(mut self, ours: &[&'static str]) -> Self {
+        let mut headers = http::HeaderMap::new();
+        for value in &self.offered {
+            headers.append(http::header::SEC_WEBSOCKET_PROTOCOL, value.clone());
+        }
+        self.protocol = handshake::choose_protocol(&headers, ours);
+        self
+    }
+
+    /// The subprotocol chosen by [`protocols`](Self::protocols).
+    pub fn protocol(&self) -> Option<&HeaderValue> {
+        self.protocol.as_ref()
+    }
+
+    /// Sets the largest message the client may send, all its fragments
+    /// together; a longer one closes the socket with 1009.
+    ///
+    /// Default is 64 MiB.
+    pub fn max_message_size(mut self, bytes: usize) -> Self {
+        self.settings.limits.message = bytes as u64;
+        self
+    }
+
+    /// Sets the largest frame the client may send; a longer one closes the
+    /// socket with 1009.
+    ///
+    /// Default is 16 MiB.
+    pub fn max_frame_size(mut self, bytes: usize) -> Self {
+        self.settings.limits.frame = bytes as u64;
+        self
+    }
+
+    /// Sets how many bytes of messages may wait for a socket whose client
+    /// does not read (see [`Sender`]).
+    ///
+    /// Default is 1 MiB.
+    pub fn max_queued(mut self, bytes: usize) -> Self {
+        self.settings.max_queued = bytes;
+        self
+    }
+
+    /// Sets what a send does when the socket's queue is full.
+    ///
+    /// Default is [`WhenFull::Close`].
+    pub fn when_full(mut self, policy: WhenFull) -> Self {
+        self.settings.when_full = policy;
+        self
+    }
+
+    /// Returns a sender to the socket, usable at once: what is sent before
+    /// the upgrade completes goes out right after the `101` response.
+    pub fn sender(&self) -> Sender {
+        Sender::new(self.link.clone())
+    }
+
+    /// Accepts the upgrade: returns the `101 Switching Protocols` response
+    /// to answer the request with. Once it is written, the socket sleeps
+    /// with `state`; each message the client sends wakes it and runs
+    /// `handler` with the state, the message and a [`Sender`] to the
+    /// socket, and the state the handler returns is the socket's until the
+    /// next message. The handler's last call is with [`Message::Close`].
+    ///
+    /// The state is kept for as long as the socket lives, asleep: keep it
+    /// small (an id, a few counters, an `Arc` to what sockets share).
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime: the upgrade completes in a
+    /// task of its own.
+    pub fn on_message<S, F, Fut, B>(self, state: S, handler: F) -> Response<B>
+    where
+        S: Send + 'static,
+        F: FnMut(S, Message, Sender) -> Fut + Send + 'static,
+        Fut: Future<Output = S> + Send + 'static,
+        B: Default,
+    {
+        let WebSocketUpgrade {
+            upgrade,
+            accept,
+            protocol,
+            settings,
+            link,
+            ..
+        } = self;
+        link.set_settings(settings);
+        tokio::spawn(socket::upgraded(link, state, handler, upgrade));
+        handshake::response(accept, protocol)
+    }
+}

@@ -1,0 +1,702 @@
+//! A WebSocket between messages: asleep in the parking lot with its state,
+//! woken by its client's next frame or by a write that found its socket
+//! full; and the [`Sender`] that writes to it wherever it is.
+//!
+//! # Where a socket is
+//!
+//! ```text
+//!             101 written                 read found nothing, queue empty
+//!  Upgrading ───────────► Awake (a task) ─────────────────────────────► Asleep(key)
+//!     │ sends queue          │ ▲  sends queue; the task runs the           │ │
+//!     │                      │ │  handler per message, answers pings,      │ │ sends write
+//!     │                      │ │  flushes the queue                        │ │ to the socket
+//!     │                      │ └──────── bytes arrived; or a send ─────────┘ │ at once
+//!     │                      │           found the socket full               │
+//!     └──────────────────────┴──► Closed ◄── the peer vanished, shutdown ────┘
+//! ```
+//!
+//! Every socket has a [`Link`], shared by its [`Sender`]s and whoever
+//! serves it; its lock orders every write. While the socket sleeps, the
+//! link knows its key in the lot and a send writes the frame to the socket
+//! right there, through the lot ([`Lot::write_to`]): no task, no buffer.
+//! A frame the socket does not take whole (the client stopped reading)
+//! is queued and the socket woken, so that a task waits to write it; while
+//! it is awake, sends queue and the task writes them before the socket
+//! sleeps again. The queue is bounded (`max_queued`): past it, a send
+//! fails, and by default the socket is closed (1008), so that one client
+//! that stopped reading costs the others nothing and the server a bounded
+//! amount.
+//!
+//! The lot's lock is taken under a link's lock (never the other way
+//! round): the lot calls a woken sleeper's handler in a new task, without
+//! its lock.
+
+use std::collections::VecDeque;
+use std::future::{Future, poll_fn};
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker, ready};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::AsyncWrite;
+
+use super::frame::{Event, Frame, Limits, Reader, Refused};
+use super::message::{CloseCode, CloseFrame, Message};
+use crate::lot::Wrote;
+use crate::upgrade::{self, Drain, Lot, Upgraded, Woken};
+
+/// How long a closing socket waits for its client's close frame, and for
+/// its last frames to be written, before its connection is dropped.
+const CLOSE_WITHIN: Duration = Duration::from_secs(5);
+
+/// What a send does when the socket's queue is full (see [`Sender`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WhenFull {
+    /// The send fails with [`SendError::Full`], and the socket is closed
+    /// (with 1008, if the client still reads): a client that stopped
+    /// reading is let go.
+    #[default]
+    Close,
+    /// The send fails with [`SendError::Full`]; the socket stays open, and
+    /// later sends succeed once the client reads again.
+    Refuse,
+}
+
+/// Why a send failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The socket is closed or closing (a close frame was sent).
+    Closed,
+    /// The socket's queue is full: its client does not read.
+    Full,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SendError::Closed => "the WebSocket is closed",
+            SendError::Full => "the WebSocket's queue is full: its client does not read",
+        })
+    }
+}
+
+impl std::error::Error for SendError {}
+
+/// A socket's settings.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Settings {
+    pub(crate) limits: Limits,
+    pub(crate) max_queued: usize,
+    pub(crate) when_full: WhenFull,
+}
+
+/// What a socket's senders and its server share.
+#[derive(Debug)]
+pub(crate) struct Link {
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    at: At,
+    /// The lot the socket sleeps in, once upgraded.
+    lot: Option<Lot>,
+    /// Frames waiting for the awake socket's task (empty while asleep).
+    queue: VecDeque<Bytes>,
+    queued: usize,
+    /// A close frame was sent or queued: no more messages go out.
+    closing: bool,
+    /// A send found the queue full, and the policy is to close.
+    overflowed: bool,
+    /// A send woke the sleeping socket to write what it did not take.
+    woken_to_write: bool,
+    /// The task's waker while it waits to write.
+    waker: Option<Waker>,
+    settings: Settings,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum At {
+    Upgrading,
+    Awake,
+    Asleep(u32),
+    Closed,
+}
+
+impl Link {
+    pub(crate) fn new(settings: Settings) -> Arc<Link> {
+        Arc::new(Link {
+            state: Mutex::new(State {
+                at: At::Upgrading,
+                lot: None,
+                queue: VecDeque::new(),
+                queued: 0,
+                closing: false,
+                overflowed: false,
+                woken_to_write: false,
+                waker: None,
+                settings,
+            }),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every step under the lock leaves the state whole.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Who the link's socket is to the lot ([`upgrade::Handler::sleeper`]).
+    fn id(self: &Arc<Self>) -> usize {
+        Arc::as_ptr(self) as usize
+    }
+
+    pub(crate) fn set_settings(&self, settings: Settings) {
+        self.lock().settings = settings;
+    }
+
+    /// The socket ended: senders fail from now on.
+    fn close(&self) {
+        let mut state = self.lock();
+        state.at = At::Closed;
+        state.closing = true;
+        state.queue = VecDeque::new();
+        state.queued = 0;
+        state.waker = None;
+    }
+}
+
+/// Sends messages to one WebSocket, from anywhere, whether its socket is
+/// asleep or awake. Cloning is cheap (a reference count).
+///
+/// [`send`](Self::send) never waits: a message to a sleeping socket is
+/// written to the socket at once, with no task and no buffer; one that
+/// the socket cannot take now (its client does not read), or that comes
+/// while the socket is awake, waits in the socket's queue, which its task
+/// writes before the socket sleeps again. The queue holds at most
+/// `max_queued` bytes ([`WebSocketUpgrade::max_queued`](super::WebSocketUpgrade::max_queued));
+/// past it, what happens is the socket's [`WhenFull`] policy.
+///
+/// A handler's own sends (an answer to the message it handles) are queued
+/// and written once it returns, in order with everyone else's.
+#[derive(Clone, Debug)]
+pub struct Sender(Arc<Link>);
+
+impl Sender {
+    pub(crate) fn new(link: Arc<Link>) -> Self {
+        Sender(link)
+    }
+
+    /// Sends a message: a [`Frame`], or what converts into one (`&str`,
+    /// `String`, `Bytes`, `Vec<u8>`, [`Message`]). A broadcast makes one
+    /// [`Frame`] and sends a reference to it to every socket, so the
+    /// message is encoded once.
+    ///
+    /// A close frame ([`Frame::close`], [`Message::Close`]) starts the
+    /// closing handshake: nothing more can be sent, and the connection
+    /// closes once the client answers.
+    ///
+    /// # Errors
+    ///
+    /// [`SendError::Closed`] if the socket is closed or closing;
+    /// [`SendError::Full`] if its queue is full (see [`WhenFull`]).
+    pub fn send(&self, frame: impl Into<Frame>) -> Result<(), SendError> {
+        self.push(frame.into())
+    }
+
+    /// Starts the closing handshake with `code` and `reason` (see
+    /// [`Frame::close`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Self::send).
+    pub fn close(&self, code: CloseCode, reason: &str) -> Result<(), SendError> {
+        self.push(Frame::close(code, reason))
+    }
+
+    /// Whether the socket is closed or closing: sends fail.
+    pub fn is_closed(&self) -> bool {
+        self.0.lock().closing
+    }
+
+    /// Whether the socket sleeps now: no task serves it.
+    pub fn is_asleep(&self) -> bool {
+        matches!(self.0.lock().at, At::Asleep(_))
+    }
+
+    /// How many bytes wait in the socket's queue.
+    pub fn queued(&self) -> usize {
+        self.0.lock().queued
+    }
+
+    fn push(&self, frame: Frame) -> Result<(), SendError> {
+        let link = &self.0;
+        let mut guard = link.lock();
+        let state = &mut *guard;
+        if state.closing {
+            return Err(SendError::Closed);
+        }
+        if let (At::Asleep(key), Some(lot)) = (state.at, &state.lot) {
+            let bytes = frame.bytes();
+            match lot.write_to(key, link.id(), bytes) {
+                Some(Ok(Wrote { taken, held })) => {
+                    state.closing = frame.is_close();
+                    if taken == bytes.len() && !held {
+                        return Ok(());
+                    }
+                    // The client does not read: a task waits to write the
+                    // rest.
+                    if taken < bytes.len() {
+                        state.queued += bytes.len() - taken;
+                        state.queue.push_back(bytes.slice(taken..));
+                    }
+                    state.at = At::Awake;
+                    state.woken_to_write = lot.wake(key, link.id());
+                    return Ok(());
+                }
+                Some(Err(_)) => {
+                    // The socket failed: its task finds out and ends it.
+                    state.at = At::Awake;
+                    state.woken_to_write = lot.wake(key, link.id());
+                    return Err(SendError::Closed);
+                }
+                // It woke meanwhile: its task takes the queue.
+                None => state.at = At::Awake,
+            }
+        }
+        // An empty queue takes a frame of any size: a message larger than
+        // the bound can be sent, one at a time.
+        if state.queued > 0 && state.queued + frame.len() > state.settings.max_queued {
+            if state.settings.when_full == WhenFull::Close {
+                state.overflowed = true;
+                state.closing = true;
+                if let Some(waker) = state.waker.take() {
+                    waker.wake();
+                }
+            }
+            return Err(SendError::Full);
+        }
+        state.closing = frame.is_close();
+        state.queued += frame.len();
+        state.queue.push_back(frame.bytes().clone());
+        Ok(())
+    }
+}
+
+/// A sleeping socket: what it keeps, boxed in the lot as its handler.
+pub(crate) struct Sleeper<S, F> {
+    link: Arc<Link>,
+    /// The lot it sleeps in (for a drain at shutdown, without the link's
+    /// lock, which may be held where the lot calls back at once).
+    lot: Lot,
+    state: S,
+    handler: F,
+    reader: Reader,
+}
+
+/// Serves a socket once its upgrade completes: it sleeps at once (or reads
+/// the bytes that came with the upgrade first).
+pub(crate) async fn upgraded<S, F, Fut>(
+    link: Arc<Link>,
+    state: S,
+    mut handler: F,
+    upgrade: upgrade::OnUpgrade,
+) where
+    S: Send + 'static,
+    F: FnMut(S, Message, Sender) -> Fut + Send + 'static,
+    Fut: Future<Output = S> + Send + 'static,
+{
+    let parts = match upgrade.await {
+        Ok(parts) => parts,
+        Err(_) => {
+            link.close();
+            handler(state, Message::Close(None), Sender(link)).await;
+            return;
+        }
+    };
+    {
+        let mut at = link.lock();
+        at.lot = Some(parts.lot.clone());
+        at.at = At::Awake;
+    }
+    let sleeper = Sleeper {
+        link,
+        lot: parts.lot.clone(),
+        state,
+        handler,
+        reader: Reader::default(),
+    };
+    Awake::from(sleeper).sleep(Upgraded::from(parts)).await;
+}
+
+impl<S, F, Fut> upgrade::Handler for Sleeper<S, F>
+where
+    S: Send + 'static,
+    F: FnMut(S, Message, Sender) -> Fut + Send + 'static,
+    Fut: Future<Output = S> + Send + 'static,
+{
+    fn run(self: Box<Self>, woken: Woken) {
+        // Taken before the task starts: the drain must not find the
+        // server's connections all gone while a goodbye is on its way.
+        let drain = match woken {
+            Woken::Shutdown(_) => Some(self.lot.drain()),
+            _ => None,
+        };
+        // The sleeper becomes a task's only once the task runs: a runtime
+        // that shuts down drops the task at once, maybe under the link's
+        // lock (a send that woke the socket), and only an `Awake` closes
+        // the link when dropped.
+        let sleeper = *self;
+        tokio::spawn(async move { Awake::from(sleeper).woken(woken, drain).await });
+    }
+
+    fn sleeper(&self) -> usize {
+        self.link.id()
+    }
+}
+
+/// A socket with a task: what its sleeper kept.
+struct Awake<S, F> {
+    link: Arc<Link>,
+    lot: Lot,
+    /// `None` only while the handler runs.
+    state: Option<S>,
+    handler: F,
+    reader: Reader,
+    /// Closes the link if the task unwinds (a handler's panic).
+    _closer: Closer,
+}
+
+/// Closes a link when dropped, unless disarmed.
+struct Closer(Option<Arc<Link>>);
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        if let Some(link) = self.0.take() {
+            link.close();
+        }
+    }
+}
+
+impl<S, F> From<Sleeper<S, F>> for Awake<S, F> {
+    fn from(sleeper: Sleeper<S, F>) -> Self {
+        let Sleeper {
+            link,
+            lot,
+            state,
+            handler,
+            reader,
+        } = sleeper;
+        Awake {
+            _closer: Closer(Some(link.clone())),
+            link,
+            lot,
+            state: Some(state),
+            handler,
+            reader,
+        }
+    }
+}
+
+/// How a socket's connection ends.
+enum End {
+    /// The client sent its close frame (the server answered it, if it had
+    /// not sent its own first).
+    Closed(Option<CloseFrame>),
+    /// The connection ended without a close frame from the client.
+    Lost,
+}
+
+impl<S, F, Fut> Awake<S, F>
+where
+    S: Send + 'static,
+    F: FnMut(S, Message, Sender) -> Fut + Send + 'static,
+    Fut: Future<Output = S> + Send + 'static,
+{
+    /// Serves a socket the lot woke; at shutdown, the drain waits for its
+    /// goodbye.
+    async fn woken(mut self, woken: Woken, drain: Option<Drain>) {
+        let to_write = {
+            let mut state = self.link.lock();
+            state.at = At::Awake;
+            std::mem::take(&mut state.woken_to_write)
+        };
+        let end = match woken {
+            Woken::Readable(mut stream) | Woken::Eof(mut stream) => {
+                let served = if to_write {
+                    // Woken by a send, not by bytes: write, then sleep (the
+                    // lot wakes it at once if bytes came meanwhile).
+                    self.write_queue(&mut stream)
+                        .await
+                        .map(|()| stream)
+                        .map_err(|_| End::Lost)
+                } else {
+                    self.serve(stream).await
+                };
+                match served {
+                    Ok(stream) => return self.sleep(stream).await,
+                    Err(end) => end,
+                }
+            }
+            Woken::Shutdown(stream) => self.shut_down(stream, drain.as_ref()).await,
+            Woken::Failed(_) => End::Lost,
+        };
+        self.end(end).await;
+    }
+
+    /// Reads and handles what arrived until a read finds nothing: the
+    /// stream, to sleep again; or how the connection ended.
+    async fn serve(&mut self, mut stream: Upgraded) -> Result<Upgraded, End> {
+        // The first read waits for the readiness that woke the socket: its
+        // stream was just registered with tokio, which has not seen it yet.
+        let mut read = stream.read_pooled().await;
+        loop {
+            let bytes = match read {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) | Err(_) => return Err(End::Lost),
+            };
+            let mut input = &bytes[..];
+            loop {
+                let limits = self.link.lock().settings.limits;
+                match self.reader.read(&mut input, limits) {
+                    Ok(Some(event)) => {
+                        if let Some(end) = self.handle(event, &mut stream).await {
+                            return Err(end);
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(refused) => {
+                        self.refuse(refused, &mut stream).await;
+                        return Err(End::Lost);
+                    }
+                }
+            }
+            drop(bytes);
+            if self.write_queue(&mut stream).await.is_err() {
+                return Err(End::Lost);
+            }
+            read = match stream.read_pooled_now().await {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(stream),
+                read => read,
+            };
+        }
+    }
+
+    /// Acts on one event: `Some` when it ends the connection.
+    async fn handle(&mut self, event: Event, stream: &mut Upgraded) -> Option<End> {
+        let closing = self.link.lock().closing;
+        match event {
+            // After its close frame, the server discards what comes.
+            Event::Message(_) if closing => {}
+            Event::Message(message) => self.call(message).await,
+            Event::Ping(payload) => {
+                if !closing {
+                    self.push_control(Frame::pong(&payload));
+                }
+            }
+            Event::Pong => {}
+            Event::Close(frame) => {
+                if !closing {
+                    // The answer echoes the code (RFC 6455, 5.5.1).
+                    let code = frame.as_ref().map_or(CloseCode::NONE, |f| f.code);
+                    self.push_control(Frame::close(code, ""));
+                }
+                let _ = tokio::time::timeout(CLOSE_WITHIN, self.write_queue(stream)).await;
+                return Some(End::Closed(frame));
+            }
+        }
+        None
+    }
+
+    /// Runs the handler on a message: the state moves through it.
+    async fn call(&mut self, message: Message) {
+        if let Some(state) = self.state.take() {
+            let sender = Sender(self.link.clone());
+            self.state = Some((self.handler)(state, message, sender).await);
+        }
+    }
+
+    /// Answers a client that broke the protocol with the close code for
+    /// it, then lets the connection go (RFC 6455, 7.1.7).
+    async fn refuse(&mut self, refused: Refused, stream: &mut Upgraded) {
+        if !self.link.lock().closing {
+            self.push_control(Frame::close(refused.code, refused.reason));
+        }
+        let _ = tokio::time::timeout(CLOSE_WITHIN, self.write_queue(stream)).await;
+    }
+
+    /// Queues a control frame the protocol owes (a pong, a close), past
+    /// the queue's limit: it is small, and bounded by what the client sent.
+    fn push_control(&self, frame: Frame) {
+        let mut state = self.link.lock();
+        state.closing |= frame.is_close();
+        state.queued += frame.len();
+        state.queue.push_back(frame.bytes().clone());
+    }
+
+    /// The server shuts down: a close frame (1001) after what is queued,
+    /// and a short wait for the client's answer, cut short when the
+    /// server's grace period is over.
+    async fn shut_down(&mut self, mut stream: Upgraded, drain: Option<&Drain>) -> End {
+        if !self.link.lock().closing {
+            self.push_control(Frame::close(
+                CloseCode::GOING_AWAY,
+                "the server is shutting down",
+            ));
+        }
+        let answer = async {
+            if self.write_queue(&mut stream).await.is_err() {
+                return End::Lost;
+            }
+            loop {
+                let Ok(Some(bytes)) = stream.read_pooled().await else {
+                    return End::Lost;
+                };
+                let mut input = &bytes[..];
+                let limits = self.link.lock().settings.limits;
+                loop {
+                    match self.reader.read(&mut input, limits) {
+                        Ok(Some(Event::Close(frame))) => return End::Closed(frame),
+                        Ok(Some(_)) => {}
+                        Ok(None) => break,
+                        Err(_) => return End::Lost,
+                    }
+                }
+            }
+        };
+        let forced = async {
+            match drain {
+                Some(drain) => drain.forced().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            answered = tokio::time::timeout(CLOSE_WITHIN, answer) => answered.unwrap_or(End::Lost),
+            () = forced => End::Lost,
+        }
+    }
+
+    /// Writes the queue until it is empty.
+    ///
+    /// # Errors
+    ///
+    /// When the socket fails, or a send found the queue full and the
+    /// policy is to close.
+    async fn write_queue(&mut self, stream: &mut Upgraded) -> io::Result<()> {
+        let link = &self.link;
+        loop {
+            let next = {
+                let mut state = link.lock();
+                if state.overflowed {
+                    return Err(overflowed());
+                }
+                match state.queue.pop_front() {
+                    Some(next) => {
+                        state.queued -= next.len();
+                        next
+                    }
+                    None => break,
+                }
+            };
+            let mut written = 0;
+            unless_overflowed(link, |cx| {
+                while written < next.len() {
+                    match ready!(Pin::new(&mut *stream).poll_write(cx, &next[written..]))? {
+                        0 => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                        n => written += n,
+                    }
+                }
+                Poll::Ready(Ok(()))
+            })
+            .await?;
+        }
+        // What the transport holds (TLS records) goes out too.
+        unless_overflowed(link, |cx| Pin::new(&mut *stream).poll_flush(cx)).await?;
+        link.lock().waker = None;
+        Ok(())
+    }
+
+    /// Puts the socket to sleep, unless sends came meanwhile (it writes
+    /// them first).
+    async fn sleep(mut self, mut stream: Upgraded) {
+        loop {
+            if self.write_queue(&mut stream).await.is_err() {
+                return self.end(End::Lost).await;
+            }
+            let link = self.link.clone();
+            {
+                let mut state = link.lock();
+                if !state.queue.is_empty() {
+                    continue;
+                }
+                let Some(user) = self.state.take() else {
+                    // A handler that panicked.
+                    break;
+                };
+                {
+                    let Awake {
+                        lot,
+                        handler,
+                        reader,
+                        mut _closer,
+                        ..
+                    } = self;
+                    _closer.0 = None;
+                    let sleeper = Box::new(Sleeper {
+                        link: link.clone(),
+                        lot: lot.clone(),
+                        state: user,
+                        handler,
+                        reader,
+                    });
+                    // Under the link's lock: a send finds the socket awake,
+                    // or asleep at its key.
+                    state.at = match lot.sleep_boxed(stream, sleeper) {
+                        Some(key) => At::Asleep(key),
+                        None => At::Awake,
+                    };
+                    return;
+                }
+            }
+        }
+        self.end(End::Lost).await;
+    }
+
+    /// The socket ended: the link closes, the connection is let go, and
+    /// the handler gets its last message.
+    async fn end(mut self, end: End) {
+        self.link.close();
+        let frame = match end {
+            End::Closed(frame) => frame,
+            End::Lost => None,
+        };
+        self.call(Message::Close(frame)).await;
+    }
+}
+
+/// Waits for `io`, unless a send finds the queue full meanwhile and the
+/// policy is to close (it wakes the task with the waker left here).
+async fn unless_overflowed(
+    link: &Link,
+    mut io: impl FnMut(&mut Context<'_>) -> Poll<io::Result<()>>,
+) -> io::Result<()> {
+    poll_fn(|cx| match io(cx) {
+        Poll::Pending => {
+            let mut state = link.lock();
+            if state.overflowed {
+                return Poll::Ready(Err(overflowed()));
+            }
+            state.waker = Some(cx.waker().clone());
+            Poll::Pending
+        }
+        ready => ready,
+    })
+    .await
+}
+
+fn overflowed() -> io::Error {
+    io::Error::other("the WebSocket's queue overflowed: its client does not read")
+}

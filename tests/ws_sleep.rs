@@ -1,0 +1,475 @@
+//! `dormant::ws` over every transport, against tokio-tungstenite's client
+//! (and raw frames where the client must misbehave): messages between
+//! sleeps, broadcasts written to sleeping sockets, fragments and pings that
+//! arrive while a socket sleeps, close handshakes from either side, the
+//! protocol's refusals, a vanished client, a client that stops reading,
+//! and graceful shutdown.
+#![cfg(feature = "ws")]
+
+mod common {
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod client;
+    pub(crate) mod runtime;
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod servers;
+    pub(crate) mod temp_dir;
+    pub(crate) mod timeout;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod tls;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod tls_client;
+    pub(crate) mod transport;
+    pub(crate) mod unix;
+    pub(crate) mod wait;
+}
+
+use std::convert::Infallible;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use common::runtime::Servable;
+use common::timeout::CLIENT_TIMEOUT;
+use common::transport::{AsyncStream, Transport, over_every_transport};
+use common::wait::wait;
+use dormant::ws::{CloseCode, Frame, Message, Sender, WebSocketUpgrade};
+use futures_util::{SinkExt, StreamExt};
+use http::Request;
+use hyper::service::service_fn;
+use tokio::io::AsyncWriteExt;
+use tokio::time::timeout;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode as WsCode;
+
+over_every_transport!(
+    messages_of_every_size_across_sleeps,
+    broadcasts_reach_sleeping_sockets_without_waking_them,
+    fragments_arrive_across_sleeps,
+    pings_to_a_sleeping_socket_are_answered,
+    client_closes_with_a_code,
+    server_closes_a_sleeping_socket,
+    protocol_errors_get_their_close_codes,
+    a_vanished_client_ends_its_socket,
+    a_client_that_stops_reading_is_closed_and_holds_no_one_back,
+    shutdown_closes_sleeping_sockets_with_1001,
+);
+
+/// The largest message on `/small`.
+const SMALL: usize = 1 << 20;
+
+/// What the tests see of the server's sockets: their senders, in the
+/// order they connected, and what their handlers were given.
+#[derive(Clone)]
+struct Room {
+    senders: Arc<Mutex<Vec<Sender>>>,
+    events: Arc<Mutex<mpsc::Sender<String>>>,
+}
+
+impl Room {
+    fn new() -> (Room, mpsc::Receiver<String>) {
+        let (tx, rx) = mpsc::channel();
+        let room = Room {
+            senders: Arc::default(),
+            events: Arc::new(Mutex::new(tx)),
+        };
+        (room, rx)
+    }
+
+    fn sender(&self, i: usize) -> Sender {
+        self.senders.lock().unwrap()[i].clone()
+    }
+
+    fn wait_asleep(&self, n: usize) {
+        wait("sockets asleep", || {
+            let senders = self.senders.lock().unwrap();
+            senders.len() == n && senders.iter().all(Sender::is_asleep)
+        });
+    }
+}
+
+/// Echoes every message; `close CODE` closes with that code. `/small`
+/// refuses messages over [`SMALL`] and queues at most 256 KiB.
+fn echo(room: Room) -> impl Servable<String> {
+    service_fn(move |mut req: Request<dormant::Body>| {
+        let room = room.clone();
+        async move {
+            let ws = match WebSocketUpgrade::from_request(&mut req) {
+                Ok(ws) => ws,
+                Err(rejection) => return Ok::<_, Infallible>(rejection.response()),
+            };
+            let ws = match req.uri().path() {
+                "/small" => ws.max_message_size(SMALL).max_queued(256 << 10),
+                _ => ws,
+            };
+            room.senders.lock().unwrap().push(ws.sender());
+            let events = room.events.clone();
+            Ok(ws.on_message((), move |(), message, sender| {
+                let events = events.clone();
+                async move {
+                    match message {
+                        Message::Text(text) => match text.strip_prefix("close ") {
+                            Some(code) => {
+                                let code = CloseCode::from(code.parse::<u16>().unwrap());
+                                sender.close(code, "asked to").unwrap();
+                            }
+                            None => sender.send(text).unwrap(),
+                        },
+                        Message::Binary(bytes) => sender.send(bytes).unwrap(),
+                        Message::Close(frame) => {
+                            let event = match frame {
+                                Some(frame) => format!("closed {} {}", frame.code, frame.reason),
+                                None => "closed".to_owned(),
+                            };
+                            events.lock().unwrap().send(event).unwrap();
+                        }
+                    }
+                }
+            }))
+        }
+    })
+}
+
+type Client = WebSocketStream<Box<dyn AsyncStream>>;
+
+async fn connect<T: Transport>(addr: &T::Addr, path: &str) -> Client {
+    let io = T::connect_http1(addr).await;
+    let url = format!("ws://localhost{path}");
+    let (ws, res) = timeout(CLIENT_TIMEOUT, tokio_tungstenite::client_async(url, io))
+        .await
+        .expect("no handshake")
+        .expect("the handshake");
+    assert_eq!(res.status(), 101);
+    ws
+}
+
+async fn next(ws: &mut Client) -> WsMessage {
+    timeout(CLIENT_TIMEOUT, ws.next())
+        .await
+        .expect("nothing came")
+        .expect("the stream ended")
+        .expect("a message")
+}
+
+/// Reads until the server's close frame: its code.
+async fn close_code(ws: &mut Client) -> u16 {
+    loop {
+        match next(ws).await {
+            WsMessage::Close(Some(frame)) => return frame.code.into(),
+            WsMessage::Close(None) => panic!("a close frame without a code"),
+            _ => {}
+        }
+    }
+}
+
+/// Reads until the connection ends.
+async fn ends(ws: &mut Client) {
+    loop {
+        match timeout(CLIENT_TIMEOUT, ws.next()).await.expect("no end") {
+            None | Some(Err(_)) => return,
+            Some(Ok(_)) => {}
+        }
+    }
+}
+
+/// A client's frame: `first` byte, masked payload.
+fn masked(first: u8, payload: &[u8]) -> Vec<u8> {
+    let mask = [0x37, 0xfa, 0x21, 0x3d];
+    let mut frame = vec![first];
+    match payload.len() {
+        len @ 0..=125 => frame.push(0x80 | len as u8),
+        len @ 126..=0xFFFF => {
+            frame.push(0x80 | 126);
+            frame.extend_from_slice(&(len as u16).to_be_bytes());
+        }
+        len => {
+            frame.push(0x80 | 127);
+            frame.extend_from_slice(&(len as u64).to_be_bytes());
+        }
+    }
+    frame.extend_from_slice(&mask);
+    frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    frame
+}
+
+/// Writes raw bytes under the client.
+async fn raw(ws: &mut Client, bytes: &[u8]) {
+    let io = ws.get_mut();
+    io.write_all(bytes).await.unwrap();
+    io.flush().await.unwrap();
+}
+
+fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn next_event(events: &mpsc::Receiver<String>) -> String {
+    events.recv_timeout(CLIENT_TIMEOUT).expect("no event")
+}
+
+/// Text and binary messages from empty to 16 MiB, each sent to a socket
+/// that slept since the last.
+fn messages_of_every_size_across_sleeps<T: Transport>() {
+    let (room, _events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let mut ws = connect::<T>(&srv.addr, "/").await;
+        for len in [0, 1, 125, 126, 65535, 65536, 1 << 20, 16 << 20] {
+            room.wait_asleep(1);
+            let text = "é".repeat(len / 2);
+            ws.send(WsMessage::text(text.clone())).await.unwrap();
+            assert_eq!(next(&mut ws).await, WsMessage::text(text), "{len}");
+            room.wait_asleep(1);
+            let binary: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            ws.send(WsMessage::binary(binary.clone())).await.unwrap();
+            assert_eq!(next(&mut ws).await, WsMessage::binary(binary), "{len}");
+        }
+    });
+}
+
+/// One frame, encoded once, sent to 20 sleeping sockets: each gets it, and
+/// none woke for it.
+fn broadcasts_reach_sleeping_sockets_without_waking_them<T: Transport>() {
+    let (room, _events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let mut clients = Vec::new();
+        for _ in 0..20 {
+            clients.push(connect::<T>(&srv.addr, "/").await);
+        }
+        for round in 0..3 {
+            room.wait_asleep(20);
+            let frame = Frame::text(format!("news {round}"));
+            for i in 0..20 {
+                room.sender(i).send(&frame).unwrap();
+            }
+            for ws in &mut clients {
+                assert_eq!(next(ws).await, WsMessage::text(format!("news {round}")));
+            }
+            let senders = room.senders.lock().unwrap();
+            assert!(
+                senders.iter().all(Sender::is_asleep),
+                "a write woke a socket"
+            );
+        }
+        // And they still answer.
+        for ws in &mut clients {
+            ws.send(WsMessage::text("still here")).await.unwrap();
+            assert_eq!(next(ws).await, WsMessage::text("still here"));
+        }
+    });
+}
+
+/// A text message in four fragments, with a ping between them and its
+/// last frame split inside its header and its payload, the socket asleep
+/// between every piece.
+fn fragments_arrive_across_sleeps<T: Transport>() {
+    let (room, _events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let mut ws = connect::<T>(&srv.addr, "/").await;
+        let last = masked(0x80, "wörld, at last".as_bytes());
+        let pieces: Vec<Vec<u8>> = vec![
+            masked(0x01, b"hello "),
+            masked(0x00, b""),
+            masked(0x89, b"between"),
+            masked(0x00, "big ".as_bytes()),
+            last[..1].to_vec(),
+            last[1..4].to_vec(),
+            last[4..10].to_vec(),
+            last[10..].to_vec(),
+        ];
+        for piece in &pieces {
+            room.wait_asleep(1);
+            raw(&mut ws, piece).await;
+        }
+        assert_eq!(next(&mut ws).await, WsMessage::Pong("between".into()));
+        assert_eq!(
+            next(&mut ws).await,
+            WsMessage::text("hello big wörld, at last")
+        );
+    });
+}
+
+/// A ping to a sleeping socket gets its pong; the socket sleeps again, and
+/// its handler never saw the ping.
+fn pings_to_a_sleeping_socket_are_answered<T: Transport>() {
+    let (room, _events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let mut ws = connect::<T>(&srv.addr, "/").await;
+        for i in 0..3 {
+            room.wait_asleep(1);
+            let payload = format!("ping {i}");
+            ws.send(WsMessage::Ping(payload.clone().into()))
+                .await
+                .unwrap();
+            assert_eq!(next(&mut ws).await, WsMessage::Pong(payload.into()));
+        }
+        room.wait_asleep(1);
+        ws.send(WsMessage::text("then text")).await.unwrap();
+        assert_eq!(next(&mut ws).await, WsMessage::text("then text"));
+    });
+}
+
+/// The client closes a sleeping socket with 4000: the server answers with
+/// 4000 and closes, and the handler's last message has the code.
+fn client_closes_with_a_code<T: Transport>() {
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let mut ws = connect::<T>(&srv.addr, "/").await;
+        room.wait_asleep(1);
+        let frame = CloseFrame {
+            code: WsCode::from(4000),
+            reason: "bye".into(),
+        };
+        ws.close(Some(frame)).await.unwrap();
+        assert_eq!(close_code(&mut ws).await, 4000);
+        ends(&mut ws).await;
+    });
+    assert_eq!(next_event(&events), "closed 4000 bye");
+    assert!(room.sender(0).is_closed());
+    assert_eq!(
+        room.sender(0).send("late"),
+        Err(dormant::ws::SendError::Closed)
+    );
+}
+
+/// The server closes a sleeping socket (through its sender) and when a
+/// handler asks to: the client gets the code and reason and answers.
+fn server_closes_a_sleeping_socket<T: Transport>() {
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let mut ws = connect::<T>(&srv.addr, "/").await;
+        room.wait_asleep(1);
+        room.sender(0).close(CloseCode::from(4001), "done").unwrap();
+        match next(&mut ws).await {
+            WsMessage::Close(Some(frame)) => {
+                assert_eq!(
+                    (u16::from(frame.code), frame.reason.as_str()),
+                    (4001, "done")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        ends(&mut ws).await;
+        let mut ws = connect::<T>(&srv.addr, "/").await;
+        ws.send(WsMessage::text("close 4002")).await.unwrap();
+        assert_eq!(close_code(&mut ws).await, 4002);
+        ends(&mut ws).await;
+    });
+    // The client's answers echo the codes and reasons.
+    let mut got = [next_event(&events), next_event(&events)];
+    got.sort();
+    assert_eq!(got, ["closed 4001 done", "closed 4002 asked to"]);
+}
+
+/// Invalid UTF-8 (1007), an unmasked frame (1002), a reserved opcode
+/// (1002) and a message over the limit (1009, announced in a header whose
+/// payload never comes): each socket gets its code and is closed; a
+/// neighbour keeps working.
+fn protocol_errors_get_their_close_codes<T: Transport>() {
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let mut neighbour = connect::<T>(&srv.addr, "/small").await;
+        let mut too_big = vec![0x82, 0x80 | 127];
+        too_big.extend_from_slice(&(SMALL as u64 + 1).to_be_bytes());
+        too_big.extend_from_slice(&[1, 2, 3, 4]);
+        let cases: [(&str, Vec<u8>, u16); 4] = [
+            ("invalid UTF-8", masked(0x81, &[b'a', 0xC3, 0x28]), 1007),
+            ("unmasked", vec![0x81, 0x02, b'h', b'i'], 1002),
+            ("reserved opcode", masked(0x83, b"x"), 1002),
+            ("too big", too_big, 1009),
+        ];
+        for (what, frame, code) in cases {
+            let mut ws = connect::<T>(&srv.addr, "/small").await;
+            room.wait_asleep(2);
+            raw(&mut ws, &frame).await;
+            assert_eq!(close_code(&mut ws).await, code, "{what}");
+            ends(&mut ws).await;
+            assert_eq!(next_event(&events), "closed", "{what}");
+            room.senders.lock().unwrap().pop();
+            neighbour.send(WsMessage::text(what)).await.unwrap();
+            assert_eq!(next(&mut neighbour).await, WsMessage::text(what));
+        }
+    });
+}
+
+/// A client that vanishes while its socket sleeps: the socket ends, its
+/// handler hears of it, its sender fails.
+fn a_vanished_client_ends_its_socket<T: Transport>() {
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let ws = connect::<T>(&srv.addr, "/").await;
+        room.wait_asleep(1);
+        drop(ws);
+    });
+    assert_eq!(next_event(&events), "closed");
+    assert!(room.sender(0).is_closed());
+}
+
+/// One client stops reading while messages are broadcast: once its queue
+/// is full, sends to it fail and it is closed; the others get every
+/// message.
+fn a_client_that_stops_reading_is_closed_and_holds_no_one_back<T: Transport>() {
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let slow = connect::<T>(&srv.addr, "/small").await;
+        let mut fast = connect::<T>(&srv.addr, "/small").await;
+        room.wait_asleep(2);
+        let frame = Frame::binary(vec![7; 64 << 10]);
+        let mut sent = 0;
+        let full = loop {
+            assert!(sent < 10_000, "the slow client's queue never filled");
+            room.sender(1).send(&frame).unwrap();
+            sent += 1;
+            assert_eq!(next(&mut fast).await, WsMessage::binary(vec![7; 64 << 10]));
+            if let Err(error) = room.sender(0).send(&frame) {
+                break error;
+            }
+        };
+        assert_eq!(full, dormant::ws::SendError::Full);
+        assert_eq!(next_event(&events), "closed");
+        assert!(room.sender(0).is_closed());
+        drop(slow);
+        // The fast client goes on.
+        room.sender(1).send("after").unwrap();
+        assert_eq!(next(&mut fast).await, WsMessage::text("after"));
+    });
+}
+
+/// Graceful shutdown sends every sleeping socket 1001 and waits for the
+/// clients' answers.
+fn shutdown_closes_sleeping_sockets_with_1001<T: Transport>() {
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let mut clients = Vec::new();
+        for _ in 0..3 {
+            clients.push(connect::<T>(&srv.addr, "/").await);
+        }
+        room.wait_asleep(3);
+        srv.handle.graceful_shutdown(None);
+        for ws in &mut clients {
+            assert_eq!(close_code(ws).await, 1001);
+            ends(ws).await;
+        }
+    });
+    for _ in 0..3 {
+        assert_eq!(
+            next_event(&events),
+            "closed 1001 the server is shutting down"
+        );
+    }
+}
