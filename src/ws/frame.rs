@@ -117,6 +117,18 @@ impl Reader {
         self.partial.is_some()
     }
 
+    /// The bytes the reader holds (capacity), for the tests' bound.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.partial.as_ref().map_or(0, |partial| {
+            let message = partial
+                .message
+                .as_ref()
+                .map_or(0, |(_, data)| data.capacity());
+            std::mem::size_of::<Partial>() + message + partial.control.capacity()
+        })
+    }
+
     /// Reads from `input` (advancing it) until a frame completes an event,
     /// or until `input` is empty: `Ok(None)` asks for more bytes.
     ///
@@ -679,5 +691,175 @@ mod tests {
         // A reason is cut to fit, at a character boundary.
         let close = encode_close(CloseCode::NORMAL, &"é".repeat(100));
         assert_eq!(close.len(), 2 + 2 + 122);
+    }
+
+    /// xorshift64: the same cases on every machine.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    const FUZZ: Limits = Limits {
+        frame: 3000,
+        message: 5000,
+    };
+
+    /// A client's stream of frames, generated: the bytes, and the events
+    /// they make (`None` if a corruption makes them refused or cut short).
+    fn generate(rng: &mut Rng) -> (Vec<u8>, Vec<Event>) {
+        let mut bytes = Vec::new();
+        let mut events = Vec::new();
+        for _ in 0..1 + rng.below(6) {
+            let mask = (rng.next() as u32).to_be_bytes();
+            match rng.below(5) {
+                0 => {
+                    let payload: Vec<u8> = (0..rng.below(126)).map(|_| rng.next() as u8).collect();
+                    bytes.extend(client_frame(0x89, &payload, mask));
+                    events.push(Event::Ping(Bytes::from(payload)));
+                }
+                1 => {
+                    bytes.extend(client_frame(0x8A, b"pong", mask));
+                    events.push(Event::Pong);
+                }
+                kind => {
+                    // A message in 1 to 4 fragments, pings between them.
+                    let text = kind == 2;
+                    let len = [0, 1, 125, 126, 1000, 2900][rng.below(6)];
+                    let data: Vec<u8> = if text {
+                        "aé€😀"
+                            .chars()
+                            .cycle()
+                            .take(len / 3)
+                            .collect::<String>()
+                            .into_bytes()
+                    } else {
+                        (0..len).map(|_| rng.next() as u8).collect()
+                    };
+                    let pieces = 1 + rng.below(4);
+                    let mut cuts: Vec<usize> =
+                        (0..pieces - 1).map(|_| rng.below(data.len() + 1)).collect();
+                    cuts.sort_unstable();
+                    cuts.push(data.len());
+                    let mut start = 0;
+                    for (i, end) in cuts.into_iter().enumerate() {
+                        let opcode = match (i, text) {
+                            (0, true) => 0x1,
+                            (0, false) => 0x2,
+                            _ => 0x0,
+                        };
+                        let fin = if end == data.len() && i == pieces - 1 {
+                            0x80
+                        } else {
+                            0
+                        };
+                        bytes.extend(client_frame(fin | opcode, &data[start..end], mask));
+                        if fin == 0 && rng.below(3) == 0 {
+                            bytes.extend(client_frame(0x89, b"", mask));
+                            events.push(Event::Ping(Bytes::new()));
+                        }
+                        start = end;
+                    }
+                    events.push(Event::Message(if text {
+                        Message::Text(String::from_utf8(data).unwrap())
+                    } else {
+                        Message::Binary(Bytes::from(data))
+                    }));
+                }
+            }
+        }
+        (bytes, events)
+    }
+
+    /// Feeds `input` cut at `cuts`: the events, the refusal if any, and
+    /// checks the reader's bound after every read.
+    fn feed(input: &[u8], cuts: &[usize]) -> (Vec<Event>, Option<Refused>) {
+        let mut reader = Reader::default();
+        let mut events = Vec::new();
+        let mut start = 0;
+        for &end in cuts.iter().chain([&input.len()]) {
+            let mut piece = &input[start..end.max(start)];
+            start = end.max(start);
+            loop {
+                let read = reader.read(&mut piece, FUZZ);
+                assert!(
+                    reader.held() <= 2 * FUZZ.message as usize + 1024,
+                    "unbounded"
+                );
+                match read {
+                    Ok(Some(event)) => events.push(event),
+                    Ok(None) => break,
+                    Err(refused) => return (events, Some(refused)),
+                }
+            }
+        }
+        (events, None)
+    }
+
+    fn random_cuts(rng: &mut Rng, len: usize) -> Vec<usize> {
+        let mut cuts: Vec<usize> = (0..rng.below(12)).map(|_| rng.below(len + 1)).collect();
+        cuts.sort_unstable();
+        cuts
+    }
+
+    #[test]
+    fn generated_streams_read_the_same_however_they_are_cut() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        for case in 0..3000 {
+            let (mut bytes, mut expected) = generate(&mut rng);
+            // A third of the cases are damaged: a byte changed, or bytes
+            // of noise added.
+            let damaged = case % 3 == 0;
+            if damaged {
+                match rng.below(2) {
+                    0 => {
+                        let at = rng.below(bytes.len());
+                        bytes[at] ^= 1 << rng.below(8);
+                    }
+                    _ => {
+                        let at = rng.below(bytes.len() + 1);
+                        let noise: Vec<u8> =
+                            (0..1 + rng.below(20)).map(|_| rng.next() as u8).collect();
+                        bytes.splice(at..at, noise);
+                    }
+                }
+            }
+            let whole = feed(&bytes, &[]);
+            if !damaged {
+                assert_eq!(whole, (std::mem::take(&mut expected), None), "case {case}");
+            }
+            for _ in 0..4 {
+                let cuts = random_cuts(&mut rng, bytes.len());
+                assert_eq!(feed(&bytes, &cuts), whole, "case {case}, cut at {cuts:?}");
+            }
+            if bytes.len() < 600 {
+                let every: Vec<usize> = (1..bytes.len()).collect();
+                assert_eq!(feed(&bytes, &every), whole, "case {case}, byte by byte");
+            }
+        }
+    }
+
+    #[test]
+    fn noise_is_refused_or_waits_within_bounds() {
+        let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+        let mut refused = 0;
+        for _ in 0..3000 {
+            let noise: Vec<u8> = (0..rng.below(400)).map(|_| rng.next() as u8).collect();
+            let whole = feed(&noise, &[]);
+            refused += usize::from(whole.1.is_some());
+            let cuts = random_cuts(&mut rng, noise.len());
+            assert_eq!(feed(&noise, &cuts), whole);
+        }
+        // Random bytes are mostly refused (reserved bits, opcodes, no mask).
+        assert!(refused > 2000, "{refused}");
     }
 }
