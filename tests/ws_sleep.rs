@@ -23,6 +23,7 @@ mod common {
     pub(crate) mod transport;
     pub(crate) mod unix;
     pub(crate) mod wait;
+    pub(crate) mod xorshift;
 }
 
 use std::convert::Infallible;
@@ -33,6 +34,7 @@ use common::runtime::Servable;
 use common::timeout::CLIENT_TIMEOUT;
 use common::transport::{AsyncStream, Transport, over_every_transport};
 use common::wait::wait;
+use common::xorshift::XorShift;
 use dormant::ws::{CloseCode, Frame, Message, Sender, WebSocketUpgrade};
 use futures_util::{SinkExt, StreamExt};
 use http::Request;
@@ -55,6 +57,7 @@ over_every_transport!(
     a_vanished_client_ends_its_socket,
     a_client_that_stops_reading_is_closed_and_holds_no_one_back,
     shutdown_closes_sleeping_sockets_with_1001,
+    generated_sessions_across_sleeps,
 );
 
 /// The largest message on `/small`.
@@ -472,4 +475,77 @@ fn shutdown_closes_sleeping_sockets_with_1001<T: Transport>() {
             "closed 1001 the server is shutting down"
         );
     }
+}
+
+/// Generated sessions: text and binary messages of random sizes, in
+/// random fragments with pings between them, sent in random pieces with
+/// the socket asleep between pieces (in the middle of headers, payloads
+/// and messages): every message comes back whole, every ping answered, in
+/// order.
+fn generated_sessions_across_sleeps<T: Transport>() {
+    let (room, _events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
+    client_runtime().block_on(async {
+        for session in 0..12 {
+            let mut ws = connect::<T>(&srv.addr, "/").await;
+            let (mut bytes, mut expected) = (Vec::new(), Vec::new());
+            for _ in 0..1 + rng.below(5) {
+                let text = rng.below(2) == 0;
+                let len = [0, 1, 125, 126, 3000, 70_000][rng.below(6)];
+                let data: Vec<u8> = if text {
+                    "aé€😀"
+                        .chars()
+                        .cycle()
+                        .take(len / 3)
+                        .collect::<String>()
+                        .into_bytes()
+                } else {
+                    rng.bytes(len)
+                };
+                let pieces = 1 + rng.below(4);
+                let mut cuts: Vec<usize> = (1..pieces).map(|_| rng.below(data.len() + 1)).collect();
+                cuts.sort_unstable();
+                cuts.push(data.len());
+                let mut start = 0;
+                for (i, end) in cuts.into_iter().enumerate() {
+                    let opcode = match (i, text) {
+                        (0, true) => 0x1,
+                        (0, false) => 0x2,
+                        _ => 0x0,
+                    };
+                    let fin = if i == pieces - 1 { 0x80 } else { 0 };
+                    bytes.extend(masked(fin | opcode, &data[start..end]));
+                    if fin == 0 && rng.below(2) == 0 {
+                        let len = rng.below(126);
+                        let ping = rng.bytes(len);
+                        bytes.extend(masked(0x89, &ping));
+                        expected.push(WsMessage::Pong(ping.into()));
+                    }
+                    start = end;
+                }
+                expected.push(match text {
+                    true => WsMessage::text(String::from_utf8(data).unwrap()),
+                    false => WsMessage::binary(data),
+                });
+            }
+            let mut start = 0;
+            while start < bytes.len() {
+                let end = (start + 1 + rng.below(bytes.len() / 3 + 2)).min(bytes.len());
+                room.wait_asleep(1);
+                raw(&mut ws, &bytes[start..end]).await;
+                start = end;
+            }
+            for (i, message) in expected.into_iter().enumerate() {
+                assert_eq!(
+                    next(&mut ws).await,
+                    message,
+                    "session {session}, message {i}"
+                );
+            }
+            drop(ws);
+            wait("the socket closed", || room.sender(0).is_closed());
+            room.senders.lock().unwrap().clear();
+        }
+    });
 }
