@@ -159,14 +159,16 @@ pub(crate) fn response<B: Default>(
 
 /// The first of the client's subprotocols (`Sec-WebSocket-Protocol`, in its
 /// order of preference) that the server speaks.
-pub(crate) fn choose_protocol(headers: &HeaderMap, ours: &[&'static str]) -> Option<HeaderValue> {
-    headers
-        .get_all(http::header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
+pub(crate) fn choose_protocol<'a>(
+    offered: impl IntoIterator<Item = &'a HeaderValue>,
+    ours: &[std::borrow::Cow<'static, str>],
+) -> Option<HeaderValue> {
+    offered
+        .into_iter()
         .flat_map(|value| value.as_bytes().split(|&b| b == b','))
         .map(<[u8]>::trim_ascii)
         .find_map(|offered| ours.iter().find(|ours| ours.as_bytes() == offered))
-        .map(|chosen| HeaderValue::from_static(chosen))
+        .and_then(|chosen| HeaderValue::from_str(chosen).ok())
 }
 
 #[cfg(test)]
@@ -240,10 +242,9 @@ mod tests {
     #[test]
     fn protocols_in_the_clients_order() {
         let offered = headers(&[("sec-websocket-protocol", "v2.chat, v1.chat")]);
-        assert_eq!(
-            choose_protocol(&offered, &["v1.chat", "v2.chat"]).unwrap(),
-            "v2.chat"
-        );
-        assert_eq!(choose_protocol(&offered, &["other"]), None);
+        let offered = offered.get_all("sec-websocket-protocol");
+        let ours = ["v1.chat".into(), "v2.chat".into()];
+        assert_eq!(choose_protocol(offered.iter(), &ours).unwrap(), "v2.chat");
+        assert_eq!(choose_protocol(offered.iter(), &["other".into()]), None);
     }
 }

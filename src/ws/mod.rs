@@ -69,6 +69,36 @@
 //! WebSockets over HTTP/2 (RFC 8441) are not served: the request gets
 //! `426`, and browsers fall back to HTTP/1.1.
 //!
+//! # With axum
+//!
+//! With the `axum` feature, [`WebSocketUpgrade`] is an axum extractor and
+//! [`Rejection`] a response. An axum app swaps
+//! `axum::extract::ws::WebSocketUpgrade` for this one, and
+//! `ws.on_upgrade(|socket| async move { while let Some(msg) =
+//! socket.recv().await { … } })` for `ws.on_message(state, |state, msg,
+//! sender| async move { …; state })`, and is served by
+//! `dormant::axum::serve`:
+//!
+//! ```no_run
+//! # #[cfg(feature = "axum")]
+//! # mod app {
+//! use axum::response::Response;
+//! use dormant::ws::{Message, WebSocketUpgrade};
+//!
+//! async fn echo(ws: WebSocketUpgrade) -> Response {
+//!     ws.on_message((), |(), message, sender| async move {
+//!         if let Message::Text(text) = message {
+//!             let _ = sender.send(text);
+//!         }
+//!     })
+//! }
+//!
+//! pub fn router() -> axum::Router {
+//!     axum::Router::new().route("/ws", axum::routing::get(echo))
+//! }
+//! # }
+//! ```
+//!
 //! # Where it works
 //!
 //! The socket sleeps in the lot of the dormant server that upgraded it, on
@@ -76,11 +106,14 @@
 //! needs a request that server serves: on another server it is refused
 //! (`426`).
 
+#[cfg(feature = "axum")]
+mod axum;
 mod frame;
 mod handshake;
 mod message;
 mod socket;
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -96,7 +129,7 @@ use frame::Limits;
 use socket::{Link, Settings};
 
 /// Checks the handshake: the accept value and the offered subprotocols.
-fn check(
+pub(crate) fn check(
     method: &http::Method,
     version: http::Version,
     headers: &http::HeaderMap,
@@ -141,7 +174,7 @@ impl WebSocketUpgrade {
         Self::new(accept, offered, req.extensions_mut(), version)
     }
 
-    fn new(
+    pub(crate) fn new(
         accept: HeaderValue,
         offered: Vec<HeaderValue>,
         extensions: &mut http::Extensions,
@@ -168,20 +201,21 @@ impl WebSocketUpgrade {
     }
 
     /// Chooses the subprotocol: the first of the client's
-    /// (`Sec-WebSocket-Protocol`, in its order) that is among `ours`.
+    /// (`Sec-WebSocket-Protocol`, in its order) that is among `protocols`.
     /// Without one in common, the answer names none, and the client
     /// decides whether to go on.
-    pub fn protocols(mut self, ours: &[&'static str]) -> Self {
-        let mut headers = http::HeaderMap::new();
-        for value in &self.offered {
-            headers.append(http::header::SEC_WEBSOCKET_PROTOCOL, value.clone());
-        }
-        self.protocol = handshake::choose_protocol(&headers, ours);
+    pub fn protocols<I>(mut self, protocols: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<Cow<'static, str>>,
+    {
+        let ours: Vec<Cow<'static, str>> = protocols.into_iter().map(Into::into).collect();
+        self.protocol = handshake::choose_protocol(&self.offered, &ours);
         self
     }
 
     /// The subprotocol chosen by [`protocols`](Self::protocols).
-    pub fn protocol(&self) -> Option<&HeaderValue> {
+    pub fn selected_protocol(&self) -> Option<&HeaderValue> {
         self.protocol.as_ref()
     }
 
