@@ -90,20 +90,22 @@ pub async fn handle(
     let id = room.join(ws.sender());
     room.broadcast(&format!("#{id} joined ({} here)", room.len()));
     // A member's socket keeps its id between messages, nothing else.
-    Ok(ws.on_message(id, move |id, message, _sender| {
-        let room = room.clone();
-        async move {
-            match message {
-                Message::Text(text) => room.broadcast(&format!("#{id}: {text}")),
-                Message::Binary(_) => {}
-                Message::Close(_) => {
-                    room.leave(id);
-                    room.broadcast(&format!("#{id} left"));
+    Ok(ws
+        .on_message(id, move |id, message, _sender| {
+            let room = room.clone();
+            async move {
+                match message {
+                    Message::Text(text) => room.broadcast(&format!("#{id}: {text}")),
+                    Message::Binary(_) => {}
+                    Message::Close(_) => {
+                        room.leave(id);
+                        room.broadcast(&format!("#{id} left"));
+                    }
                 }
+                id
             }
-            id
-        }
-    }))
+        })
+        .into())
 }
 
 #[tokio::main]

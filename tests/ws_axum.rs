@@ -28,7 +28,7 @@ mod common {
 use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::IntoResponse;
 use axum::routing::get;
 use common::timeout::CLIENT_TIMEOUT;
 use common::transport::{Transport, over_every_transport};
@@ -53,7 +53,7 @@ struct Senders(Arc<Mutex<Vec<Sender>>>);
 /// The route as an axum handler writes it: with axum's extractor it would
 /// read `ws.on_upgrade(|socket| ...)`; here each message runs the closure,
 /// with the socket's state (a count of its messages).
-async fn chat(ws: WebSocketUpgrade, State(senders): State<Senders>) -> Response {
+async fn chat(ws: WebSocketUpgrade, State(senders): State<Senders>) -> impl IntoResponse {
     let ws = ws.protocols(["chat.v2", "chat.v1"]);
     senders.0.lock().unwrap().push(ws.sender());
     ws.on_message(0u32, |count, message, sender| async move {

@@ -109,28 +109,32 @@ fn echo(room: Room) -> impl Servable<String> {
             };
             room.senders.lock().unwrap().push(ws.sender());
             let events = room.events.clone();
-            Ok(ws.on_message((), move |(), message, sender| {
-                let events = events.clone();
-                async move {
-                    match message {
-                        Message::Text(text) => match text.strip_prefix("close ") {
-                            Some(code) => {
-                                let code = CloseCode::from(code.parse::<u16>().unwrap());
-                                sender.close(code, "asked to").unwrap();
+            Ok(ws
+                .on_message((), move |(), message, sender| {
+                    let events = events.clone();
+                    async move {
+                        match message {
+                            Message::Text(text) => match text.strip_prefix("close ") {
+                                Some(code) => {
+                                    let code = CloseCode::from(code.parse::<u16>().unwrap());
+                                    sender.close(code, "asked to").unwrap();
+                                }
+                                None => sender.send(text).unwrap(),
+                            },
+                            Message::Binary(bytes) => sender.send(bytes).unwrap(),
+                            Message::Close(frame) => {
+                                let event = match frame {
+                                    Some(frame) => {
+                                        format!("closed {} {}", frame.code, frame.reason)
+                                    }
+                                    None => "closed".to_owned(),
+                                };
+                                events.lock().unwrap().send(event).unwrap();
                             }
-                            None => sender.send(text).unwrap(),
-                        },
-                        Message::Binary(bytes) => sender.send(bytes).unwrap(),
-                        Message::Close(frame) => {
-                            let event = match frame {
-                                Some(frame) => format!("closed {} {}", frame.code, frame.reason),
-                                None => "closed".to_owned(),
-                            };
-                            events.lock().unwrap().send(event).unwrap();
                         }
                     }
-                }
-            }))
+                })
+                .into())
         }
     })
 }

@@ -2,11 +2,10 @@
 //! `101 Switching Protocols` head, and nothing after it.
 
 use std::io::Read;
-use std::net::TcpStream;
 
 /// Reads the response head on `s`; fails the bench unless it is a `101`
 /// with no bytes after it.
-pub(crate) fn read_switching_head(s: &mut TcpStream) {
+pub(crate) fn read_switching_head(s: &mut impl Read) {
     let mut buf = Vec::with_capacity(256);
     let mut chunk = [0u8; 256];
     let head_end = loop {

@@ -1,12 +1,14 @@
-//! Memory per idle WebSocket of one axum application (axum's own
-//! `WebSocketUpgrade`, a task per socket looping on `recv`), served by
-//! `axum::serve` and by `dormant::axum::serve`: with tungstenite's default
-//! buffers, and with a 4 KiB read buffer (`read_buffer_size(4096)`, the
-//! setting axum#3178 recommends). Same N, same run.
+//! Memory per idle WebSocket: `dormant::ws` (sockets asleep in the
+//! parking lot between messages), against axum's WebSocket (a task per
+//! socket looping on `recv`, tungstenite's buffers) served by
+//! `axum::serve` and by `dormant::axum::serve`, and tokio-tungstenite's own
+//! server; over TLS, `dormant::ws` against tokio-tungstenite over
+//! tokio-rustls. Same N, same run.
 //!
 //! ```text
-//! cargo bench --features axum --bench ws_memory
-//! WS_N=10000 WS_REPEAT=3 cargo bench --features axum --bench ws_memory
+//! cargo bench --features axum,ws --bench ws_memory
+//! WS_N=10000 WS_REPEAT=3 cargo bench --features tls,axum,ws --bench ws_memory
+//! WS_KINDS=tokio-tungstenite,dormant-ws cargo bench --features axum,ws --bench ws_memory
 //! ```
 //!
 //! Under `cargo test --benches` (no `--bench` argument) it only checks that
@@ -23,24 +25,30 @@
 //! *after* figures: `(after - before) / N` of the live heap (counting
 //! allocator), RSS, and RSS after `malloc_trim(0)`.
 //!
-//! - `axum-serve`, `dormant`: the handler as axum's examples write it
+//! - `axum-serve`, `dormant`: axum's WebSocket as axum's examples write it
 //!   (`ws.on_upgrade(handle_socket)`), tungstenite's default buffers;
 //! - `axum-serve-4k`, `dormant-4k`: the same with
-//!   `WebSocketUpgrade::read_buffer_size(4096)`.
-//!
-//! The WebSocket is axum's in every row: what dormant can change is what
-//! the server keeps beside it (hyper's upgraded connection and the socket),
-//! not tungstenite's buffers or the task; `dormant::ws` (issue #38) is the
-//! design that keeps neither.
+//!   `WebSocketUpgrade::read_buffer_size(4096)` (axum#3178's advice);
+//! - `tokio-tungstenite`: `tokio_tungstenite::accept_async` on each accepted
+//!   `TcpStream`, a task per socket echoing, its default configuration;
+//! - `dormant-ws`: `dormant::ws::WebSocketUpgrade` in the same axum router,
+//!   served by `dormant::axum::serve`: an echo handler whose state is `()`;
+//! - `tls-tokio-tungstenite`, `tls-dormant-ws`: the same two over TLS 1.3
+//!   (tokio-rustls's `TlsAcceptor`, dormant's `TlsListener`; the same rustls
+//!   configuration, a self-signed certificate).
 
 use std::convert::Infallible;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+#[cfg(feature = "tls-no-provider")]
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::routing::get;
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -53,14 +61,26 @@ mod procs;
 mod switching;
 
 use memory::wait_until;
-use procs::{Bench, UnderTest, WARMUP};
+use procs::{Bench, Conn, Endpoint, Listen, UnderTest, WARMUP};
 
-static BENCH: Bench = Bench {
+static BENCH: Bench<fn(&mut Conn)> = Bench {
     prefix: "WS",
-    title: "memory per idle axum WebSocket",
-    kinds: &["axum-serve", "dormant", "axum-serve-4k", "dormant-4k"],
-    kind_width: 13,
-    ratios: &[("dormant", "dormant")],
+    title: "memory per idle WebSocket",
+    kinds: &[
+        "axum-serve",
+        "dormant",
+        "axum-serve-4k",
+        "dormant-4k",
+        "tokio-tungstenite",
+        "dormant-ws",
+        "tls-tokio-tungstenite",
+        "tls-dormant-ws",
+    ],
+    kind_width: 21,
+    ratios: &[
+        ("dormant", "dormant, axum's WebSocket"),
+        ("dormant-ws", "dormant::ws"),
+    ],
     connect: handshake_and_echo,
 };
 
@@ -114,30 +134,130 @@ impl UnderTest for Sockets {
     }
 }
 
+/// `dormant-ws`: the same route with dormant's extractor: each message
+/// runs the closure, and the socket sleeps in between.
+fn dormant_ws_app() -> axum::Router {
+    axum::Router::new().route(
+        "/ws",
+        get(|ws: dormant::ws::WebSocketUpgrade| async move {
+            ws.on_message((), |(), message, sender| async move {
+                if let dormant::ws::Message::Text(text) = message {
+                    if sender.send(text).is_ok() {
+                        ECHOED.fetch_add(1, Relaxed);
+                    }
+                }
+            })
+        }),
+    )
+}
+
+/// `tokio-tungstenite`: its server on an accepted stream, a task per socket.
+async fn tungstenite_echo<S: AsyncRead + AsyncWrite + Unpin>(stream: S) {
+    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+        return;
+    };
+    while let Some(Ok(message)) = ws.next().await {
+        if message.is_text() || message.is_binary() {
+            if ws.send(message).await.is_err() {
+                return;
+            }
+            ECHOED.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// The listener of a kind: TCP, or TLS over TCP for the `tls-…` kinds.
+enum Listening {
+    Tcp(TcpListener),
+    #[cfg(feature = "tls-no-provider")]
+    Tls(TcpListener, Arc<rustls::ServerConfig>),
+}
+
+impl Listen for Listening {
+    fn listen(unix: Option<&Path>) -> (Self, Endpoint) {
+        let (listener, to) = TcpListener::listen(unix);
+        (Listening::Tcp(listener), to)
+    }
+
+    #[cfg(feature = "tls-no-provider")]
+    fn tls(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> Self {
+        Listening::Tls(listener, config)
+    }
+}
+
 /// Starts the server of `kind` (see the module docs).
 fn start_server(
     kind: &str,
-    listener: TcpListener,
+    listener: Listening,
     stop: oneshot::Receiver<()>,
 ) -> (Sockets, JoinHandle<()>) {
     let small = kind.ends_with("-4k");
     let shutdown = async {
         let _ = stop.await;
     };
-    let task = match kind {
-        "axum-serve" | "axum-serve-4k" => tokio::spawn(async move {
+    let task = match (kind, listener) {
+        ("axum-serve" | "axum-serve-4k", Listening::Tcp(listener)) => tokio::spawn(async move {
             axum::serve(listener, app(small))
                 .with_graceful_shutdown(shutdown)
                 .await
                 .expect("serve");
         }),
-        "dormant" | "dormant-4k" => tokio::spawn(async move {
+        ("dormant" | "dormant-4k", Listening::Tcp(listener)) => tokio::spawn(async move {
             dormant::axum::serve(listener, app(small))
                 .with_graceful_shutdown(shutdown)
                 .await
                 .expect("serve");
         }),
-        other => panic!("unknown kind {other}"),
+        ("dormant-ws", Listening::Tcp(listener)) => tokio::spawn(async move {
+            dormant::axum::serve(listener, dormant_ws_app())
+                .with_graceful_shutdown(shutdown)
+                .await
+                .expect("serve");
+        }),
+        ("tokio-tungstenite", Listening::Tcp(listener)) => tokio::spawn(async move {
+            let mut shutdown = std::pin::pin!(shutdown);
+            loop {
+                let accept = tokio::select! {
+                    () = &mut shutdown => return,
+                    accept = listener.accept() => accept,
+                };
+                if let Ok((stream, _)) = accept {
+                    tokio::spawn(tungstenite_echo(stream));
+                }
+            }
+        }),
+        #[cfg(feature = "tls-no-provider")]
+        ("tls-dormant-ws", Listening::Tls(listener, config)) => tokio::spawn(async move {
+            let config = dormant::tls::TlsConfig::new(config);
+            let listener = dormant::tls::TlsListener::new(listener, config);
+            let server = dormant::Server::builder().build().expect("build");
+            let app = dormant::axum::App::new(dormant_ws_app());
+            server
+                .serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+                .expect("serve");
+        }),
+        #[cfg(feature = "tls-no-provider")]
+        ("tls-tokio-tungstenite", Listening::Tls(listener, config)) => tokio::spawn(async move {
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            let mut shutdown = std::pin::pin!(shutdown);
+            loop {
+                let accept = tokio::select! {
+                    () = &mut shutdown => return,
+                    accept = listener.accept() => accept,
+                };
+                if let Ok((stream, _)) = accept {
+                    let acceptor = acceptor.clone();
+                    tokio::spawn(async move {
+                        if let Ok(stream) = acceptor.accept(stream).await {
+                            tungstenite_echo(stream).await;
+                        }
+                    });
+                }
+            }
+        }),
+        (other, _) => panic!("unknown kind {other}"),
     };
     (Sockets, task)
 }
@@ -148,16 +268,13 @@ fn start_server(
 
 /// Opens a WebSocket on `/ws`, sends `ping` (masked, as a client must)
 /// and reads its echo.
-fn handshake_and_echo(addr: SocketAddr) -> TcpStream {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
+fn handshake_and_echo(s: &mut Conn) {
     s.write_all(
         b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
           Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
     )
     .expect("write");
-    switching::read_switching_head(&mut s);
+    switching::read_switching_head(s);
     let mask = [1, 2, 3, 4];
     let mut frame = vec![0x81, 0x80 | 4];
     frame.extend_from_slice(&mask);
@@ -166,5 +283,4 @@ fn handshake_and_echo(addr: SocketAddr) -> TcpStream {
     let mut echo = [0u8; 6];
     s.read_exact(&mut echo).expect("echo");
     assert_eq!(&echo, b"\x81\x04ping");
-    s
 }

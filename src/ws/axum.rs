@@ -7,7 +7,7 @@ use axum::extract::FromRequestParts;
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 
-use super::{Rejection, WebSocketUpgrade, check};
+use super::{Accepted, Rejection, WebSocketUpgrade, check};
 
 impl<S: Sync> FromRequestParts<S> for WebSocketUpgrade {
     type Rejection = Rejection;
@@ -23,5 +23,11 @@ impl IntoResponse for Rejection {
         let mut response = self.response::<axum::body::Body>();
         *response.body_mut() = axum::body::Body::from(self.to_string());
         response
+    }
+}
+
+impl IntoResponse for Accepted {
+    fn into_response(self) -> Response {
+        Accepted::into_response(self)
     }
 }

@@ -20,7 +20,7 @@
 //!         Err(rejection) => return Ok(rejection.response()),
 //!     };
 //!     // Each socket counts the messages it echoed: its state is a `u64`.
-//!     Ok(ws.on_message(0u64, |count, message, sender| async move {
+//!     let accepted = ws.on_message(0u64, |count, message, sender| async move {
 //!         match message {
 //!             Message::Text(text) => {
 //!                 let _ = sender.send(format!("{count}: {text}"));
@@ -28,7 +28,8 @@
 //!             }
 //!             _ => count,
 //!         }
-//!     }))
+//!     });
+//!     Ok(accepted.into())
 //! }
 //! ```
 //!
@@ -82,10 +83,10 @@
 //! ```no_run
 //! # #[cfg(feature = "axum")]
 //! # mod app {
-//! use axum::response::Response;
+//! use axum::response::IntoResponse;
 //! use dormant::ws::{Message, WebSocketUpgrade};
 //!
-//! async fn echo(ws: WebSocketUpgrade) -> Response {
+//! async fn echo(ws: WebSocketUpgrade) -> impl IntoResponse {
 //!     ws.on_message((), |(), message, sender| async move {
 //!         if let Message::Text(text) = message {
 //!             let _ = sender.send(text);
@@ -261,7 +262,7 @@ impl WebSocketUpgrade {
     }
 
     /// Accepts the upgrade: returns the `101 Switching Protocols` response
-    /// to answer the request with. Once it is written, the socket sleeps
+    /// to answer the request with ([`Accepted`]). Once it is written, the socket sleeps
     /// with `state`; each message the client sends wakes it and runs
     /// `handler` with the state, the message and a [`Sender`] to the
     /// socket, and the state the handler returns is the socket's until the
@@ -274,12 +275,11 @@ impl WebSocketUpgrade {
     ///
     /// When called outside a tokio runtime: the upgrade completes in a
     /// task of its own.
-    pub fn on_message<S, F, Fut, B>(self, state: S, handler: F) -> Response<B>
+    pub fn on_message<S, F, Fut>(self, state: S, handler: F) -> Accepted
     where
         S: Send + 'static,
         F: FnMut(S, Message, Sender) -> Fut + Send + 'static,
         Fut: Future<Output = S> + Send + 'static,
-        B: Default,
     {
         let WebSocketUpgrade {
             upgrade,
@@ -291,6 +291,31 @@ impl WebSocketUpgrade {
         } = self;
         link.set_settings(settings);
         tokio::spawn(socket::upgraded(link, state, handler, upgrade));
-        handshake::response(accept, protocol)
+        Accepted { accept, protocol }
+    }
+}
+
+/// The `101 Switching Protocols` answer to a WebSocket upgrade
+/// ([`WebSocketUpgrade::on_message`]): a handler returns it as its
+/// response, [`into_response`](Self::into_response) (or `.into()`) for a
+/// `Response<B>` of any body type with a default, or as is from an axum
+/// handler (feature `axum`).
+#[derive(Debug)]
+#[must_use = "the upgrade happens only once this response is sent"]
+pub struct Accepted {
+    accept: HeaderValue,
+    protocol: Option<HeaderValue>,
+}
+
+impl Accepted {
+    /// The response, with an empty body.
+    pub fn into_response<B: Default>(self) -> Response<B> {
+        handshake::response(self.accept, self.protocol)
+    }
+}
+
+impl<B: Default> From<Accepted> for Response<B> {
+    fn from(accepted: Accepted) -> Self {
+        accepted.into_response()
     }
 }
