@@ -222,6 +222,8 @@ fn start_server(
                     accept = listener.accept() => accept,
                 };
                 if let Ok((stream, _)) = accept {
+                    // As dormant's sockets (and hyper-util's servers) are.
+                    let _ = stream.set_nodelay(true);
                     tokio::spawn(tungstenite_echo(stream));
                 }
             }
@@ -248,6 +250,7 @@ fn start_server(
                     accept = listener.accept() => accept,
                 };
                 if let Ok((stream, _)) = accept {
+                    let _ = stream.set_nodelay(true);
                     let acceptor = acceptor.clone();
                     tokio::spawn(async move {
                         if let Ok(stream) = acceptor.accept(stream).await {
