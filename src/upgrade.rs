@@ -112,6 +112,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use http::{Request, Version};
@@ -493,13 +494,25 @@ impl Drain {
     pub(crate) async fn forced(&self) {
         self.signal.reached(Level::Forced).await;
     }
+
+    /// Whether the grace period is over.
+    pub(crate) fn is_forced(&self) -> bool {
+        self.signal.is_at(Level::Forced)
+    }
 }
 
 /// The lot of one transport, as upgraded streams see it: the transport is
 /// erased, as in [`Stream`].
 trait Beds: Send + Sync {
-    /// The sleeper's key, or `None` if its callback was called at once.
-    fn sleep(&self, stream: Stream, callback: Box<dyn Handler>) -> Option<u32>;
+    /// The sleeper's key, or `None` if its callback was called at once;
+    /// with `after`, the handler's [`due`](Handler::due) that long from
+    /// now.
+    fn sleep(
+        &self,
+        stream: Stream,
+        callback: Box<dyn Handler>,
+        after: Option<Duration>,
+    ) -> Option<u32>;
     fn sleeping(&self) -> usize;
     /// [`Parkable::write_dormant`](lot::Parkable::write_dormant) to the
     /// sleeper at `key` whose handler is `sleeper` (see
@@ -516,9 +529,14 @@ trait Beds: Send + Sync {
 type StreamLot<T, C> = lot::Lot<T, Box<dyn Handler>, C>;
 
 impl<T: Seam, C: lot::Carry> Beds for StreamLot<T, C> {
-    fn sleep(&self, stream: Stream, callback: Box<dyn Handler>) -> Option<u32> {
+    fn sleep(
+        &self,
+        stream: Stream,
+        callback: Box<dyn Handler>,
+        after: Option<Duration>,
+    ) -> Option<u32> {
         match T::dormant_from_stream(stream) {
-            Ok(Ok(dormant)) => return lot::Lot::sleep(self, dormant, callback),
+            Ok(Ok(dormant)) => return lot::Lot::sleep(self, dormant, callback, after),
             Ok(Err(error)) => callback.run(Woken::Failed(error)),
             Err(_) => callback.run(Woken::Failed(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -552,9 +570,21 @@ impl<T: Seam> lot::Callback<T> for Box<dyn Handler> {
             lot::Wakeup::Readable(dormant) => up(dormant).map(Woken::Readable),
             lot::Wakeup::Eof(dormant) => up(dormant).map(Woken::Eof),
             lot::Wakeup::Shutdown(dormant) => up(dormant).map(Woken::Shutdown),
+            // The handler asked for it ([`Handler::due`]) and knows why.
+            lot::Wakeup::Due(dormant) => up(dormant).map(Woken::Readable),
             lot::Wakeup::Failed(error) => Err(error),
         };
         self.run(woken.unwrap_or_else(Woken::Failed));
+    }
+
+    fn due(&mut self, conn: &mut T::Dormant) -> Option<Duration> {
+        // Whole and at once, or not at all: a client that does not read is
+        // not kept waiting for.
+        let mut write = |bytes: &[u8]| {
+            matches!(T::write_dormant(conn, bytes),
+                Ok(wrote) if wrote.taken == bytes.len() && !wrote.held)
+        };
+        (**self).due(&mut write)
     }
 }
 
@@ -615,12 +645,18 @@ impl Lot {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let callback: Box<dyn Handler> = Box::new(callback);
-        self.sleep_boxed(stream, callback);
+        self.sleep_boxed(stream, callback, None);
     }
 
-    /// [`sleep`](Self::sleep) with a boxed handler: the sleeper's key, or
-    /// `None` if the handler was called at once.
-    pub(crate) fn sleep_boxed(&self, stream: Upgraded, callback: Box<dyn Handler>) -> Option<u32> {
+    /// [`sleep`](Self::sleep) with a boxed handler, asked
+    /// [`due`](Handler::due) `after` from now if given: the sleeper's key,
+    /// or `None` if the handler was called at once.
+    pub(crate) fn sleep_boxed(
+        &self,
+        stream: Upgraded,
+        callback: Box<dyn Handler>,
+        after: Option<Duration>,
+    ) -> Option<u32> {
         // Bytes already read (by hyper, or into a TLS session, where a
         // write decrypts what came with the records before it) would wait
         // for a readiness the socket never gives again.
@@ -628,7 +664,7 @@ impl Lot {
             callback.run(Woken::Readable(stream));
             return None;
         }
-        self.0.beds.sleep(stream.stream, callback)
+        self.0.beds.sleep(stream.stream, callback, after)
     }
 
     /// Writes `bytes` without blocking to the stream asleep at `key` with
@@ -689,6 +725,17 @@ pub enum Woken {
 pub(crate) trait Handler: Send + 'static {
     /// Runs the handler in a new task.
     fn run(self: Box<Self>, woken: Woken);
+
+    /// Its deadline passed while it sleeps (see [`Lot::sleep_boxed`]):
+    /// what it does where it sleeps, with `write`, which writes bytes to
+    /// the stream whole and at once or fails; returns when its next
+    /// deadline is, from now, or `None` to be woken (as
+    /// [`Woken::Readable`]). Called under the lot's lock: it must not
+    /// block.
+    fn due(&mut self, write: &mut dyn FnMut(&[u8]) -> bool) -> Option<Duration> {
+        let _ = write;
+        None
+    }
 
     /// Who sleeps with this handler, for those who write to a sleeping
     /// stream by its key ([`Lot::write_to`]): a key is reused once its

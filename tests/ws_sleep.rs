@@ -29,6 +29,7 @@ mod common {
 use std::convert::Infallible;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use common::runtime::Servable;
 use common::timeout::CLIENT_TIMEOUT;
@@ -58,10 +59,16 @@ over_every_transport!(
     a_client_that_stops_reading_is_closed_and_holds_no_one_back,
     shutdown_closes_sleeping_sockets_with_1001,
     generated_sessions_across_sleeps,
+    pings_from_the_lot_keep_an_answering_client,
+    a_client_that_does_not_answer_pings_is_closed,
+    an_idle_client_is_closed_and_messages_keep_one_open,
 );
 
 /// The largest message on `/small`.
 const SMALL: usize = 1 << 20;
+
+/// How often `/ping` and `/ping-soon` ping.
+const PING_EVERY: Duration = Duration::from_millis(20);
 
 /// What the tests see of the server's sockets: their senders, in the
 /// order they connected, and what their handlers were given.
@@ -105,6 +112,11 @@ fn echo(room: Room) -> impl Servable<String> {
             };
             let ws = match req.uri().path() {
                 "/small" => ws.max_message_size(SMALL).max_queued(256 << 10),
+                // Pinged often; the answer may take long.
+                "/ping" => ws.ping_interval(PING_EVERY).ping_timeout(CLIENT_TIMEOUT),
+                // Pinged often; the answer must come soon.
+                "/ping-soon" => ws.ping_interval(PING_EVERY).ping_timeout(PING_EVERY),
+                "/idle" => ws.idle_timeout(PING_EVERY * 3),
                 _ => ws,
             };
             room.senders.lock().unwrap().push(ws.sender());
@@ -552,4 +564,88 @@ fn generated_sessions_across_sleeps<T: Transport>() {
             room.senders.lock().unwrap().clear();
         }
     });
+}
+
+/// Pings written by the lot where the socket sleeps: the client (which
+/// answers each with a pong as it reads) gets one after another, and its
+/// socket stays open and asleep between them.
+fn pings_from_the_lot_keep_an_answering_client<T: Transport>() {
+    let (room, _events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let mut ws = connect::<T>(&srv.addr, "/ping").await;
+        for _ in 0..5 {
+            assert_eq!(next(&mut ws).await, WsMessage::Ping(Default::default()));
+        }
+        assert!(!room.sender(0).is_closed());
+        ws.send(WsMessage::text("still here")).await.unwrap();
+        loop {
+            match next(&mut ws).await {
+                WsMessage::Ping(_) => {}
+                other => break assert_eq!(other, WsMessage::text("still here")),
+            }
+        }
+    });
+}
+
+/// A client that reads nothing (so answers no ping): its socket is closed
+/// once a ping goes unanswered, with 1001, and its handler hears of it.
+fn a_client_that_does_not_answer_pings_is_closed<T: Transport>() {
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let mut ws = connect::<T>(&srv.addr, "/ping-soon").await;
+        assert_eq!(next_event(&events), "closed");
+        assert!(room.sender(0).is_closed());
+        // What came, read raw (an answer to the ping now would find the
+        // socket closed): the ping, then the close frame.
+        let got = read_to_end(&mut ws).await;
+        assert!(got.starts_with(&[0x89, 0x00, 0x88]), "{got:?}");
+        assert_eq!(got[4..6], 1001u16.to_be_bytes(), "{got:?}");
+    });
+}
+
+/// `idle_timeout`: a socket whose client sends messages more often stays
+/// open; a silent one is closed with 1001, whatever else it does (a ping
+/// from the client does not count).
+fn an_idle_client_is_closed_and_messages_keep_one_open<T: Transport>() {
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let mut talker = connect::<T>(&srv.addr, "/idle").await;
+        let mut quiet = connect::<T>(&srv.addr, "/idle").await;
+        quiet
+            .send(WsMessage::Ping("are you there".into()))
+            .await
+            .unwrap();
+        assert_eq!(
+            next(&mut quiet).await,
+            WsMessage::Pong("are you there".into())
+        );
+        let deadline = tokio::time::Instant::now() + CLIENT_TIMEOUT;
+        while !room.sender(1).is_closed() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the quiet socket stayed open"
+            );
+            talker.send(WsMessage::text("hi")).await.unwrap();
+            assert_eq!(next(&mut talker).await, WsMessage::text("hi"));
+            tokio::time::sleep(PING_EVERY).await;
+        }
+        assert_eq!(next_event(&events), "closed");
+        assert!(!room.sender(0).is_closed(), "the talker was closed");
+        let got = read_to_end(&mut quiet).await;
+        assert_eq!(got[..4], [0x88, got[1], 0x03, 0xE9], "{got:?}");
+    });
+}
+
+/// Reads the raw bytes under the client until the server closes.
+async fn read_to_end(ws: &mut Client) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    timeout(CLIENT_TIMEOUT, ws.get_mut().read_to_end(&mut got))
+        .await
+        .expect("no end")
+        .expect("the bytes");
+    got
 }

@@ -13,7 +13,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
 use tracing::{debug, trace};
 
-use super::queue::{Millis, before};
+use super::queue::{Millis, before, millis};
 use super::ready::{Registration, Report};
 use super::{
     Callback, Carried, Carry, Closed, Inner, Lot, Parkable, Ping, Rung, Slept, Slot, Turn, Wakeup,
@@ -27,11 +27,6 @@ const EVENTS: usize = 256;
 /// protocol to answer where it sleeps ([`Carry::answer`]): a read that
 /// fills it may have left more, and wakes the connection.
 const ANSWER_READ: usize = 256;
-
-/// A duration on the lot's clock, at most 24 days.
-fn millis(d: Duration) -> Millis {
-    d.as_millis().min(i32::MAX as u128) as Millis
-}
 
 /// What a batch of events asks for once the lot's lock is released.
 struct Batch<T: Parkable, W, C> {
@@ -196,8 +191,9 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         now: &mut Option<Millis>,
     ) {
         let (conn, cell, carried) = match slot {
-            Slot::Sleeping { conn, callback } => {
+            Slot::Sleeping { conn, asleep } => {
                 inner.sleeping -= 1;
+                let callback = asleep.callback;
                 let woken =
                     match woke.gone {
                         None => Wakeup::Readable(conn),
@@ -211,7 +207,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
                             }))
                         }
                     };
-                batch.sleepers.push((*callback, woken));
+                batch.sleepers.push((callback, woken));
                 return;
             }
             Slot::Served(_) => return,
@@ -354,6 +350,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         let (entered, refused) = self.expire_parked(&mut inner, now, &mut idle);
         let mut unanswered = Vec::new();
         self.ping(&mut inner, now, &mut unanswered);
+        let due_sleepers = self.expire_sleepers(&mut inner, now);
         let aged = self.sweep(&mut inner, now, instant);
         let next = [
             inner.dormant_deadlines.next_in(now),
@@ -363,9 +360,13 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             (inner.next_sweep).map(|at| Duration::from_millis(at.wrapping_sub(now).into())),
         ]
         .into_iter()
+        .chain(inner.sleeper_deadlines.iter().map(|(_, q)| q.next_in(now)))
         .flatten()
         .min();
         drop(inner);
+        for (callback, conn) in due_sleepers {
+            self.wake_sleeper(callback, Wakeup::Due(conn));
+        }
         for (rung, why, n) in unanswered {
             shared.owner.closed(rung, why, n);
         }
@@ -378,6 +379,46 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         shared.owner.went_dormant(entered);
         self.close(aged, Closed::Age);
         next
+    }
+
+    /// Asks the sleepers whose deadline passed what to do where they sleep
+    /// ([`Callback::due`]): queues their next deadline, or takes them out
+    /// of the slab to be woken (returned).
+    fn expire_sleepers(
+        &self,
+        inner: &mut Inner<T::Dormant, W, C>,
+        now: Millis,
+    ) -> Vec<(W, T::Dormant)> {
+        let mut due = Vec::new();
+        for i in 0..inner.sleeper_deadlines.len() {
+            while let Some((deadline, key)) = inner.sleeper_deadlines[i].1.pop_due(now) {
+                // A key reused since has a deadline of its own, or none.
+                let Some(Slot::Sleeping { conn, asleep }) = inner.slots.get_mut(key) else {
+                    continue;
+                };
+                if asleep.deadline != Some(deadline) {
+                    continue;
+                }
+                match asleep.callback.due(conn) {
+                    Some(after) => {
+                        let (next, _) = inner.push_sleeper_deadline(now, after, key);
+                        if let Some(Slot::Sleeping { asleep, .. }) = inner.slots.get_mut(key) {
+                            asleep.deadline = Some(next);
+                        }
+                    }
+                    None => {
+                        if let Some(Slot::Sleeping { conn, asleep }) = inner.slots.remove(key) {
+                            inner.sleeping -= 1;
+                            due.push((asleep.callback, conn));
+                        }
+                    }
+                }
+            }
+        }
+        if !due.is_empty() {
+            inner.shrink_if_empty();
+        }
+        due
     }
 
     /// Takes the DORMANT connections whose idle deadline passed out of the

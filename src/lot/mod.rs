@@ -31,10 +31,14 @@
 //!                                   the same, with what their protocol
 //!                                   keeps (a sleeping HTTP/2 connection's
 //!                                   facts), boxed with the rung's field
-//!                      Sleeping { conn, callback }  an idle upgraded stream
+//!                      Sleeping { conn, asleep }  an idle upgraded stream:
+//!                                   its callback and deadline, boxed
 //!  parked_deadlines    (due, key) in FIFO order: every parked connection
 //!                      has the same dormant_after and idle timeout
 //!  dormant_deadlines   (deadline, key) in FIFO order
+//!  sleeper_deadlines   a FIFO queue of (deadline, key) per delay: a few,
+//!                      one per keep-alive setting of the sleepers'
+//!                      protocol
 //! ```
 //!
 //! While a task serves a connection, its transport reads and writes
@@ -97,8 +101,13 @@
 //! callbacks as they are. When one turns readable the lot asks the
 //! transport as above and calls the callback, exactly once, with the
 //! stream's parked form ([`Wakeup`]): readable, closed by the peer, or shut
-//! down; or with the error when the socket failed. Sleepers have no
-//! deadline. At shutdown ([`Lot::close_all`]) they are handed back with
+//! down; or with the error when the socket failed. A sleeper may have a
+//! deadline, given as a delay (a WebSocket's keep-alive): when it passes,
+//! the driver asks the callback, under the lock, what to do where the
+//! stream sleeps ([`Callback::due`]: write a ping, and sleep until the next
+//! deadline), or wakes it ([`Wakeup::Due`]). Delays are few, so a FIFO
+//! queue per delay keeps their order without a heap. At shutdown
+//! ([`Lot::close_all`]) sleepers are handed back with
 //! [`Wakeup::Shutdown`]. If the lot is dropped without being closed (the
 //! runtime shut down), sleeping streams are closed and their callbacks
 //! dropped uncalled.
@@ -312,6 +321,9 @@ pub(crate) enum Wakeup<D> {
     /// The lot closed ([`Lot::close_all`]), or was closed when the stream
     /// came.
     Shutdown(D),
+    /// Its deadline passed, and its callback asked to be woken
+    /// ([`Callback::due`]).
+    Due(D),
     /// The socket failed, or the stream could not sleep; it is closed.
     Failed(io::Error),
 }
@@ -319,6 +331,19 @@ pub(crate) enum Wakeup<D> {
 /// A sleeper's callback, called exactly once.
 pub(crate) trait Callback<T: Parkable>: Send + 'static {
     fn call(self, woken: Wakeup<T::Dormant>);
+
+    /// The sleeper's deadline passed ([`Lot::sleep`]'s `after`): acts
+    /// where it sleeps, under the lot's lock (a keep-alive ping written to
+    /// `conn`), and returns when its next deadline is, from now; `None`
+    /// wakes it ([`Wakeup::Due`]).
+    fn due(&mut self, conn: &mut T::Dormant) -> Option<Duration>;
+}
+
+/// A sleeper in its slot: its callback, and its deadline if it has one
+/// (boxed with the callback, so that a plain socket's slot stays small).
+struct Asleep<W> {
+    callback: W,
+    deadline: Option<Millis>,
 }
 
 /// What a task-less connection carries beside its transport across its
@@ -381,9 +406,10 @@ enum Slot<D, W, C> {
         deadline: Millis,
     },
     /// An upgraded stream asleep, registered for reading only. The
-    /// callback is boxed again so that a plain socket's slot stays as
-    /// small as its `Dormant` form: an fd and a deadline.
-    Sleeping { conn: D, callback: Box<W> },
+    /// callback is boxed again (with the deadline) so that a plain
+    /// socket's slot stays as small as its `Dormant` form: an fd and a
+    /// deadline.
+    Sleeping { conn: D, asleep: Box<Asleep<W>> },
     /// PARKED, carrying what its protocol keeps; boxed with its cell, so
     /// that a plain connection's slot stays small.
     ParkedCarrying {
@@ -521,6 +547,10 @@ struct Inner<D, W, C> {
     /// keep-alive interval and timeout.
     ping_deadlines: Deadlines,
     answer_deadlines: Deadlines,
+    /// (deadline, key) of sleepers, a queue per delay (what
+    /// [`Lot::sleep`] and [`Callback::due`] were given: a few, one per
+    /// keep-alive setting), each in FIFO order.
+    sleeper_deadlines: Vec<(Millis, Deadlines)>,
     sleeping: usize,
     closed: bool,
     /// The waker of the task that drives the lot, told when a deadline
@@ -573,6 +603,24 @@ impl<D, W, C> Inner<D, W, C> {
         self.dormant_deadlines.clear();
         self.ping_deadlines.clear();
         self.answer_deadlines.clear();
+        self.sleeper_deadlines = Vec::new();
+    }
+
+    /// Queues a sleeper's deadline `after` from `now`: the deadline as
+    /// queued, and whether its queue was empty (its front is new).
+    fn push_sleeper_deadline(&mut self, now: Millis, after: Duration, key: u32) -> (Millis, bool) {
+        let after = queue::millis(after);
+        let queues = &mut self.sleeper_deadlines;
+        let i = match queues.iter().position(|(delay, _)| *delay == after) {
+            Some(i) => i,
+            None => {
+                queues.push((after, Deadlines::default()));
+                queues.len() - 1
+            }
+        };
+        let queue = &mut queues[i].1;
+        let first = queue.len() == 0;
+        (queue.push(now.wrapping_add(after), key), first)
     }
 }
 
@@ -659,6 +707,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
                 dormant_deadlines: Deadlines::default(),
                 ping_deadlines: Deadlines::default(),
                 answer_deadlines: Deadlines::default(),
+                sleeper_deadlines: Vec::new(),
                 sleeping: 0,
                 closed: false,
                 driver: None,
@@ -798,7 +847,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
                 continue;
             }
             match inner.slots.remove(key) {
-                Some(Slot::Sleeping { conn, callback }) => sleepers.push((conn, *callback)),
+                Some(Slot::Sleeping { conn, asleep }) => sleepers.push((conn, asleep.callback)),
                 Some(slot) => {
                     if let Some((conn, rung, goodbye)) = slot.into_goodbye() {
                         match rung {
@@ -830,10 +879,17 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
 
     /// Puts a stream that left tokio to sleep until it is readable, its
     /// peer closes it, or the lot closes; then calls `callback`, exactly
-    /// once, with the stream out of the lot's poll (see [`Wakeup`]).
-    /// Returns the sleeper's key, or `None` if `callback` was called at
-    /// once (the lot is closed, or the stream could not sleep).
-    pub(crate) fn sleep(&self, conn: T::Dormant, callback: W) -> Option<u32> {
+    /// once, with the stream out of the lot's poll (see [`Wakeup`]). With
+    /// `after`, the callback is also asked, that long from now, what to do
+    /// where the stream sleeps ([`Callback::due`]). Returns the sleeper's
+    /// key, or `None` if `callback` was called at once (the lot is closed,
+    /// or the stream could not sleep).
+    pub(crate) fn sleep(
+        &self,
+        conn: T::Dormant,
+        callback: W,
+        after: Option<Duration>,
+    ) -> Option<u32> {
         let mut inner = self.0.lock();
         if inner.closed {
             drop(inner);
@@ -857,9 +913,25 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             callback.call(Wakeup::Failed(error));
             return None;
         }
-        let callback = Box::new(callback);
-        let _ = inner.slots.insert(Slot::Sleeping { conn, callback });
+        let mut first = false;
+        let deadline = after.map(|after| {
+            let now = self.0.clock.millis(Instant::now());
+            let (deadline, front) = inner.push_sleeper_deadline(now, after, key);
+            first = front;
+            deadline
+        });
+        let asleep = Box::new(Asleep { callback, deadline });
+        let _ = inner.slots.insert(Slot::Sleeping { conn, asleep });
         inner.sleeping += 1;
+        if first {
+            // A new front, which the driver's timer does not know.
+            self.0.new_front.store(true, Ordering::Release);
+            let driver = inner.driver.clone();
+            drop(inner);
+            if let Some(driver) = driver {
+                driver.wake();
+            }
+        }
         Some(key)
     }
 
@@ -874,7 +946,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         f: impl FnOnce(&mut T::Dormant, &W) -> Option<R>,
     ) -> Option<R> {
         match self.0.lock().slots.get_mut(key) {
-            Some(Slot::Sleeping { conn, callback }) => f(conn, callback),
+            Some(Slot::Sleeping { conn, asleep }) => f(conn, &asleep.callback),
             _ => None,
         }
     }
@@ -886,15 +958,15 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     pub(crate) fn wake_sleeper_at(&self, key: u32, is: impl FnOnce(&W) -> bool) -> bool {
         let mut inner = self.0.lock();
         match inner.slots.get(key) {
-            Some(Slot::Sleeping { callback, .. }) if is(callback) => {}
+            Some(Slot::Sleeping { asleep, .. }) if is(&asleep.callback) => {}
             _ => return false,
         }
-        let Some(Slot::Sleeping { conn, callback }) = inner.remove(key) else {
+        let Some(Slot::Sleeping { conn, asleep }) = inner.remove(key) else {
             return false;
         };
         inner.sleeping -= 1;
         drop(inner);
-        self.wake_sleeper(*callback, Wakeup::Readable(conn));
+        self.wake_sleeper(asleep.callback, Wakeup::Readable(conn));
         true
     }
 
@@ -905,7 +977,11 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
 
     /// Takes a sleeper's stream out of the lot's poll and calls it back.
     fn wake_sleeper(&self, callback: W, woken: Wakeup<T::Dormant>) {
-        if let Wakeup::Readable(conn) | Wakeup::Eof(conn) | Wakeup::Shutdown(conn) = &woken {
+        if let Wakeup::Readable(conn)
+        | Wakeup::Eof(conn)
+        | Wakeup::Shutdown(conn)
+        | Wakeup::Due(conn) = &woken
+        {
             let raw = conn.as_fd().as_raw_fd();
             if let Err(error) = self.0.registry.deregister(&mut SourceFd(&raw)) {
                 return callback.call(Wakeup::Failed(error));

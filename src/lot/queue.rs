@@ -31,6 +31,11 @@ pub(crate) fn earliest(a: Option<Millis>, b: Option<Millis>) -> Option<Millis> {
     }
 }
 
+/// A duration on the lot's clock, at most 24 days.
+pub(crate) fn millis(d: Duration) -> Millis {
+    d.as_millis().min(i32::MAX as u128) as Millis
+}
+
 /// Turns instants into [`Millis`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Clock {

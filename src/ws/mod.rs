@@ -47,6 +47,18 @@
 //! that stopped reading does not hold the others back. A [`Frame`] encodes
 //! a message once for any number of sockets.
 //!
+//! # Keep-alive and idle sockets
+//!
+//! [`ping_interval`](WebSocketUpgrade::ping_interval) has the parking lot
+//! ping a sleeping socket whose client has been silent that long: the lot
+//! writes the ping where the socket sleeps, from its deadline queues (no
+//! timer and no task per socket), and the client's pong wakes the socket
+//! just long enough to read it. A ping left unanswered past
+//! [`ping_timeout`](WebSocketUpgrade::ping_timeout), or that the socket
+//! cannot take, closes it (1001). [`idle_timeout`](WebSocketUpgrade::idle_timeout)
+//! closes a socket whose client sent no message for that long, pongs or
+//! not.
+//!
 //! # The protocol
 //!
 //! Pings are answered with pongs where the socket sleeps (it wakes, answers
@@ -117,6 +129,7 @@ mod socket;
 use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::header::HeaderValue;
 use http::{Request, Response};
@@ -127,7 +140,7 @@ pub use message::{CloseCode, CloseFrame, Message};
 pub use socket::{SendError, Sender, WhenFull};
 
 use frame::Limits;
-use socket::{Link, Settings};
+use socket::{Link, Settings, keep_alive_millis};
 
 /// Checks the handshake: the accept value and the offered subprotocols.
 pub(crate) fn check(
@@ -155,6 +168,9 @@ pub struct WebSocketUpgrade {
     offered: Vec<HeaderValue>,
     protocol: Option<HeaderValue>,
     settings: Settings,
+    ping_interval: Option<Duration>,
+    ping_timeout: Duration,
+    idle_timeout: Option<Duration>,
     link: Arc<Link>,
 }
 
@@ -197,6 +213,9 @@ impl WebSocketUpgrade {
             offered,
             protocol: None,
             settings,
+            ping_interval: None,
+            ping_timeout: Duration::from_secs(20),
+            idle_timeout: None,
             link: Link::new(settings),
         })
     }
@@ -239,11 +258,44 @@ impl WebSocketUpgrade {
     }
 
     /// Sets how many bytes of messages may wait for a socket whose client
-    /// does not read (see [`Sender`]).
+    /// does not read (see [`Sender`]); at most 4 GiB.
     ///
     /// Default is 1 MiB.
     pub fn max_queued(mut self, bytes: usize) -> Self {
-        self.settings.max_queued = bytes;
+        self.settings.max_queued = u32::try_from(bytes).unwrap_or(u32::MAX);
+        self
+    }
+
+    /// Sets how often a sleeping socket whose client has been silent is
+    /// pinged, where it sleeps (the lot writes the ping; the socket does
+    /// not wake). A client that does not answer within the
+    /// [`ping_timeout`](Self::ping_timeout), or whose socket cannot take
+    /// the ping, is closed (1001). `None` sends no pings.
+    ///
+    /// Default is `None`.
+    pub fn ping_interval(mut self, every: impl Into<Option<Duration>>) -> Self {
+        self.ping_interval = every.into();
+        self
+    }
+
+    /// Sets how long a ping waits for an answer (any bytes from the
+    /// client) before the socket is closed.
+    ///
+    /// Default is 20 seconds.
+    pub fn ping_timeout(mut self, timeout: Duration) -> Self {
+        self.ping_timeout = timeout;
+        self
+    }
+
+    /// Sets how long a socket may go without a message from its client
+    /// (pings and pongs do not count) before it is closed (1001). The
+    /// lot looks at sleeping sockets every `ping_interval` (or a quarter
+    /// of this timeout without pings), so a socket closes up to that much
+    /// after its time. `None` keeps quiet sockets open.
+    ///
+    /// Default is `None`.
+    pub fn idle_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.idle_timeout = timeout.into();
         self
     }
 
@@ -286,10 +338,18 @@ impl WebSocketUpgrade {
             accept,
             protocol,
             settings,
+            ping_interval,
+            ping_timeout,
+            idle_timeout,
             link,
             ..
         } = self;
         link.set_settings(settings);
+        link.keep_alive.set(
+            keep_alive_millis(ping_interval),
+            keep_alive_millis(Some(ping_timeout)),
+            keep_alive_millis(idle_timeout),
+        );
         tokio::spawn(socket::upgraded(link, state, handler, upgrade));
         Accepted { accept, protocol }
     }

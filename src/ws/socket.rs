@@ -35,12 +35,14 @@ use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Waker, ready};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::io::AsyncWrite;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::frame::{Event, Frame, Limits, Reader, Refused};
 use super::message::{CloseCode, CloseFrame, Message};
@@ -86,18 +88,118 @@ impl std::fmt::Display for SendError {
 
 impl std::error::Error for SendError {}
 
-/// A socket's settings.
+/// A socket's settings, which its senders read under the link's lock.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Settings {
     pub(crate) limits: Limits,
-    pub(crate) max_queued: usize,
+    pub(crate) max_queued: u32,
     pub(crate) when_full: WhenFull,
+}
+
+/// A socket's keep-alive: its settings and what the lot notes of it where
+/// it sleeps. Atomics, read without the link's lock: the lot asks a
+/// sleeper under its own lock, which a send takes under the link's.
+#[derive(Debug, Default)]
+pub(crate) struct KeepAlive {
+    /// Milliseconds, `0` for off; set before the socket first sleeps.
+    ping_every: AtomicU32,
+    ping_timeout: AtomicU32,
+    idle: AtomicU32,
+    /// When the client's last message came ([`clock`], in 4 ms steps),
+    /// with [`PINGED`] and [`EXPIRED`] in the two low bits.
+    mark: AtomicU32,
+}
+
+/// A ping went out where the socket sleeps, and no byte has come since.
+const PINGED: u32 = 1;
+/// The socket is to be closed: its ping went unanswered (or could not be
+/// written), or its client was idle too long.
+const EXPIRED: u32 = 2;
+
+/// A ping with no payload.
+const PING: [u8; 2] = [0x89, 0x00];
+
+/// Milliseconds on a process-wide clock, wrapping (keep-alive durations
+/// are at most 24 days).
+fn clock() -> u32 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u32
+}
+
+/// A duration in milliseconds for [`KeepAlive`]: `0` for none, else 1 ms
+/// to 24 days.
+pub(crate) fn keep_alive_millis(d: Option<Duration>) -> u32 {
+    d.map_or(0, |d| d.as_millis().clamp(1, i32::MAX as u128) as u32)
+}
+
+impl KeepAlive {
+    pub(crate) fn set(&self, ping_every: u32, ping_timeout: u32, idle: u32) {
+        self.ping_every.store(ping_every, Relaxed);
+        self.ping_timeout.store(ping_timeout, Relaxed);
+        self.idle.store(idle, Relaxed);
+        self.mark.store(clock() & !3, Relaxed);
+    }
+
+    /// When a sleeping socket is next asked ([`Sleeper::due`]): every
+    /// `ping_every`; without pings, a quarter of the idle timeout.
+    fn period(&self) -> Option<Duration> {
+        match (self.ping_every.load(Relaxed), self.idle.load(Relaxed)) {
+            (0, 0) => None,
+            (0, idle) => Some(Duration::from_millis(u64::from(idle / 4).max(1))),
+            (every, _) => Some(Duration::from_millis(every.into())),
+        }
+    }
+
+    /// Bytes came from the client: it is alive.
+    fn heard(&self) {
+        self.mark.fetch_and(!PINGED, Relaxed);
+    }
+
+    /// A message came from the client: it is not idle.
+    fn message(&self) {
+        self.mark.store(clock() & !3, Relaxed);
+    }
+
+    /// What the lot does when the socket's deadline passes where it
+    /// sleeps: a ping, or the socket's end (see [`Sleeper::due`]).
+    fn due(&self, write: &mut dyn FnMut(&[u8]) -> bool) -> Option<Duration> {
+        let mark = self.mark.load(Relaxed);
+        let idle = self.idle.load(Relaxed);
+        let quiet = clock().wrapping_sub(mark & !3);
+        let expired = (idle != 0 && quiet >= idle)
+            || mark & PINGED != 0
+            || (self.ping_every.load(Relaxed) != 0 && !write(&PING));
+        if expired {
+            self.mark.fetch_or(EXPIRED, Relaxed);
+            return None;
+        }
+        match self.ping_every.load(Relaxed) {
+            0 => self.period(),
+            _ => {
+                self.mark.fetch_or(PINGED, Relaxed);
+                Some(Duration::from_millis(
+                    self.ping_timeout.load(Relaxed).into(),
+                ))
+            }
+        }
+    }
+
+    /// Why the lot woke the socket to be closed, if it did.
+    fn expired(&self) -> Option<&'static str> {
+        let mark = self.mark.load(Relaxed);
+        match (mark & EXPIRED != 0, mark & PINGED != 0) {
+            (false, _) => None,
+            (true, true) => Some("no answer to a ping"),
+            (true, false) => Some("idle for too long"),
+        }
+    }
 }
 
 /// What a socket's senders and its server share.
 #[derive(Debug)]
 pub(crate) struct Link {
     state: Mutex<State>,
+    pub(crate) keep_alive: KeepAlive,
 }
 
 #[derive(Debug)]
@@ -105,18 +207,54 @@ struct State {
     at: At,
     /// The lot the socket sleeps in, once upgraded.
     lot: Option<Lot>,
-    /// Frames waiting for the awake socket's task (empty while asleep).
-    queue: VecDeque<Bytes>,
-    queued: usize,
+    /// Frames waiting for the awake socket's task, and its waker; `None`
+    /// while asleep.
+    outbox: Option<Box<Outbox>>,
     /// A close frame was sent or queued: no more messages go out.
     closing: bool,
     /// A send found the queue full, and the policy is to close.
     overflowed: bool,
     /// A send woke the sleeping socket to write what it did not take.
     woken_to_write: bool,
+    settings: Settings,
+}
+
+/// What waits for an awake socket's task to write.
+#[derive(Debug, Default)]
+struct Outbox {
+    frames: VecDeque<Bytes>,
+    queued: usize,
     /// The task's waker while it waits to write.
     waker: Option<Waker>,
-    settings: Settings,
+}
+
+impl State {
+    fn queued(&self) -> usize {
+        self.outbox.as_ref().map_or(0, |outbox| outbox.queued)
+    }
+
+    fn push(&mut self, frame: Bytes) {
+        let outbox = self.outbox.get_or_insert_with(Box::default);
+        outbox.queued += frame.len();
+        outbox.frames.push_back(frame);
+    }
+
+    fn pop(&mut self) -> Option<Bytes> {
+        let outbox = self.outbox.as_mut()?;
+        let frame = outbox.frames.pop_front()?;
+        outbox.queued -= frame.len();
+        Some(frame)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queued() == 0
+    }
+
+    fn wake_task(&mut self) {
+        if let Some(waker) = self.outbox.as_mut().and_then(|outbox| outbox.waker.take()) {
+            waker.wake();
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,14 +271,13 @@ impl Link {
             state: Mutex::new(State {
                 at: At::Upgrading,
                 lot: None,
-                queue: VecDeque::new(),
-                queued: 0,
+                outbox: None,
                 closing: false,
                 overflowed: false,
                 woken_to_write: false,
-                waker: None,
                 settings,
             }),
+            keep_alive: KeepAlive::default(),
         })
     }
 
@@ -163,9 +300,7 @@ impl Link {
         let mut state = self.lock();
         state.at = At::Closed;
         state.closing = true;
-        state.queue = VecDeque::new();
-        state.queued = 0;
-        state.waker = None;
+        state.outbox = None;
     }
 }
 
@@ -229,7 +364,7 @@ impl Sender {
 
     /// How many bytes wait in the socket's queue.
     pub fn queued(&self) -> usize {
-        self.0.lock().queued
+        self.0.lock().queued()
     }
 
     fn push(&self, frame: Frame) -> Result<(), SendError> {
@@ -241,7 +376,9 @@ impl Sender {
         }
         if let (At::Asleep(key), Some(lot)) = (state.at, &state.lot) {
             let bytes = frame.bytes();
-            match lot.write_to(key, link.id(), bytes) {
+            let (wrote, id) = (lot.write_to(key, link.id(), bytes), link.id());
+            let woken = |state: &State| state.lot.as_ref().is_some_and(|lot| lot.wake(key, id));
+            match wrote {
                 Some(Ok(Wrote { taken, held })) => {
                     state.closing = frame.is_close();
                     if taken == bytes.len() && !held {
@@ -250,17 +387,16 @@ impl Sender {
                     // The client does not read: a task waits to write the
                     // rest.
                     if taken < bytes.len() {
-                        state.queued += bytes.len() - taken;
-                        state.queue.push_back(bytes.slice(taken..));
+                        state.push(bytes.slice(taken..));
                     }
                     state.at = At::Awake;
-                    state.woken_to_write = lot.wake(key, link.id());
+                    state.woken_to_write = woken(state);
                     return Ok(());
                 }
                 Some(Err(_)) => {
                     // The socket failed: its task finds out and ends it.
                     state.at = At::Awake;
-                    state.woken_to_write = lot.wake(key, link.id());
+                    state.woken_to_write = woken(state);
                     return Err(SendError::Closed);
                 }
                 // It woke meanwhile: its task takes the queue.
@@ -269,19 +405,17 @@ impl Sender {
         }
         // An empty queue takes a frame of any size: a message larger than
         // the bound can be sent, one at a time.
-        if state.queued > 0 && state.queued + frame.len() > state.settings.max_queued {
+        let queued = state.queued();
+        if queued > 0 && queued + frame.len() > state.settings.max_queued as usize {
             if state.settings.when_full == WhenFull::Close {
                 state.overflowed = true;
                 state.closing = true;
-                if let Some(waker) = state.waker.take() {
-                    waker.wake();
-                }
+                state.wake_task();
             }
             return Err(SendError::Full);
         }
         state.closing = frame.is_close();
-        state.queued += frame.len();
-        state.queue.push_back(frame.bytes().clone());
+        state.push(frame.bytes().clone());
         Ok(())
     }
 }
@@ -356,6 +490,10 @@ where
     fn sleeper(&self) -> usize {
         self.link.id()
     }
+
+    fn due(&mut self, write: &mut dyn FnMut(&[u8]) -> bool) -> Option<Duration> {
+        self.link.keep_alive.due(write)
+    }
 }
 
 /// A socket with a task: what its sleeper kept.
@@ -424,7 +562,16 @@ where
             state.at = At::Awake;
             std::mem::take(&mut state.woken_to_write)
         };
+        let expired = self.link.keep_alive.expired();
         let end = match woken {
+            Woken::Readable(mut stream) | Woken::Eof(mut stream) if expired.is_some() => {
+                let reason = expired.unwrap_or_default();
+                // Best effort: a client that stopped answering may not read
+                // it either.
+                self.push_control(Frame::close(CloseCode::GOING_AWAY, reason));
+                self.finish(&mut stream).await;
+                End::Lost
+            }
             Woken::Readable(mut stream) | Woken::Eof(mut stream) => {
                 let served = if to_write {
                     // Woken by a send, not by bytes: write, then sleep (the
@@ -458,6 +605,7 @@ where
                 Ok(Some(bytes)) => bytes,
                 Ok(None) | Err(_) => return Err(End::Lost),
             };
+            self.link.keep_alive.heard();
             let mut input = &bytes[..];
             loop {
                 let limits = self.link.lock().settings.limits;
@@ -491,7 +639,10 @@ where
         match event {
             // After its close frame, the server discards what comes.
             Event::Message(_) if closing => {}
-            Event::Message(message) => self.call(message).await,
+            Event::Message(message) => {
+                self.link.keep_alive.message();
+                self.call(message).await;
+            }
             Event::Ping(payload) => {
                 if !closing {
                     self.push_control(Frame::pong(&payload));
@@ -504,7 +655,7 @@ where
                     let code = frame.as_ref().map_or(CloseCode::NONE, |f| f.code);
                     self.push_control(Frame::close(code, ""));
                 }
-                let _ = tokio::time::timeout(CLOSE_WITHIN, self.write_queue(stream)).await;
+                self.finish(stream).await;
                 return Some(End::Closed(frame));
             }
         }
@@ -525,7 +676,7 @@ where
         if !self.link.lock().closing {
             self.push_control(Frame::close(refused.code, refused.reason));
         }
-        let _ = tokio::time::timeout(CLOSE_WITHIN, self.write_queue(stream)).await;
+        self.finish(stream).await;
     }
 
     /// Queues a control frame the protocol owes (a pong, a close), past
@@ -533,8 +684,7 @@ where
     fn push_control(&self, frame: Frame) {
         let mut state = self.link.lock();
         state.closing |= frame.is_close();
-        state.queued += frame.len();
-        state.queue.push_back(frame.bytes().clone());
+        state.push(frame.bytes().clone());
     }
 
     /// The server shuts down: a close frame (1001) after what is queued,
@@ -573,10 +723,27 @@ where
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
+        let end = tokio::select! {
             answered = tokio::time::timeout(CLOSE_WITHIN, answer) => answered.unwrap_or(End::Lost),
             () = forced => End::Lost,
+        };
+        // The transport's goodbye (TLS: `close_notify`), unless the grace
+        // period is over.
+        if drain.is_none_or(|drain| !drain.is_forced()) {
+            self.finish(&mut stream).await;
         }
+        end
+    }
+
+    /// Writes what is queued, then the transport's own goodbye (TLS:
+    /// `close_notify`) and the end of the stream, bounded in time: the
+    /// connection's last words before it is dropped.
+    async fn finish(&mut self, stream: &mut Upgraded) {
+        let goodbye = async {
+            self.write_queue(stream).await?;
+            stream.shutdown().await
+        };
+        let _ = tokio::time::timeout(CLOSE_WITHIN, goodbye).await;
     }
 
     /// Writes the queue until it is empty.
@@ -593,11 +760,8 @@ where
                 if state.overflowed {
                     return Err(overflowed());
                 }
-                match state.queue.pop_front() {
-                    Some(next) => {
-                        state.queued -= next.len();
-                        next
-                    }
+                match state.pop() {
+                    Some(next) => next,
                     None => break,
                 }
             };
@@ -615,7 +779,8 @@ where
         }
         // What the transport holds (TLS records) goes out too.
         unless_overflowed(link, |cx| Pin::new(&mut *stream).poll_flush(cx)).await?;
-        link.lock().waker = None;
+        // Written: a socket that sleeps keeps no queue.
+        link.lock().outbox = None;
         Ok(())
     }
 
@@ -629,7 +794,7 @@ where
             let link = self.link.clone();
             {
                 let mut state = link.lock();
-                if !state.queue.is_empty() {
+                if !state.is_empty() {
                     continue;
                 }
                 let Some(user) = self.state.take() else {
@@ -654,7 +819,8 @@ where
                     });
                     // Under the link's lock: a send finds the socket awake,
                     // or asleep at its key.
-                    state.at = match lot.sleep_boxed(stream, sleeper) {
+                    let after = link.keep_alive.period();
+                    state.at = match lot.sleep_boxed(stream, sleeper, after) {
                         Some(key) => At::Asleep(key),
                         None => At::Awake,
                     };
@@ -689,7 +855,7 @@ async fn unless_overflowed(
             if state.overflowed {
                 return Poll::Ready(Err(overflowed()));
             }
-            state.waker = Some(cx.waker().clone());
+            state.outbox.get_or_insert_with(Box::default).waker = Some(cx.waker().clone());
             Poll::Pending
         }
         ready => ready,

@@ -174,6 +174,10 @@ struct NoCallback;
 
 impl Callback<Conn> for NoCallback {
     fn call(self, _: Wakeup<UnixStream>) {}
+
+    fn due(&mut self, _: &mut UnixStream) -> Option<Duration> {
+        None
+    }
 }
 
 /// A lot, its owner's notes, and the time connections park at.
@@ -563,4 +567,87 @@ fn the_time_to_the_next_deadline_is_the_earliest_of_every_queue() {
     assert!((ms(6_000)..=ms(6_001)).contains(&next), "{next:?}");
     let closed = Told::Closed(Rung::Dormant, Closed::Idle, 1);
     assert_eq!(rig.notes.take(), [closed]);
+}
+
+/// A sleeper that writes a ping at each of its deadlines, `pings` times,
+/// then asks to be woken; notes how it was called back.
+struct Pinger {
+    pings: usize,
+    every: Duration,
+    woken: Arc<Mutex<Vec<&'static str>>>,
+}
+
+impl Callback<Conn> for Pinger {
+    fn call(self, woken: Wakeup<UnixStream>) {
+        let how = match woken {
+            Wakeup::Due(_) => "due",
+            Wakeup::Readable(_) => "readable",
+            _ => "other",
+        };
+        self.woken.lock().unwrap().push(how);
+    }
+
+    fn due(&mut self, conn: &mut UnixStream) -> Option<Duration> {
+        if self.pings == 0 {
+            return None;
+        }
+        self.pings -= 1;
+        conn.write_all(PING).unwrap();
+        Some(self.every)
+    }
+}
+
+#[test]
+fn sleepers_are_asked_at_their_deadlines_and_woken_when_they_ask() {
+    let poll = mio::Poll::new().expect("an epoll instance");
+    let registry = poll.registry().try_clone().expect("the poll's registry");
+    let lot: Lot<Conn, Pinger, Carrying> = Lot::new(
+        Box::new(Notes::default()),
+        Duration::ZERO,
+        Pings::default(),
+        None,
+        registry,
+    );
+    let t0 = Instant::now();
+    let woken = Arc::new(Mutex::new(Vec::new()));
+    let (conn, mut peer) = pair();
+    let pinger = Pinger {
+        pings: 2,
+        every: ms(1_000),
+        woken: woken.clone(),
+    };
+    // A second sleeper, on another delay, and one without a deadline.
+    let (other, mut other_peer) = pair();
+    let slower = Pinger {
+        pings: 5,
+        every: ms(3_000),
+        woken: woken.clone(),
+    };
+    let (quiet, mut quiet_peer) = pair();
+    let never = Pinger {
+        pings: 5,
+        every: ms(1),
+        woken: woken.clone(),
+    };
+    assert!(lot.sleep(conn, pinger, Some(ms(1_000))).is_some());
+    assert!(lot.sleep(other, slower, Some(ms(3_000))).is_some());
+    assert!(lot.sleep(quiet, never, None).is_some());
+    let expire = |after: u64| lot.expire(t0 + ms(after));
+    assert!(expire(0).is_some_and(|next| next <= ms(1_000)));
+    assert_eq!(peer_reads(&mut peer), OPEN);
+    // Its first deadline: a ping where it sleeps, and the next deadline.
+    assert!(expire(1_500).is_some());
+    assert_eq!(peer_reads(&mut peer), (PING.to_vec(), false));
+    assert!(expire(2_600).is_some());
+    assert_eq!(peer_reads(&mut peer), (PING.to_vec(), false));
+    assert!(woken.lock().unwrap().is_empty());
+    // Its third: it asks to be woken, as `Due`, with its stream (which
+    // this callback drops).
+    assert!(expire(3_700).is_some());
+    assert_eq!(*woken.lock().unwrap(), ["due"]);
+    assert_eq!(peer_reads(&mut peer), closed_after(&[]));
+    // The other sleeper kept its own delay; the third has no deadline.
+    assert_eq!(peer_reads(&mut other_peer), (PING.to_vec(), false));
+    assert_eq!(peer_reads(&mut quiet_peer), OPEN);
+    assert_eq!(lot.sleeping(), 2);
 }
