@@ -23,23 +23,17 @@ mod common {
     pub(crate) mod transport;
     pub(crate) mod unix;
     pub(crate) mod wait;
+    pub(crate) mod ws;
     pub(crate) mod xorshift;
 }
 
-use std::convert::Infallible;
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use common::runtime::Servable;
 use common::timeout::CLIENT_TIMEOUT;
 use common::transport::{AsyncStream, Transport, over_every_transport};
 use common::wait::wait;
+use common::ws::{PING_EVERY, Room, SMALL, echo, next_event};
 use common::xorshift::XorShift;
-use dormant::ws::{CloseCode, Frame, Message, Sender, WebSocketUpgrade};
+use dormant::ws::{CloseCode, Frame, Sender};
 use futures_util::{SinkExt, StreamExt};
-use http::Request;
-use hyper::service::service_fn;
 use tokio::io::AsyncWriteExt;
 use tokio::time::timeout;
 use tokio_tungstenite::WebSocketStream;
@@ -63,93 +57,6 @@ over_every_transport!(
     a_client_that_does_not_answer_pings_is_closed,
     an_idle_client_is_closed_and_messages_keep_one_open,
 );
-
-/// The largest message on `/small`.
-const SMALL: usize = 1 << 20;
-
-/// How often `/ping` and `/ping-soon` ping.
-const PING_EVERY: Duration = Duration::from_millis(20);
-
-/// What the tests see of the server's sockets: their senders, in the
-/// order they connected, and what their handlers were given.
-#[derive(Clone)]
-struct Room {
-    senders: Arc<Mutex<Vec<Sender>>>,
-    events: Arc<Mutex<mpsc::Sender<String>>>,
-}
-
-impl Room {
-    fn new() -> (Room, mpsc::Receiver<String>) {
-        let (tx, rx) = mpsc::channel();
-        let room = Room {
-            senders: Arc::default(),
-            events: Arc::new(Mutex::new(tx)),
-        };
-        (room, rx)
-    }
-
-    fn sender(&self, i: usize) -> Sender {
-        self.senders.lock().unwrap()[i].clone()
-    }
-
-    fn wait_asleep(&self, n: usize) {
-        wait("sockets asleep", || {
-            let senders = self.senders.lock().unwrap();
-            senders.len() == n && senders.iter().all(Sender::is_asleep)
-        });
-    }
-}
-
-/// Echoes every message; `close CODE` closes with that code. `/small`
-/// refuses messages over [`SMALL`] and queues at most 256 KiB.
-fn echo(room: Room) -> impl Servable<String> {
-    service_fn(move |mut req: Request<dormant::Body>| {
-        let room = room.clone();
-        async move {
-            let ws = match WebSocketUpgrade::from_request(&mut req) {
-                Ok(ws) => ws,
-                Err(rejection) => return Ok::<_, Infallible>(rejection.response()),
-            };
-            let ws = match req.uri().path() {
-                "/small" => ws.max_message_size(SMALL).max_queued(256 << 10),
-                // Pinged often; the answer may take long.
-                "/ping" => ws.ping_interval(PING_EVERY).ping_timeout(CLIENT_TIMEOUT),
-                // Pinged often; the answer must come soon.
-                "/ping-soon" => ws.ping_interval(PING_EVERY).ping_timeout(PING_EVERY),
-                "/idle" => ws.idle_timeout(PING_EVERY * 3),
-                _ => ws,
-            };
-            room.senders.lock().unwrap().push(ws.sender());
-            let events = room.events.clone();
-            Ok(ws
-                .on_message((), move |(), message, sender| {
-                    let events = events.clone();
-                    async move {
-                        match message {
-                            Message::Text(text) => match text.strip_prefix("close ") {
-                                Some(code) => {
-                                    let code = CloseCode::from(code.parse::<u16>().unwrap());
-                                    sender.close(code, "asked to").unwrap();
-                                }
-                                None => sender.send(text).unwrap(),
-                            },
-                            Message::Binary(bytes) => sender.send(bytes).unwrap(),
-                            Message::Close(frame) => {
-                                let event = match frame {
-                                    Some(frame) => {
-                                        format!("closed {} {}", frame.code, frame.reason)
-                                    }
-                                    None => "closed".to_owned(),
-                                };
-                                events.lock().unwrap().send(event).unwrap();
-                            }
-                        }
-                    }
-                })
-                .into())
-        }
-    })
-}
 
 type Client = WebSocketStream<Box<dyn AsyncStream>>;
 
@@ -226,10 +133,6 @@ fn client_runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-fn next_event(events: &mpsc::Receiver<String>) -> String {
-    events.recv_timeout(CLIENT_TIMEOUT).expect("no event")
 }
 
 /// Text and binary messages from empty to 16 MiB, each sent to a socket
