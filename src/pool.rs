@@ -181,6 +181,12 @@ impl PooledBytes {
         debug_assert!(len <= buf.len());
         PooledBytes { buf, len }
     }
+
+    /// Whether the read filled the buffer (more may be waiting).
+    #[cfg(feature = "ws")]
+    pub(crate) fn is_full(&self) -> bool {
+        self.len == self.buf.len()
+    }
 }
 
 impl Deref for PooledBytes {

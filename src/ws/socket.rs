@@ -622,9 +622,16 @@ where
                     }
                 }
             }
+            let full = bytes.is_full();
             drop(bytes);
             if self.write_queue(&mut stream).await.is_err() {
                 return Err(End::Lost);
+            }
+            if !full {
+                // Likely all there was: the lot's registration reports
+                // bytes that came meanwhile at once, and a TLS session's
+                // buffered records wake it again (`Lot::sleep`).
+                return Ok(stream);
             }
             read = match stream.read_pooled_now().await {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(stream),
