@@ -478,6 +478,11 @@ struct LotShared {
     held: Arc<Held>,
     #[cfg(feature = "ws")]
     signal: Signal,
+    /// The runtime the `serve` call runs on: where a stream woken by a
+    /// write from anywhere ([`Lot::wake`]) goes back to tokio and gets its
+    /// task, whatever thread (or other runtime) the write came from.
+    #[cfg(feature = "ws")]
+    runtime: tokio::runtime::Handle,
 }
 
 /// Keeps a `serve` call's graceful shutdown waiting while an upgraded
@@ -603,6 +608,8 @@ impl Lot {
             held,
             #[cfg(feature = "ws")]
             signal,
+            #[cfg(feature = "ws")]
+            runtime: tokio::runtime::Handle::current(),
         }))
     }
 
@@ -683,6 +690,7 @@ impl Lot {
     /// bytes had arrived; `false` if it is not asleep there.
     #[cfg(feature = "ws")]
     pub(crate) fn wake(&self, key: u32, sleeper: usize) -> bool {
+        let _runtime = self.0.runtime.enter();
         self.0.beds.wake(key, sleeper)
     }
 
