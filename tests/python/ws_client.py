@@ -1,0 +1,286 @@
+"""Python's `websockets` (its asyncio client), driven by
+tests/ws_client_python.rs against a dormant::ws echo server
+(tests/common/ws.rs: every message comes back; the text `close CODE` has
+the server close with that code and the reason "asked to").
+
+It reads commands from stdin, one a line, and answers each with one line
+on stdout once done, so that the test decides when the socket is left
+idle (to sleep). It opens one connection at a time (TCP, a Unix socket,
+or TLS trusting the server's certificate), with `max_size=None` (16 MiB
+messages) and `ping_interval=None` (the server pings; this client does
+not by itself):
+
+    connect PATH        opens a connection to PATH; "connected"
+    echo text N         sends a text of N bytes ("é" repeated, and an "a"
+                        if N is odd), checks that the same comes back;
+                        "echo text N ok"
+    echo binary N       the same with the bytes 0, 1, ..., 255, 0, ...;
+                        "echo binary N ok"
+    fragment TEXT       sends TEXT (the rest of the line) as the next
+                        fragment of a text message (`send` of an async
+                        iterable fed by an asyncio.Queue); "fragment sent"
+    fragments end       ends the message (websockets sends its last frame,
+                        empty, with FIN) and reads the echo; "echo TEXT"
+    ping PAYLOAD        pings (between fragments too), waits for the pong
+                        with PAYLOAD; "pong PAYLOAD"
+    pings N             waits until N more pings from the server have come
+                        (websockets answers each by itself as it reads);
+                        "saw N pings", or "closed CODE REASON" if the
+                        connection closed first
+    send-text TEXT      sends TEXT, reads nothing; "sent"
+    send-binary N       sends N bytes, reads nothing; "sent"
+    send-invalid-utf8   sends a text message of the bytes ff fe; "sent"
+    recv                reads the next message: "text TEXT", "binary N
+                        bytes", or, when the connection closed, "closed
+                        CODE REASON" (the code and reason the server sent;
+                        "closed 1006" without a close frame)
+    close CODE REASON   closes with CODE and REASON, waits for the end of
+                        the handshake; "closed CODE REASON" (what the
+                        server answered)
+    EOF                 closes the connection if open, prints "closed
+                        after N commands" and exits 0
+
+A send the server's close cuts short counts as sent: `recv` then tells
+the close. Any error or mismatch exits 1 with a message on stderr.
+
+    python3 ws_client.py (--addr HOST:PORT [--tls --ca FILE] | --unix PATH)
+
+Needs websockets 13 or newer (`python3 -m pip install 'websockets==17.4'`).
+"""
+
+import argparse
+import asyncio
+import ssl
+import sys
+
+try:
+    from websockets.asyncio.client import ClientConnection, connect, unix_connect
+    from websockets.exceptions import ConnectionClosed
+    from websockets.frames import Frame, Opcode
+except ImportError as e:
+    sys.stderr.write(
+        f"ws_client.py: {e}: install websockets with "
+        "`python3 -m pip install 'websockets==17.4'`\n"
+    )
+    sys.exit(1)
+
+# Every command is done within this, or the client fails (the test waits
+# 40 s for an answer).
+COMMAND_TIMEOUT = 30
+
+
+class Failed(Exception):
+    pass
+
+
+class Counting(ClientConnection):
+    """A connection that counts the pings it got (and answered: the
+    protocol queues the pong before the frame gets here)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.pings = 0
+        self.pinged = asyncio.Event()
+
+    def process_event(self, event):
+        if isinstance(event, Frame) and event.opcode is Opcode.PING:
+            self.pings += 1
+            self.pinged.set()
+        super().process_event(event)
+
+
+def text_of(n):
+    return "é" * (n // 2) + "a" * (n % 2)
+
+
+def binary_of(n):
+    return (bytes(range(256)) * (n // 256 + 1))[:n]
+
+
+def closed(code, reason):
+    return f"closed {code} {reason}" if reason else f"closed {code}"
+
+
+class Client:
+    def __init__(self, args):
+        self.args = args
+        self.ws = None
+        # A fragmented message being sent: its queue, the event set when
+        # a fragment is written, the task of `send`, and its text.
+        self.fragments = None
+
+    async def connect(self, path):
+        options = dict(
+            max_size=None,
+            ping_interval=None,
+            open_timeout=COMMAND_TIMEOUT,
+            create_connection=Counting,
+        )
+        if self.args.unix:
+            self.ws = await unix_connect(self.args.unix, uri=f"ws://localhost{path}", **options)
+        elif self.args.tls:
+            # The certificate is for `localhost`; connect to the address
+            # the server listens on.
+            tls = ssl.create_default_context(cafile=self.args.ca)
+            host, port = self.args.addr.rsplit(":", 1)
+            self.ws = await connect(
+                f"wss://localhost:{port}{path}", ssl=tls, host=host, port=int(port), **options
+            )
+        else:
+            self.ws = await connect(f"ws://{self.args.addr}{path}", **options)
+        return "connected"
+
+    async def recv(self):
+        try:
+            message = await self.ws.recv()
+        except ConnectionClosed as e:
+            if e.rcvd is None:
+                return closed(1006, "")
+            return closed(e.rcvd.code, e.rcvd.reason)
+        if isinstance(message, str):
+            return f"text {message}"
+        return f"binary {len(message)} bytes"
+
+    async def send(self, message, **kwargs):
+        try:
+            await self.ws.send(message, **kwargs)
+        except ConnectionClosed:
+            pass
+        return "sent"
+
+    async def echo(self, kind, n):
+        message = text_of(n) if kind == "text" else binary_of(n)
+        await self.ws.send(message)
+        got = await self.ws.recv()
+        if got != message:
+            what = f"{type(got).__name__} of {len(got)}"
+            raise Failed(f"echo {kind} {n}: {what} came back, or other bytes")
+        return f"echo {kind} {n} ok"
+
+    async def fragment(self, text):
+        if self.fragments is None:
+            queue, written = asyncio.Queue(), asyncio.Event()
+
+            async def chunks():
+                while (chunk := await queue.get()) is not None:
+                    yield chunk
+                    # `send` asks for the next fragment once it wrote this
+                    # one.
+                    written.set()
+
+            task = asyncio.create_task(self.ws.send(chunks()))
+            self.fragments = (queue, written, task, [])
+        queue, written, task, sent = self.fragments
+        written.clear()
+        queue.put_nowait(text)
+        sent.append(text)
+        waiting = asyncio.create_task(written.wait())
+        done, _ = await asyncio.wait([waiting, task], return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if task in done:
+            task.result()
+            raise Failed("the fragmented send ended early")
+        return "fragment sent"
+
+    async def end_fragments(self):
+        if self.fragments is None:
+            raise Failed("no fragments were sent")
+        queue, _, task, sent = self.fragments
+        self.fragments = None
+        queue.put_nowait(None)
+        await task
+        got = await self.ws.recv()
+        if got != "".join(sent):
+            raise Failed(f"fragments: {got!r} came back for {sent!r}")
+        return f"echo {got}"
+
+    async def ping(self, payload):
+        pong = await self.ws.ping(payload)
+        await pong
+        return f"pong {payload}"
+
+    async def pings(self, n):
+        target = self.ws.pings + n
+        closing = asyncio.create_task(self.ws.wait_closed())
+        try:
+            while self.ws.pings < target:
+                self.ws.pinged.clear()
+                pinged = asyncio.create_task(self.ws.pinged.wait())
+                await asyncio.wait([pinged, closing], return_when=asyncio.FIRST_COMPLETED)
+                pinged.cancel()
+                if closing.done():
+                    return closed(self.ws.close_code, self.ws.close_reason)
+        finally:
+            closing.cancel()
+        return f"saw {n} pings"
+
+    async def close(self, code, reason):
+        await self.ws.close(code, reason)
+        return closed(self.ws.close_code, self.ws.close_reason)
+
+    async def run(self, line):
+        command, _, rest = line.partition(" ")
+        if command == "connect":
+            return await self.connect(rest)
+        if self.ws is None:
+            raise Failed(f"{command}: not connected")
+        if command == "echo":
+            kind, n = rest.split(" ")
+            if kind not in ("text", "binary"):
+                raise Failed(f"echo of {kind}")
+            return await self.echo(kind, int(n))
+        if command == "fragment":
+            return await self.fragment(rest)
+        if line == "fragments end":
+            return await self.end_fragments()
+        if command == "ping":
+            return await self.ping(rest)
+        if command == "pings":
+            return await self.pings(int(rest))
+        if command == "send-text":
+            return await self.send(rest)
+        if command == "send-binary":
+            return await self.send(binary_of(int(rest)))
+        if line == "send-invalid-utf8":
+            return await self.send(b"\xff\xfe", text=True)
+        if line == "recv":
+            return await self.recv()
+        if command == "close":
+            code, _, reason = rest.partition(" ")
+            return await self.close(int(code), reason)
+        raise Failed(f"unknown command {line!r}")
+
+
+async def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--addr")
+    parser.add_argument("--unix")
+    parser.add_argument("--tls", action="store_true")
+    parser.add_argument("--ca")
+    args = parser.parse_args()
+    loop = asyncio.get_running_loop()
+    stdin = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
+    client = Client(args)
+    commands = 0
+    while line := await stdin.readline():
+        line = line.decode().removesuffix("\n")
+        try:
+            async with asyncio.timeout(COMMAND_TIMEOUT):
+                answer = await client.run(line)
+        except TimeoutError:
+            raise Failed(f"{line}: not done in {COMMAND_TIMEOUT} s") from None
+        print(answer, flush=True)
+        commands += 1
+    if client.ws is not None:
+        await client.ws.close()
+    print(f"closed after {commands} commands", flush=True)
+
+
+if __name__ == "__main__":
+    sys.stdout.reconfigure(encoding="utf-8")
+    try:
+        asyncio.run(main())
+    except Failed as e:
+        sys.stderr.write(f"ws_client.py: {e}\n")
+        sys.exit(1)
