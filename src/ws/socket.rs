@@ -53,6 +53,10 @@ use crate::upgrade::{self, Drain, Lot, Upgraded, Woken};
 /// its last frames to be written, before its connection is dropped.
 const CLOSE_WITHIN: Duration = Duration::from_secs(5);
 
+/// How long a closing socket waits for more of what its client still
+/// sends before it lets the connection go (see [`Awake::finish`]).
+const LINGER: Duration = Duration::from_millis(200);
+
 /// What a send does when the socket's queue is full (see [`Sender`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -743,12 +747,22 @@ where
     }
 
     /// Writes what is queued, then the transport's own goodbye (TLS:
-    /// `close_notify`) and the end of the stream, bounded in time: the
+    /// `close_notify`) and the end of the stream; then reads and drops
+    /// what the client still sends (the rest of a refused message, its
+    /// close frame) until it closes its side or pauses for [`LINGER`]: a
+    /// socket closed with bytes unread sends a reset, which can destroy the
+    /// close frame on its way (a lingering close). Bounded in time: the
     /// connection's last words before it is dropped.
     async fn finish(&mut self, stream: &mut Upgraded) {
         let goodbye = async {
             self.write_queue(stream).await?;
-            stream.shutdown().await
+            stream.shutdown().await?;
+            while let Ok(read) = tokio::time::timeout(LINGER, stream.read_pooled()).await {
+                if read?.is_none() {
+                    break;
+                }
+            }
+            io::Result::Ok(())
         };
         let _ = tokio::time::timeout(CLOSE_WITHIN, goodbye).await;
     }

@@ -67,7 +67,8 @@ pub(crate) fn echo(room: Room) -> impl Servable<String> {
                 "/ping" => ws.ping_interval(PING_EVERY).ping_timeout(CLIENT_TIMEOUT),
                 // Pinged often; the answer must come soon.
                 "/ping-soon" => ws.ping_interval(PING_EVERY).ping_timeout(PING_EVERY),
-                "/idle" => ws.idle_timeout(PING_EVERY * 3),
+                // Long enough that a talking client never comes near it.
+                "/idle" => ws.idle_timeout(PING_EVERY * 15),
                 _ => ws,
             };
             room.senders.lock().unwrap().push(ws.sender());

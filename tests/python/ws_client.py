@@ -273,7 +273,12 @@ async def main():
         print(answer, flush=True)
         commands += 1
     if client.ws is not None:
-        await client.ws.close()
+        try:
+            await client.ws.close()
+        except (OSError, AttributeError, ConnectionClosed):
+            # Closed already (websockets 17.4 can fail on a transport the
+            # server closed while its own close was under way).
+            pass
     print(f"closed after {commands} commands", flush=True)
 
 
