@@ -113,7 +113,8 @@ fn messages_of_every_size_across_sleeps<T: Transport>()
 where
     T::Addr: GoDial,
 {
-    // The server goes first: its sockets' last events find the receiver.
+    // Declared after the events' receiver, the server is dropped first:
+    // its sockets' last events (at its shutdown) still find the receiver.
     let (room, _events) = Room::new();
     let srv = echo_server::<T>(&room);
     let mut client = connect::<T>(&srv, "/");
@@ -134,7 +135,8 @@ fn fragments_arrive_across_sleeps<T: Transport>()
 where
     T::Addr: GoDial,
 {
-    // The server goes first: its sockets' last events find the receiver.
+    // Declared after the events' receiver, the server is dropped first:
+    // its sockets' last events (at its shutdown) still find the receiver.
     let (room, _events) = Room::new();
     let srv = echo_server::<T>(&room);
     let mut client = connect::<T>(&srv, "/");
@@ -165,7 +167,8 @@ fn client_pings_to_a_sleeping_socket_are_answered<T: Transport>()
 where
     T::Addr: GoDial,
 {
-    // The server goes first: its sockets' last events find the receiver.
+    // Declared after the events' receiver, the server is dropped first:
+    // its sockets' last events (at its shutdown) still find the receiver.
     let (room, _events) = Room::new();
     let srv = echo_server::<T>(&room);
     let mut client = connect::<T>(&srv, "/");
@@ -186,7 +189,8 @@ fn the_client_answers_the_lots_pings<T: Transport>()
 where
     T::Addr: GoDial,
 {
-    // The server goes first: its sockets' last events find the receiver.
+    // Declared after the events' receiver, the server is dropped first:
+    // its sockets' last events (at its shutdown) still find the receiver.
     let (room, _events) = Room::new();
     let srv = echo_server::<T>(&room);
     let mut client = connect::<T>(&srv, "/ping");
