@@ -20,6 +20,10 @@
 //   send TEXT          a text message, not waiting for an answer → `sent`
 //   read MS            waits MS ms (the browser reads, and answers the
 //                      server's pings by itself)        → `read open`
+//   pings N            waits until the browser has received N pings and
+//                      sent N pongs (since it started, as its net log
+//                      shows them: the page cannot see them), the
+//                      socket still open              → `pings N answered`
 //   close CODE REASON  `ws.close(CODE, REASON)`, then its close event
 //   wait-close         its close event
 //                        → `closed CODE "REASON" clean` (or `unclean`; the
@@ -35,12 +39,21 @@
 // after 5 minutes.
 
 import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { launch, open } from "./devtools.mjs";
 
 const [base, profile] = process.argv.slice(2);
+// The browser's net log, beside the profile: where its WebSockets' frame
+// headers are seen, pings and pongs included.
+const netlog = join(dirname(profile), "netlog.json");
 const { send, fail, close } = launch(
-  ["--ignore-certificate-errors", `--user-data-dir=${profile}`],
+  [
+    "--ignore-certificate-errors",
+    `--user-data-dir=${profile}`,
+    `--log-net-log=${netlog}`,
+    "--net-log-capture-mode=Default",
+  ],
   300_000,
   "still running after 5 minutes",
 );
@@ -161,7 +174,8 @@ if (ready !== "ready") fail(`the page did not take the script: ${ready}`);
 
 // The browser's processes, for `kill`: its main process (Node's child) and
 // its descendants (the zygotes, the renderer, the network service's
-// process, which holds the sockets), from /proc.
+// process, which holds the sockets), from /proc, in the order to kill
+// them.
 function browserProcesses() {
   const parents = new Map();
   for (const name of readdirSync("/proc")) {
@@ -185,7 +199,54 @@ function browserProcesses() {
     }
   };
   add(process.pid);
-  return found;
+  // The network service first (before anything it would notice going, a
+  // renderer or the browser, and answer with a close frame), then
+  // children before their parents.
+  const network = (pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("NetworkService");
+    } catch {
+      return false;
+    }
+  };
+  found.reverse();
+  return [...found.filter(network), ...found.filter((pid) => !network(pid))];
+}
+
+// The pings the browser received and the pongs it sent so far, from the
+// frame headers in its net log (written as it goes, an event a line,
+// after the constants that name the event types).
+let headerTypes;
+function pingsAndPongs() {
+  let text;
+  try {
+    text = readFileSync(netlog, "utf8");
+  } catch {
+    return { pings: 0, pongs: 0 };
+  }
+  if (!headerTypes) {
+    const types = /"logEventTypes":(\{[^}]*\})/.exec(text);
+    if (!types) return { pings: 0, pongs: 0 };
+    const ids = JSON.parse(types[1]);
+    headerTypes = {
+      received: ids.WEBSOCKET_RECV_FRAME_HEADER,
+      sent: ids.WEBSOCKET_SENT_FRAME_HEADER,
+    };
+  }
+  let pings = 0;
+  let pongs = 0;
+  for (const line of text.split("\n")) {
+    if (!line.includes('"opcode":')) continue;
+    let event;
+    try {
+      event = JSON.parse(line.replace(/,\s*$/, ""));
+    } catch {
+      continue; // The last line, half written.
+    }
+    if (event.type === headerTypes.received && event.params?.opcode === 9) pings++;
+    if (event.type === headerTypes.sent && event.params?.opcode === 10) pongs++;
+  }
+  return { pings, pongs };
 }
 
 let commands = 0;
@@ -210,6 +271,23 @@ for await (const line of createInterface({ input: process.stdin })) {
     case "send":
       answer = await evaluate(`(t.ws.send(${JSON.stringify(args.join(" "))}), "sent")`);
       break;
+    case "pings": {
+      const n = Number(args[0]);
+      for (;;) {
+        const { pings, pongs } = pingsAndPongs();
+        const state = await evaluate("t.read(0)");
+        if (state !== "read open") {
+          answer = `pings: ${pings} came, ${pongs} answered, then ${state}`;
+          break;
+        }
+        if (pings >= n && pongs >= n) {
+          answer = `pings ${n} answered`;
+          break;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      break;
+    }
     case "read":
       answer = await evaluate(`t.read(${Number(args[0])})`);
       break;
@@ -222,8 +300,8 @@ for await (const line of createInterface({ input: process.stdin })) {
       answer = await evaluate("t.closeEvent()");
       break;
     case "kill": {
-      // Every process at once, so that none closes the sockets politely
-      // (the network service sends 1001 when the browser goes first).
+      // Every process at once, the network service first: it closes its
+      // WebSockets politely (1001) when the browser or the page goes.
       const pids = browserProcesses();
       if (pids.length === 0) fail("no browser process found");
       for (const pid of pids) {
