@@ -8,9 +8,12 @@
 //! message from empty to 16 MiB (text and binary, checked byte for byte in
 //! the page), answers the pings the lot writes where its socket sleeps and
 //! stays open, gets its own close (4000) answered, sees the server's
-//! closes (4002 with a reason, 1009 for a message over the limit, 1001 at
-//! graceful shutdown), and that a browser killed while its socket sleeps
-//! ends the socket (its handler hears of it, its sender is closed).
+//! closes (4002 with a reason, 1001 at graceful shutdown; 1009 for a
+//! message over the limit, unless the reset that follows today's refusal
+//! comes first: see [`REFUSED_TOO_BIG`]), and that a browser killed while
+//! its socket sleeps (its network service first: the browser itself
+//! sends 1001 for the sockets of a page that goes) ends the socket (its
+//! handler hears of it, its sender is closed).
 //!
 //! Over TCP (`ws://127.0.0.1:PORT`) and TLS (`wss://localhost:PORT`, the
 //! name the server's self-signed certificate is for; Chromium runs with
