@@ -1,0 +1,325 @@
+// Headless Chromium's own `WebSocket`, driven through its DevTools protocol
+// (devtools.mjs) by commands on stdin, one a line, each answered by one
+// line on stdout once done. The page (about:blank) keeps one WebSocket in
+// a global, `t.ws`; certificate errors are ignored (the tests'
+// certificates are self-signed).
+//
+//   node tests/node/chromium_ws.mjs BASE PROFILE_DIR
+//
+// BASE is `ws://127.0.0.1:PORT` or `wss://localhost:PORT`. Commands and
+// their answers:
+//
+//   open PATH          a new WebSocket to BASE + PATH   → `open`
+//   text N             sends N bytes of UTF-8 text ("é"s, an "a" if N is
+//                      odd), and checks the next message is the same
+//                                                        → `text N ok`
+//   binary N           sends N bytes (byte i is i % 256) as an ArrayBuffer,
+//                      and checks the next message byte for byte
+//                                                        → `binary N ok`
+//   send-binary N      the same bytes, not waiting for an answer → `sent`
+//   send TEXT          a text message, not waiting for an answer → `sent`
+//   read MS            waits MS ms (the browser reads, and answers the
+//                      server's pings by itself)        → `read open`
+//   pings N            waits until the browser has received N pings and
+//                      sent N pongs (since it started, as its net log
+//                      shows them: the page cannot see them), the
+//                      socket still open              → `pings N answered`
+//   close CODE REASON  `ws.close(CODE, REASON)`, then its close event
+//   wait-close         its close event
+//                        → `closed CODE "REASON" clean` (or `unclean`; the
+//                          reason as a JSON string)
+//   kill               SIGKILLs the browser's processes (the WebSocket
+//                      vanishes, with no close frame; Linux: they are
+//                      found in /proc)                   → `killed`
+//
+// Any other outcome is answered with what happened instead (a message
+// that differs, `closed ...` when the socket closed meanwhile, `error
+// ...`). At the end of stdin it closes the browser and prints `closed
+// after N commands`. The test bounds each step; a backstop fails it
+// after 5 minutes.
+
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
+import { launch, open } from "./devtools.mjs";
+
+const [base, profile] = process.argv.slice(2);
+// The browser's net log, beside the profile: where its WebSockets' frame
+// headers are seen, pings and pongs included.
+const netlog = join(dirname(profile), "netlog.json");
+const { send, fail, close } = launch(
+  [
+    "--ignore-certificate-errors",
+    `--user-data-dir=${profile}`,
+    `--log-net-log=${netlog}`,
+    "--net-log-capture-mode=Default",
+  ],
+  300_000,
+  "still running after 5 minutes",
+);
+const session = await open(send, "about:blank");
+
+// Evaluates `expression` in the page (awaiting its promise): its value, or
+// `error ...` for an exception.
+async function evaluate(expression) {
+  const reply = await send(
+    "Runtime.evaluate",
+    { expression, awaitPromise: true, returnByValue: true },
+    session,
+  );
+  if (reply.error) return `error ${JSON.stringify(reply.error)}`;
+  const { result, exceptionDetails } = reply.result;
+  if (exceptionDetails) {
+    return `error ${exceptionDetails.exception?.description ?? exceptionDetails.text}`;
+  }
+  return result.value;
+}
+
+// What the page keeps: its WebSocket, the messages that came and were not
+// taken yet, and its close event.
+const page = `window.t = {
+  ws: null,
+  inbox: [],
+  waiting: null,
+  closed: null,
+  closeWaiters: [],
+  describe(e) {
+    return "closed " + e.code + " " + JSON.stringify(e.reason) + " " + (e.wasClean ? "clean" : "unclean");
+  },
+  open(url) {
+    t.inbox = [];
+    t.waiting = null;
+    t.closed = null;
+    t.closeWaiters = [];
+    const ws = new WebSocket(url);
+    ws.binaryType = "arraybuffer";
+    t.ws = ws;
+    return new Promise((resolve) => {
+      ws.onopen = () => resolve("open");
+      ws.onmessage = (e) => {
+        if (t.waiting) {
+          const w = t.waiting;
+          t.waiting = null;
+          w(e.data);
+        } else {
+          t.inbox.push(e.data);
+        }
+      };
+      ws.onclose = (e) => {
+        t.closed = t.describe(e);
+        resolve(t.closed);
+        if (t.waiting) {
+          const w = t.waiting;
+          t.waiting = null;
+          w({ closed: t.closed });
+        }
+        for (const w of t.closeWaiters) w(t.closed);
+        t.closeWaiters = [];
+      };
+    });
+  },
+  // The next message; { closed } if the socket closed first.
+  next() {
+    if (t.inbox.length > 0) return Promise.resolve(t.inbox.shift());
+    if (t.closed) return Promise.resolve({ closed: t.closed });
+    return new Promise((resolve) => (t.waiting = resolve));
+  },
+  closeEvent() {
+    if (t.closed) return Promise.resolve(t.closed);
+    return new Promise((resolve) => t.closeWaiters.push(resolve));
+  },
+  text(n) {
+    return "é".repeat(n >> 1) + (n % 2 ? "a" : "");
+  },
+  bytes(n) {
+    const bytes = new Uint8Array(n);
+    for (let i = 0; i < n; i++) bytes[i] = i & 255;
+    return bytes;
+  },
+  what(got) {
+    if (got && got.closed) return got.closed;
+    if (typeof got === "string") return "text of " + new TextEncoder().encode(got).length + " bytes";
+    if (got instanceof ArrayBuffer) return "binary of " + got.byteLength + " bytes";
+    return "something else: " + String(got);
+  },
+  async echoText(n) {
+    const sent = t.text(n);
+    if (new TextEncoder().encode(sent).length !== n) return "error: the text is not " + n + " bytes";
+    t.ws.send(sent);
+    const got = await t.next();
+    return got === sent ? "text " + n + " ok" : "text " + n + " got " + t.what(got);
+  },
+  async echoBinary(n) {
+    const sent = t.bytes(n);
+    t.ws.send(sent.buffer);
+    const got = await t.next();
+    if (!(got instanceof ArrayBuffer) || got.byteLength !== n) {
+      return "binary " + n + " got " + t.what(got);
+    }
+    const back = new Uint8Array(got);
+    for (let i = 0; i < n; i++) {
+      if (back[i] !== sent[i]) return "binary " + n + " differs at byte " + i;
+    }
+    return "binary " + n + " ok";
+  },
+  async read(ms) {
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    if (t.closed) return t.closed;
+    return t.ws.readyState === WebSocket.OPEN ? "read open" : "read state " + t.ws.readyState;
+  },
+};
+"ready"`;
+const ready = await evaluate(page);
+if (ready !== "ready") fail(`the page did not take the script: ${ready}`);
+
+// The browser's processes, for `kill`: its main process (Node's child) and
+// its descendants (the zygotes, the renderer, the network service's
+// process, which holds the sockets), from /proc, in the order to kill
+// them.
+function browserProcesses() {
+  const parents = new Map();
+  for (const name of readdirSync("/proc")) {
+    if (!/^[0-9]+$/.test(name)) continue;
+    try {
+      // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      parents.set(Number(name), ppid);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  const found = [];
+  const add = (parent) => {
+    for (const [pid, ppid] of parents) {
+      if (ppid === parent && !found.includes(pid)) {
+        found.push(pid);
+        add(pid);
+      }
+    }
+  };
+  add(process.pid);
+  // The network service first (before anything it would notice going, a
+  // renderer or the browser, and answer with a close frame), then
+  // children before their parents.
+  const network = (pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("NetworkService");
+    } catch {
+      return false;
+    }
+  };
+  found.reverse();
+  return [...found.filter(network), ...found.filter((pid) => !network(pid))];
+}
+
+// The pings the browser received and the pongs it sent so far, from the
+// frame headers in its net log (written as it goes, an event a line,
+// after the constants that name the event types).
+let headerTypes;
+function pingsAndPongs() {
+  let text;
+  try {
+    text = readFileSync(netlog, "utf8");
+  } catch {
+    return { pings: 0, pongs: 0 };
+  }
+  if (!headerTypes) {
+    const types = /"logEventTypes":(\{[^}]*\})/.exec(text);
+    if (!types) return { pings: 0, pongs: 0 };
+    const ids = JSON.parse(types[1]);
+    headerTypes = {
+      received: ids.WEBSOCKET_RECV_FRAME_HEADER,
+      sent: ids.WEBSOCKET_SENT_FRAME_HEADER,
+    };
+  }
+  let pings = 0;
+  let pongs = 0;
+  for (const line of text.split("\n")) {
+    if (!line.includes('"opcode":')) continue;
+    let event;
+    try {
+      event = JSON.parse(line.replace(/,\s*$/, ""));
+    } catch {
+      continue; // The last line, half written.
+    }
+    if (event.type === headerTypes.received && event.params?.opcode === 9) pings++;
+    if (event.type === headerTypes.sent && event.params?.opcode === 10) pongs++;
+  }
+  return { pings, pongs };
+}
+
+let commands = 0;
+let killed = false;
+for await (const line of createInterface({ input: process.stdin })) {
+  commands++;
+  const [command, ...args] = line.split(" ");
+  let answer;
+  switch (command) {
+    case "open":
+      answer = await evaluate(`t.open(${JSON.stringify(base + args[0])})`);
+      break;
+    case "text":
+      answer = await evaluate(`t.echoText(${Number(args[0])})`);
+      break;
+    case "binary":
+      answer = await evaluate(`t.echoBinary(${Number(args[0])})`);
+      break;
+    case "send-binary":
+      answer = await evaluate(`(t.ws.send(t.bytes(${Number(args[0])}).buffer), "sent")`);
+      break;
+    case "send":
+      answer = await evaluate(`(t.ws.send(${JSON.stringify(args.join(" "))}), "sent")`);
+      break;
+    case "pings": {
+      const n = Number(args[0]);
+      for (;;) {
+        const { pings, pongs } = pingsAndPongs();
+        const state = await evaluate("t.read(0)");
+        if (state !== "read open") {
+          answer = `pings: ${pings} came, ${pongs} answered, then ${state}`;
+          break;
+        }
+        if (pings >= n && pongs >= n) {
+          answer = `pings ${n} answered`;
+          break;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      break;
+    }
+    case "read":
+      answer = await evaluate(`t.read(${Number(args[0])})`);
+      break;
+    case "close":
+      answer = await evaluate(
+        `(t.ws.close(${Number(args[0])}, ${JSON.stringify(args.slice(1).join(" "))}), t.closeEvent())`,
+      );
+      break;
+    case "wait-close":
+      answer = await evaluate("t.closeEvent()");
+      break;
+    case "kill": {
+      // Every process at once, the network service first: it closes its
+      // WebSockets politely (1001) when the browser or the page goes.
+      const pids = browserProcesses();
+      if (pids.length === 0) fail("no browser process found");
+      for (const pid of pids) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {
+          // Gone meanwhile.
+        }
+      }
+      killed = true;
+      answer = "killed";
+      break;
+    }
+    default:
+      answer = `error: unknown command ${JSON.stringify(line)}`;
+  }
+  console.log(answer);
+}
+console.log(`closed after ${commands} commands`);
+if (killed) process.exit(0);
+await close();

@@ -1,0 +1,391 @@
+//! `dormant::ws` against a browser's own WebSocket client: headless
+//! Chromium's `WebSocket` (Chromium 156 when written; its network
+//! service's implementation, with BoringSSL for `wss:`), in a page
+//! (`about:blank`) that Node drives over the DevTools protocol
+//! (`tests/node/chromium_ws.mjs`: one command a line on its stdin, one
+//! answer a line on its stdout). Between the steps the socket sleeps in
+//! the lot, with no task. It shows that a browser's client gets back every
+//! message from empty to 16 MiB (text and binary, checked byte for byte in
+//! the page), answers the pings the lot writes where its socket sleeps and
+//! stays open, gets its own close (4000) answered, sees the server's
+//! closes (4002 with a reason, 1001 at graceful shutdown; 1009 for a
+//! message over the limit, unless the reset that follows today's refusal
+//! comes first: see [`REFUSED_TOO_BIG`]), and that a browser killed while
+//! its socket sleeps (its network service first: the browser itself
+//! sends 1001 for the sockets of a page that goes) ends the socket (its
+//! handler hears of it, its sender is closed).
+//!
+//! Over TCP (`ws://127.0.0.1:PORT`) and TLS (`wss://localhost:PORT`, the
+//! name the server's self-signed certificate is for; Chromium runs with
+//! `--ignore-certificate-errors`). Not over a Unix socket: a browser's
+//! `WebSocket` takes a URL, and reaches servers only through TCP. What a
+//! page cannot do is not tested here (tests/ws_sleep.rs does it with
+//! tokio-tungstenite and raw frames): send fragments, pings or invalid
+//! UTF-8 (the browser answers pings by itself, unseen by the page and by
+//! the DevTools protocol: the test counts them in the browser's net log).
+//!
+//! Needs `node` and `chromium` on PATH (or `NODE`, `CHROMIUM` set to
+//! them). Each test runs one browser, with a profile of its own; every
+//! step is bounded by `STEP_TIMEOUT`, and the browser is killed with
+//! Node if the test fails.
+#![cfg(feature = "ws")]
+
+mod common {
+    #[allow(dead_code, reason = "the rounds of HTTP/2 clients are not played here")]
+    pub(crate) mod child_client;
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod client;
+    #[allow(dead_code, reason = "the clients run on no runtime of ours")]
+    pub(crate) mod rungs;
+    pub(crate) mod runtime;
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod servers;
+    pub(crate) mod temp_dir;
+    pub(crate) mod timeout;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod tls;
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
+    pub(crate) mod tls_client;
+    #[allow(
+        unused_imports,
+        unused_macros,
+        reason = "TCP and TLS only (`over_tcp_and_tls!`): a browser reaches no Unix socket"
+    )]
+    pub(crate) mod transport;
+    pub(crate) mod unix;
+    pub(crate) mod wait;
+    pub(crate) mod ws;
+}
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use common::child_client::ChildClient;
+use common::temp_dir::TempDir;
+use common::transport::Transport;
+use common::wait::wait;
+use common::ws::{Room, SMALL, echo, next_event};
+
+/// Stamps out, for each generic behaviour `fn name<T: Transport>()`, a
+/// test over TCP (`tcp::name`) and one over TLS (`tls::name`, when a
+/// crypto provider is built in): the transports a browser reaches.
+macro_rules! over_tcp_and_tls {
+    ($($name:ident),* $(,)?) => {
+        mod tcp {
+            $(#[test]
+            fn $name() {
+                super::$name::<crate::common::transport::Tcp>();
+            })*
+        }
+
+        #[cfg(any(feature = "tls", feature = "tls-ring"))]
+        mod tls {
+            $(#[test]
+            fn $name() {
+                super::$name::<crate::common::transport::Tls>();
+            })*
+        }
+    };
+}
+
+over_tcp_and_tls!(
+    messages_of_every_size_across_sleeps,
+    pings_from_the_lot_are_answered_by_the_browser,
+    the_browser_closes_with_a_code,
+    the_server_closes_when_asked,
+    a_message_over_the_limit_closes_the_socket,
+    a_killed_browser_ends_its_socket,
+    shutdown_closes_a_sleeping_socket_with_1001,
+);
+
+/// [`a_message_over_the_limit_is_refused_with_1009_every_time`], which
+/// fails today: ignored, run with `--ignored`.
+mod refused_with_1009 {
+    #[test]
+    #[ignore = "dormant::ws closes a refused socket on unread bytes: the browser often sees a reset (1006)"]
+    fn tcp() {
+        super::a_message_over_the_limit_is_refused_with_1009_every_time::<
+            crate::common::transport::Tcp,
+        >();
+    }
+
+    #[cfg(any(feature = "tls", feature = "tls-ring"))]
+    #[test]
+    #[ignore = "dormant::ws closes a refused socket on unread bytes: the browser often sees a reset (1006)"]
+    fn tls() {
+        super::a_message_over_the_limit_is_refused_with_1009_every_time::<
+            crate::common::transport::Tls,
+        >();
+    }
+}
+
+/// The URL of a WebSocket server at this address, without its path.
+trait WsUrl {
+    fn ws_url(&self) -> String;
+}
+
+impl WsUrl for SocketAddr {
+    fn ws_url(&self) -> String {
+        format!("ws://{self}")
+    }
+}
+
+#[cfg(any(feature = "tls", feature = "tls-ring"))]
+impl WsUrl for common::transport::tls::TlsAddr {
+    /// `localhost`: the name the server's certificate is for.
+    fn ws_url(&self) -> String {
+        format!("wss://localhost:{}", self.addr.port())
+    }
+}
+
+/// Headless Chromium with a page whose one `WebSocket` the test steers,
+/// through Node (`tests/node/chromium_ws.mjs`), and its profile directory.
+struct Browser {
+    client: ChildClient,
+    /// Dropped after the client (fields drop in order).
+    _profile: TempDir,
+}
+
+impl Browser {
+    /// Starts the browser on `about:blank`, its WebSockets for the server
+    /// at `addr`.
+    fn start(addr: &impl WsUrl) -> Browser {
+        let node = find("NODE", "node", "Node.js 18 or newer");
+        // devtools.mjs runs `$CHROMIUM`, else `chromium`: there must be one.
+        find("CHROMIUM", "chromium", "Chromium");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("node/chromium_ws.mjs");
+        let profile = TempDir::new();
+        let args: Vec<OsString> = vec![
+            script.into(),
+            addr.ws_url().into(),
+            profile.path.join("profile").into(),
+        ];
+        Browser {
+            client: ChildClient::start("Chromium (through Node)", &node, &args),
+            _profile: profile,
+        }
+    }
+
+    /// Sends `command` and waits (bounded) for `answer`.
+    fn command(&mut self, command: &str, answer: &str) {
+        self.client.command(command, answer);
+    }
+
+    /// Opens the page's WebSocket on `path`.
+    fn open(&mut self, path: &str) {
+        self.command(&format!("open {path}"), "open");
+    }
+
+    /// Closes the browser, which must exit 0.
+    fn finish(self) {
+        self.client.finish();
+    }
+}
+
+/// The command `$VAR` names, else `command` on `PATH`; fails saying to
+/// install `what` if there is none.
+fn find(var: &str, command: &str, what: &str) -> PathBuf {
+    let found = match std::env::var_os(var) {
+        Some(path) => Some(PathBuf::from(path)),
+        None => std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|dir| dir.join(command))
+            .find(|path| path.is_file()),
+    };
+    found.filter(|path| path.is_file()).unwrap_or_else(|| {
+        panic!(
+            "these tests drive headless Chromium through Node, and no `{command}` was found \
+             on PATH: install {what}, or set {var} to it"
+        )
+    })
+}
+
+/// The sizes of the echoed messages, in bytes.
+const SIZES: [usize; 8] = [0, 1, 125, 126, 65535, 65536, 1 << 20, 16 << 20];
+
+/// Text (UTF-8 with two-byte characters) and binary messages from empty to
+/// 16 MiB, each sent to a socket asleep since the last, each back whole
+/// (the page compares every byte).
+fn messages_of_every_size_across_sleeps<T: Transport>()
+where
+    T::Addr: WsUrl,
+{
+    let (room, _events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    let mut browser = Browser::start(&srv.addr);
+    browser.open("/");
+    for len in SIZES {
+        room.wait_asleep(1);
+        browser.command(&format!("text {len}"), &format!("text {len} ok"));
+        room.wait_asleep(1);
+        browser.command(&format!("binary {len}"), &format!("binary {len} ok"));
+    }
+    assert!(!room.sender(0).is_closed());
+    browser.finish();
+}
+
+/// `/ping`: the lot pings the sleeping socket (every 20 ms, give or take
+/// the lot's slack); the browser, reading, answers each with a pong by
+/// itself. Once it has answered three (its net log shows them) the socket
+/// is open on both sides, and still echoes.
+fn pings_from_the_lot_are_answered_by_the_browser<T: Transport>()
+where
+    T::Addr: WsUrl,
+{
+    let (room, _events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    let mut browser = Browser::start(&srv.addr);
+    browser.open("/ping");
+    room.wait_asleep(1);
+    browser.command("pings 3", "pings 3 answered");
+    assert!(!room.sender(0).is_closed(), "the server closed the socket");
+    browser.command("read 200", "read open");
+    browser.command("text 1000", "text 1000 ok");
+    browser.command("binary 1000", "binary 1000 ok");
+    assert!(!room.sender(0).is_closed());
+    browser.finish();
+}
+
+/// `ws.close(4000, "bye")` on a sleeping socket: the server answers with
+/// 4000 (the page's close event has it, clean), and the handler's last
+/// message has the code and reason.
+fn the_browser_closes_with_a_code<T: Transport>()
+where
+    T::Addr: WsUrl,
+{
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    let mut browser = Browser::start(&srv.addr);
+    browser.open("/");
+    room.wait_asleep(1);
+    browser.command("close 4000 bye", r#"closed 4000 "" clean"#);
+    assert_eq!(next_event(&events), "closed 4000 bye");
+    assert!(room.sender(0).is_closed());
+    browser.finish();
+}
+
+/// The text `close 4002` has the handler close the socket: the page's
+/// close event has the code and the reason, clean.
+fn the_server_closes_when_asked<T: Transport>()
+where
+    T::Addr: WsUrl,
+{
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    let mut browser = Browser::start(&srv.addr);
+    browser.open("/");
+    room.wait_asleep(1);
+    browser.command("send close 4002", "sent");
+    browser.command("wait-close", r#"closed 4002 "asked to" clean"#);
+    // The browser's answer echoes the code (and the reason).
+    assert_eq!(next_event(&events), "closed 4002 asked to");
+    assert!(room.sender(0).is_closed());
+    browser.finish();
+}
+
+/// How the page may see the server refuse a message over the limit with
+/// 1009, as dormant closes today: Chromium sends a 2 MiB message in frames
+/// of 131,000 B, and the server refuses it once it has read 1 MiB of it
+/// (the message's size is known only then), sends its close frame and
+/// closes the connection without reading on: the kernel resets the
+/// connection on the rest of the message. Depending on when the reset
+/// comes, the browser sees the close handshake whole (clean), the close
+/// frame and then the reset (unclean), or only the reset when it writes
+/// its answer (1006, which it reports instead of the code it read).
+const REFUSED_TOO_BIG: [&str; 3] = [
+    r#"closed 1009 "message too big" clean"#,
+    r#"closed 1009 "message too big" unclean"#,
+    r#"closed 1006 "" unclean"#,
+];
+
+/// A 2 MiB binary message on `/small` (at most 1 MiB): the server refuses
+/// it with 1009 and closes the socket; the page's close event comes (see
+/// [`REFUSED_TOO_BIG`]), the handler hears of the end, the sender is
+/// closed.
+fn a_message_over_the_limit_closes_the_socket<T: Transport>()
+where
+    T::Addr: WsUrl,
+{
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    let mut browser = Browser::start(&srv.addr);
+    browser.open("/small");
+    room.wait_asleep(1);
+    browser.command(&format!("send-binary {}", 2 * SMALL), "sent");
+    browser
+        .client
+        .command_one_of("wait-close", &REFUSED_TOO_BIG);
+    assert_eq!(next_event(&events), "closed");
+    assert!(room.sender(0).is_closed());
+    browser.finish();
+}
+
+/// What the page should see of a message over the limit: the server's
+/// 1009 and a clean close, every time. Fails today over TCP (within ten
+/// rounds, the page sees 1006 in one: see [`REFUSED_TOO_BIG`]; over TLS
+/// less often): the server would need to read on after its close frame
+/// (a lingering close, bounded) until the client's answer, instead of
+/// closing on unread bytes.
+fn a_message_over_the_limit_is_refused_with_1009_every_time<T: Transport>()
+where
+    T::Addr: WsUrl,
+{
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    let mut browser = Browser::start(&srv.addr);
+    for round in 1..=10 {
+        browser.open("/small");
+        room.wait_asleep(1);
+        browser.command(&format!("send-binary {}", 2 * SMALL), "sent");
+        browser.command("wait-close", REFUSED_TOO_BIG[0]);
+        assert_eq!(next_event(&events), "closed", "round {round}");
+        assert!(room.sender(0).is_closed(), "round {round}");
+        room.senders.lock().unwrap().clear();
+    }
+    browser.finish();
+}
+
+/// The browser is killed (SIGKILL) while its socket sleeps: no close
+/// frame, the connection just ends; the socket ends, its handler hears of
+/// it, its sender is closed.
+fn a_killed_browser_ends_its_socket<T: Transport>()
+where
+    T::Addr: WsUrl,
+{
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    let mut browser = Browser::start(&srv.addr);
+    browser.open("/");
+    room.wait_asleep(1);
+    browser.command("kill", "killed");
+    assert_eq!(next_event(&events), "closed");
+    assert!(room.sender(0).is_closed());
+    // Node is killed with the test's `Browser` (its browser is gone).
+}
+
+/// Graceful shutdown with the socket asleep: the page's close event has
+/// 1001 (clean: the browser answered), and the handler the browser's
+/// answer.
+fn shutdown_closes_a_sleeping_socket_with_1001<T: Transport>()
+where
+    T::Addr: WsUrl,
+{
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    let mut browser = Browser::start(&srv.addr);
+    browser.open("/");
+    room.wait_asleep(1);
+    srv.handle.graceful_shutdown(None);
+    browser.command(
+        "wait-close",
+        r#"closed 1001 "the server is shutting down" clean"#,
+    );
+    assert_eq!(
+        next_event(&events),
+        "closed 1001 the server is shutting down"
+    );
+    wait("the socket closed", || room.sender(0).is_closed());
+    browser.finish();
+}
