@@ -8,9 +8,8 @@
 //! message from empty to 16 MiB (text and binary, checked byte for byte in
 //! the page), answers the pings the lot writes where its socket sleeps and
 //! stays open, gets its own close (4000) answered, sees the server's
-//! closes (4002 with a reason, 1001 at graceful shutdown; 1009 for a
-//! message over the limit, unless the reset that follows today's refusal
-//! comes first: see [`REFUSED_TOO_BIG`]), and that a browser killed while
+//! closes (4002 with a reason, 1001 at graceful shutdown, 1009 for a
+//! message over the limit, cleanly), and that a browser killed while
 //! its socket sleeps (its network service first: the browser itself
 //! sends 1001 for the sockets of a page that goes) ends the socket (its
 //! handler hears of it, its sender is closed).
@@ -96,31 +95,10 @@ over_tcp_and_tls!(
     pings_from_the_lot_are_answered_by_the_browser,
     the_browser_closes_with_a_code,
     the_server_closes_when_asked,
-    a_message_over_the_limit_closes_the_socket,
+    a_message_over_the_limit_is_refused_with_1009,
     a_killed_browser_ends_its_socket,
     shutdown_closes_a_sleeping_socket_with_1001,
 );
-
-/// [`a_message_over_the_limit_is_refused_with_1009_every_time`], which
-/// fails today: ignored, run with `--ignored`.
-mod refused_with_1009 {
-    #[test]
-    #[ignore = "dormant::ws closes a refused socket on unread bytes: the browser often sees a reset (1006)"]
-    fn tcp() {
-        super::a_message_over_the_limit_is_refused_with_1009_every_time::<
-            crate::common::transport::Tcp,
-        >();
-    }
-
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[test]
-    #[ignore = "dormant::ws closes a refused socket on unread bytes: the browser often sees a reset (1006)"]
-    fn tls() {
-        super::a_message_over_the_limit_is_refused_with_1009_every_time::<
-            crate::common::transport::Tls,
-        >();
-    }
-}
 
 /// The URL of a WebSocket server at this address, without its path.
 trait WsUrl {
@@ -285,50 +263,15 @@ where
     browser.finish();
 }
 
-/// How the page may see the server refuse a message over the limit with
-/// 1009, as dormant closes today: Chromium sends a 2 MiB message in frames
-/// of 131,000 B, and the server refuses it once it has read 1 MiB of it
-/// (the message's size is known only then), sends its close frame and
-/// closes the connection without reading on: the kernel resets the
-/// connection on the rest of the message. Depending on when the reset
-/// comes, the browser sees the close handshake whole (clean), the close
-/// frame and then the reset (unclean), or only the reset when it writes
-/// its answer (1006, which it reports instead of the code it read).
-const REFUSED_TOO_BIG: [&str; 3] = [
-    r#"closed 1009 "message too big" clean"#,
-    r#"closed 1009 "message too big" unclean"#,
-    r#"closed 1006 "" unclean"#,
-];
-
-/// A 2 MiB binary message on `/small` (at most 1 MiB): the server refuses
-/// it with 1009 and closes the socket; the page's close event comes (see
-/// [`REFUSED_TOO_BIG`]), the handler hears of the end, the sender is
-/// closed.
-fn a_message_over_the_limit_closes_the_socket<T: Transport>()
-where
-    T::Addr: WsUrl,
-{
-    let (room, events) = Room::new();
-    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
-    let mut browser = Browser::start(&srv.addr);
-    browser.open("/small");
-    room.wait_asleep(1);
-    browser.command(&format!("send-binary {}", 2 * SMALL), "sent");
-    browser
-        .client
-        .command_one_of("wait-close", &REFUSED_TOO_BIG);
-    assert_eq!(next_event(&events), "closed");
-    assert!(room.sender(0).is_closed());
-    browser.finish();
-}
-
-/// What the page should see of a message over the limit: the server's
-/// 1009 and a clean close, every time. Fails today over TCP (within ten
-/// rounds, the page sees 1006 in one: see [`REFUSED_TOO_BIG`]; over TLS
-/// less often): the server would need to read on after its close frame
-/// (a lingering close, bounded) until the client's answer, instead of
-/// closing on unread bytes.
-fn a_message_over_the_limit_is_refused_with_1009_every_time<T: Transport>()
+/// A 2 MiB binary message on `/small` (at most 1 MiB), ten times: the page
+/// sees the server's 1009 and a clean close every time, the handler hears
+/// of the end, the sender is closed. Chromium sends the message in frames
+/// of 131,000 B and the server refuses it once it has read 1 MiB: the
+/// server reads on after its close frame, dropping the rest, until the
+/// browser's answer (a lingering close). Before it did, the kernel reset
+/// the connection on the unread rest, and the browser saw 1006 in most
+/// rounds over TCP.
+fn a_message_over_the_limit_is_refused_with_1009<T: Transport>()
 where
     T::Addr: WsUrl,
 {
@@ -339,7 +282,7 @@ where
         browser.open("/small");
         room.wait_asleep(1);
         browser.command(&format!("send-binary {}", 2 * SMALL), "sent");
-        browser.command("wait-close", REFUSED_TOO_BIG[0]);
+        browser.command("wait-close", r#"closed 1009 "message too big" clean"#);
         assert_eq!(next_event(&events), "closed", "round {round}");
         assert!(room.sender(0).is_closed(), "round {round}");
         room.senders.lock().unwrap().clear();

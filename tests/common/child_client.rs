@@ -105,25 +105,12 @@ impl ChildClient {
     /// Sends `command` and waits (bounded) for the client to answer
     /// `answer`.
     pub(crate) fn command(&mut self, command: &str, answer: &str) {
-        self.send(command);
-        self.expect(command, |line| line == answer);
-    }
-
-    /// Sends `command` and waits (bounded) for the client to answer one of
-    /// `answers`: which.
-    #[allow(dead_code, reason = "only some clients' answers may vary")]
-    pub(crate) fn command_one_of(&mut self, command: &str, answers: &[&str]) -> String {
-        self.send(command);
-        self.expect(command, |line| answers.contains(&line))
-    }
-
-    /// Sends `command`, a line.
-    fn send(&mut self, command: &str) {
         let sent = writeln!(self.stdin.as_mut().unwrap(), "{command}")
             .and_then(|()| self.stdin.as_mut().unwrap().flush());
         if let Err(e) = sent {
             self.fail(&format!("`{command}` could not be sent ({e})"));
         }
+        self.expect(command, |line| line == answer);
     }
 
     /// Closes the client's stdin, so that it closes its connection, and
@@ -144,11 +131,10 @@ impl ChildClient {
         }
     }
 
-    /// Waits (bounded) for the client's next line, which `ok` must accept:
-    /// the line.
-    fn expect(&mut self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    /// Waits (bounded) for the client's next line, which `ok` must accept.
+    fn expect(&mut self, what: &str, ok: impl Fn(&str) -> bool) {
         match self.stdout.recv_timeout(STEP_TIMEOUT) {
-            Ok(line) if ok(&line) => line,
+            Ok(line) if ok(&line) => {}
             Ok(line) => self.fail(&format!("{what}: {} answered {line:?}", self.name)),
             Err(RecvTimeoutError::Timeout) => {
                 self.fail(&format!("{what}: no answer in {STEP_TIMEOUT:?}"))
