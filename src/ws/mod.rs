@@ -272,6 +272,11 @@ impl WebSocketUpgrade {
     /// [`ping_timeout`](Self::ping_timeout), or whose socket cannot take
     /// the ping, is closed (1001). `None` sends no pings.
     ///
+    /// The lot acts on its deadlines in batches, up to a sixteenth of the
+    /// server's shortest timer late (its `dormant_after`, by default: 62 ms
+    /// of 1 s; at most 100 ms): pings and timeouts of a few seconds or more
+    /// are what it is made for.
+    ///
     /// Default is `None`.
     pub fn ping_interval(mut self, every: impl Into<Option<Duration>>) -> Self {
         self.ping_interval = every.into();
