@@ -25,6 +25,11 @@
 //! `/proc/self/task/*/schedstat`) and the client's round trips are counted
 //! over a `WSW_WINDOW_S` window: CPU per message, p50 and p99 of the round
 //! trips. The kinds alternate, `WSW_REPEAT` times; the table has medians.
+//!
+//! With `WSW_CALLGRIND=1`, user-space instructions per message instead:
+//! each server under valgrind's callgrind, run with two windows, the
+//! difference of the instructions over the difference of the messages
+//! (`WSW_CONNS` defaults to 10 there, `WSW_WINDOW_S` to 2 s and 6 s).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -62,6 +67,9 @@ fn main() {
 // ---------------------------------------------------------------------------
 
 fn orchestrate() {
+    if std::env::var("WSW_CALLGRIND").is_ok_and(|v| v == "1") {
+        return instructions();
+    }
     let bench = is_bench();
     let conns = env("WSW_CONNS", if bench { 100 } else { 10 });
     let think = env("WSW_THINK_MS", 50);
@@ -125,6 +133,65 @@ fn orchestrate() {
         cpu(2) / cpu(1),
         cpu(2) / cpu(0)
     );
+}
+
+/// `WSW_CALLGRIND=1`: user-space instructions per message, each kind's
+/// server under valgrind's callgrind (the client is not), run twice, with
+/// windows of `WSW_WINDOW_S` and three times that: the difference of the
+/// instructions over the difference of the messages, so that start-up,
+/// the handshakes and the warm-up cancel out.
+fn instructions() {
+    let conns = env("WSW_CONNS", 10);
+    let think = env("WSW_THINK_MS", 50);
+    let window = env("WSW_WINDOW_S", 2);
+    let dir = std::env::temp_dir().join(format!("ws_wake-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    println!(
+        "instructions per message (callgrind, differential): {conns} connections, a message \
+         each every {think} ms, windows of {window} s and {} s",
+        window * 3
+    );
+    for kind in KINDS {
+        let mut runs = Vec::new();
+        for w in [window, window * 3] {
+            let out_file = dir.join(format!("{kind}-{w}.out"));
+            let out = Command::new("valgrind")
+                .arg("--tool=callgrind")
+                .arg(format!("--callgrind-out-file={}", out_file.display()))
+                .arg(std::env::current_exe().expect("current_exe"))
+                .env("WSW_ROLE", "server")
+                .env("WSW_KIND", kind)
+                .env("WSW_CONNS", conns.to_string())
+                .env("WSW_THINK_MS", think.to_string())
+                .env("WSW_WINDOW_S", w.to_string())
+                .stderr(Stdio::null())
+                .output()
+                .expect("valgrind (callgrind)");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let messages: f64 = text
+                .lines()
+                .find_map(|l| l.strip_prefix("RESULT "))
+                .and_then(|l| l.split(' ').nth(3)?.parse().ok())
+                .unwrap_or_else(|| panic!("{kind}: no result: {text}"));
+            let profile = std::fs::read_to_string(&out_file).expect("the callgrind profile");
+            let ir: f64 = profile
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("summary: ")
+                        .or_else(|| l.strip_prefix("totals: "))
+                })
+                .and_then(|v| v.split(' ').next()?.parse().ok())
+                .expect("the profile's total");
+            runs.push((ir, messages));
+        }
+        let (a, b) = (runs[0], runs[1]);
+        println!(
+            "{kind:<18} {:>8.0} instructions per message ({:.0} more messages)",
+            (b.0 - a.0) / (b.1 - a.1),
+            b.1 - a.1
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ---------------------------------------------------------------------------
