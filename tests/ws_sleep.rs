@@ -56,6 +56,7 @@ over_every_transport!(
     pings_from_the_lot_keep_an_answering_client,
     a_client_that_does_not_answer_pings_is_closed,
     an_idle_client_is_closed_and_messages_keep_one_open,
+    a_client_that_never_answers_a_close_is_let_go,
 );
 
 type Client = WebSocketStream<Box<dyn AsyncStream>>;
@@ -556,4 +557,23 @@ async fn read_to_end(ws: &mut Client) -> Vec<u8> {
         .expect("no end")
         .expect("the bytes");
     got
+}
+
+/// The server closes a sleeping socket whose client reads the close frame
+/// but never answers it, nor closes: the socket is let go after its close
+/// timeout (the client sees the end of the stream), its handler told.
+fn a_client_that_never_answers_a_close_is_let_go<T: Transport>() {
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let mut ws = connect::<T>(&srv.addr, "/close-soon").await;
+        room.wait_asleep(1);
+        room.sender(0).close(CloseCode::from(4003), "over").unwrap();
+        // Raw reads: tungstenite would answer the close.
+        let got = read_to_end(&mut ws).await;
+        assert_eq!(got[..4], [0x88, 6, 0x0F, 0xA3], "{got:?}");
+        assert_eq!(&got[4..], b"over");
+    });
+    assert_eq!(next_event(&events), "closed");
+    assert!(room.sender(0).is_closed());
 }

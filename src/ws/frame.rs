@@ -41,9 +41,9 @@ pub(crate) mod opcode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Limits {
     /// The largest payload of one frame.
-    pub(crate) frame: u64,
+    pub(crate) frame: u32,
     /// The largest message, all of its fragments together.
-    pub(crate) message: u64,
+    pub(crate) message: u32,
 }
 
 /// What a client's frames amount to, one at a time.
@@ -215,7 +215,7 @@ impl Partial {
                 .message
                 .as_ref()
                 .map_or(0, |(_, data)| data.len() as u64);
-            if len > limits.frame || so_far + len > limits.message {
+            if len > u64::from(limits.frame) || so_far + len > u64::from(limits.message) {
                 return Err(Refused {
                     code: CloseCode::SIZE,
                     reason: "message too big",

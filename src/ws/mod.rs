@@ -205,6 +205,7 @@ impl WebSocketUpgrade {
                 message: 64 << 20,
             },
             max_queued: 1 << 20,
+            close_timeout: 5_000,
             when_full: WhenFull::default(),
         };
         Ok(WebSocketUpgrade {
@@ -240,20 +241,20 @@ impl WebSocketUpgrade {
     }
 
     /// Sets the largest message the client may send, all its fragments
-    /// together; a longer one closes the socket with 1009.
+    /// together (at most 4 GiB); a longer one closes the socket with 1009.
     ///
     /// Default is 64 MiB.
     pub fn max_message_size(mut self, bytes: usize) -> Self {
-        self.settings.limits.message = bytes as u64;
+        self.settings.limits.message = u32::try_from(bytes).unwrap_or(u32::MAX);
         self
     }
 
-    /// Sets the largest frame the client may send; a longer one closes the
-    /// socket with 1009.
+    /// Sets the largest frame the client may send (at most 4 GiB); a longer
+    /// one closes the socket with 1009.
     ///
     /// Default is 16 MiB.
     pub fn max_frame_size(mut self, bytes: usize) -> Self {
-        self.settings.limits.frame = bytes as u64;
+        self.settings.limits.frame = u32::try_from(bytes).unwrap_or(u32::MAX);
         self
     }
 
@@ -301,6 +302,16 @@ impl WebSocketUpgrade {
     /// Default is `None`.
     pub fn idle_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
         self.idle_timeout = timeout.into();
+        self
+    }
+
+    /// Sets how long a closing socket waits for its client: for its close
+    /// frame once the server sent its own, and for its last frames to be
+    /// written. Past it, the connection is let go.
+    ///
+    /// Default is 5 seconds.
+    pub fn close_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.close_timeout = keep_alive_millis(Some(timeout));
         self
     }
 

@@ -49,10 +49,6 @@ use super::message::{CloseCode, CloseFrame, Message};
 use crate::lot::Wrote;
 use crate::upgrade::{self, Drain, Lot, Upgraded, Woken};
 
-/// How long a closing socket waits for its client's close frame, and for
-/// its last frames to be written, before its connection is dropped.
-const CLOSE_WITHIN: Duration = Duration::from_secs(5);
-
 /// How long a closing socket waits for more of what its client still
 /// sends before it lets the connection go (see [`Awake::finish`]).
 const LINGER: Duration = Duration::from_millis(200);
@@ -97,6 +93,8 @@ impl std::error::Error for SendError {}
 pub(crate) struct Settings {
     pub(crate) limits: Limits,
     pub(crate) max_queued: u32,
+    /// Milliseconds (see `WebSocketUpgrade::close_timeout`).
+    pub(crate) close_timeout: u32,
     pub(crate) when_full: WhenFull,
 }
 
@@ -385,7 +383,9 @@ impl Sender {
             match wrote {
                 Some(Ok(Wrote { taken, held })) => {
                     state.closing = frame.is_close();
-                    if taken == bytes.len() && !held {
+                    // A close frame wakes the socket too: a task waits
+                    // (bounded) for the client's answer.
+                    if taken == bytes.len() && !held && !state.closing {
                         return Ok(());
                     }
                     // The client does not read: a task waits to write the
@@ -708,25 +708,12 @@ where
                 "the server is shutting down",
             ));
         }
+        let within = self.close_within();
         let answer = async {
             if self.write_queue(&mut stream).await.is_err() {
                 return End::Lost;
             }
-            loop {
-                let Ok(Some(bytes)) = stream.read_pooled().await else {
-                    return End::Lost;
-                };
-                let mut input = &bytes[..];
-                let limits = self.link.lock().settings.limits;
-                loop {
-                    match self.reader.read(&mut input, limits) {
-                        Ok(Some(Event::Close(frame))) => return End::Closed(frame),
-                        Ok(Some(_)) => {}
-                        Ok(None) => break,
-                        Err(_) => return End::Lost,
-                    }
-                }
-            }
+            self.client_close(&mut stream).await
         };
         let forced = async {
             match drain {
@@ -735,7 +722,7 @@ where
             }
         };
         let end = tokio::select! {
-            answered = tokio::time::timeout(CLOSE_WITHIN, answer) => answered.unwrap_or(End::Lost),
+            answered = tokio::time::timeout(within, answer) => answered.unwrap_or(End::Lost),
             () = forced => End::Lost,
         };
         // The transport's goodbye (TLS: `close_notify`), unless the grace
@@ -746,6 +733,42 @@ where
         end
     }
 
+    /// How long a closing socket waits for its client
+    /// (`WebSocketUpgrade::close_timeout`).
+    fn close_within(&self) -> Duration {
+        let millis = self.link.lock().settings.close_timeout;
+        Duration::from_millis(millis.into())
+    }
+
+    /// The server sent its close frame: waits (bounded) for the client's,
+    /// then lets the connection go.
+    async fn await_close(&mut self, stream: &mut Upgraded) -> End {
+        let end = tokio::time::timeout(self.close_within(), self.client_close(stream))
+            .await
+            .unwrap_or(End::Lost);
+        self.finish(stream).await;
+        end
+    }
+
+    /// Reads (and drops) what the client sends until its close frame.
+    async fn client_close(&mut self, stream: &mut Upgraded) -> End {
+        loop {
+            let Ok(Some(bytes)) = stream.read_pooled().await else {
+                return End::Lost;
+            };
+            let mut input = &bytes[..];
+            let limits = self.link.lock().settings.limits;
+            loop {
+                match self.reader.read(&mut input, limits) {
+                    Ok(Some(Event::Close(frame))) => return End::Closed(frame),
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(_) => return End::Lost,
+                }
+            }
+        }
+    }
+
     /// Writes what is queued, then the transport's own goodbye (TLS:
     /// `close_notify`) and the end of the stream; then reads and drops
     /// what the client still sends (the rest of a refused message, its
@@ -754,6 +777,7 @@ where
     /// close frame on its way (a lingering close). Bounded in time: the
     /// connection's last words before it is dropped.
     async fn finish(&mut self, stream: &mut Upgraded) {
+        let within = self.close_within();
         let goodbye = async {
             self.write_queue(stream).await?;
             stream.shutdown().await?;
@@ -764,7 +788,7 @@ where
             }
             io::Result::Ok(())
         };
-        let _ = tokio::time::timeout(CLOSE_WITHIN, goodbye).await;
+        let _ = tokio::time::timeout(within, goodbye).await;
     }
 
     /// Writes the queue until it is empty.
@@ -811,6 +835,13 @@ where
         loop {
             if self.write_queue(&mut stream).await.is_err() {
                 return self.end(End::Lost).await;
+            }
+            if self.link.lock().closing {
+                // Its close frame went out: it waits for the client's
+                // answer rather than sleep (a client that never answers
+                // would keep it forever).
+                let end = self.await_close(&mut stream).await;
+                return self.end(end).await;
             }
             let link = self.link.clone();
             {

@@ -68,6 +68,8 @@ pub(crate) fn echo(room: Room) -> impl Servable<String> {
                 // Pinged often; the answer must come soon.
                 "/ping-soon" => ws.ping_interval(PING_EVERY).ping_timeout(PING_EVERY),
                 // Long enough that a talking client never comes near it.
+                // Waits little for a client's answer to a close.
+                "/close-soon" => ws.close_timeout(PING_EVERY * 5),
                 "/idle" => ws.idle_timeout(PING_EVERY * 15),
                 _ => ws,
             };
