@@ -72,9 +72,13 @@
 //! frames, reserved bits and opcodes, and broken control frames with 1002.
 //! A close frame from the client is answered with its code and the
 //! connection closed; [`Sender::close`] starts the closing handshake from
-//! the server. When the server shuts down, every socket is sent 1001. The
-//! handler's last call is always [`Message::Close`], whatever ended the
-//! socket.
+//! the server, and the socket waits for the client's answer (at most
+//! [`close_timeout`](WebSocketUpgrade::close_timeout)). A closing socket
+//! reads and drops what the client still sends until it closes, so that
+//! no reset destroys the close frame. When the server shuts down, every
+//! socket is sent 1001, and the graceful shutdown waits for those
+//! handshakes (within its grace period). The handler's last call is
+//! always [`Message::Close`], whatever ended the socket.
 //!
 //! Compression (`permessage-deflate`) is declined: a compressor keeps a
 //! 32 KiB window per socket (with context takeover) or compresses each
