@@ -31,8 +31,8 @@
 //! - **CPU per delivered message**: the server process's CPU time (the sum
 //!   of its threads' run time, `/proc/self/task/*/schedstat`) from before
 //!   the first round to after the last, over N × rounds messages.
-//! - **RSS** before the first round, and after the last (the server's
-//!   `VmRSS`), per socket.
+//! - **RSS** before the first round, its peak during the rounds (sampled
+//!   every 2 ms), and after the last (the server's `VmRSS`), per socket.
 //!
 //! The slow sockets' kernel buffers fill once the rounds' bytes pass them
 //! (a few hundred KiB each: use large `WSB_SIZE` and many rounds); the
@@ -88,7 +88,7 @@ fn orchestrate() {
         "broadcast to N = {n} idle WebSockets (+{slow} that never read), {rounds} rounds of \
          {size} B, {repeat} repetition(s)"
     );
-    let mut results: Vec<(&str, Vec<[f64; 6]>)> = KINDS.iter().map(|k| (*k, Vec::new())).collect();
+    let mut results: Vec<(&str, Vec<[f64; 7]>)> = KINDS.iter().map(|k| (*k, Vec::new())).collect();
     for round in 0..repeat {
         for (kind, samples) in &mut results {
             let exe = std::env::current_exe().expect("current_exe");
@@ -114,32 +114,39 @@ fn orchestrate() {
                 .split(' ')
                 .map(|x| x.parse().expect("a number"))
                 .collect();
-            let sample = [v[0], v[1], v[2], v[3], v[4], v[5]];
+            let sample = [v[0], v[1], v[2], v[3], v[4], v[5], v[6]];
             println!(
                 "  round {round} {kind:<18} CPU {:>7.0} ns/message  delivery p50 {:>6.2} ms  \
-                 p99 {:>6.2} ms  max {:>6.2} ms  RSS {:>7.0} -> {:>7.0} B/socket",
-                sample[0], sample[1], sample[2], sample[3], sample[4], sample[5]
+                 p99 {:>6.2} ms  max {:>6.2} ms  RSS {:>7.0} -> {:>7.0} B/socket, peak {:>7.0}",
+                sample[0], sample[1], sample[2], sample[3], sample[4], sample[5], sample[6]
             );
             samples.push(sample);
         }
     }
     println!(
-        "\n{:<18} {:>7} {:>16} {:>14} {:>14} {:>14} {:>22}",
-        "kind", "N", "CPU ns/message", "p50 ms", "p99 ms", "max ms", "RSS B/socket before/after"
+        "\n{:<18} {:>7} {:>16} {:>10} {:>10} {:>10} {:>30}",
+        "kind",
+        "N",
+        "CPU ns/message",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "RSS B/socket before/peak/after"
     );
-    let median = |samples: &[[f64; 6]], i: usize| {
+    let median = |samples: &[[f64; 7]], i: usize| {
         let mut v: Vec<f64> = samples.iter().map(|s| s[i]).collect();
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
     for (kind, samples) in &results {
         println!(
-            "{kind:<18} {n:>7} {:>16.0} {:>14.2} {:>14.2} {:>14.2} {:>14.0} / {:.0}",
+            "{kind:<18} {n:>7} {:>16.0} {:>10.2} {:>10.2} {:>10.2} {:>14.0} / {:.0} / {:.0}",
             median(samples, 0),
             median(samples, 1),
             median(samples, 2),
             median(samples, 3),
             median(samples, 4),
+            median(samples, 6),
             median(samples, 5)
         );
     }
@@ -248,6 +255,19 @@ fn server() {
     }
     std::thread::sleep(Duration::from_millis(300));
     let rss_before = rss();
+    // The RSS during the rounds: its peak, sampled every 2 ms.
+    let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let sampling = sampling.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0f64;
+            while sampling.load(Relaxed) {
+                peak = peak.max(rss());
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            peak
+        })
+    };
     let cpu_before = cpu_ns();
     let mut lat = Vec::new();
     for round in 0..rounds {
@@ -281,6 +301,8 @@ fn server() {
         lat.push(v);
     }
     let cpu = cpu_ns() - cpu_before;
+    sampling.store(false, Relaxed);
+    let rss_during = sampler.join().expect("the RSS sampler");
     let rss_after = rss();
     let _ = writeln!(to_client, "done");
     let _ = client.wait();
@@ -292,12 +314,13 @@ fn server() {
     };
     let per_socket = |r: f64| r / (n + slow) as f64;
     println!(
-        "RESULT {per_msg:.1} {:.3} {:.3} {:.3} {:.1} {:.1}",
+        "RESULT {per_msg:.1} {:.3} {:.3} {:.3} {:.1} {:.1} {:.1}",
         med(0),
         med(1),
         med(2),
         per_socket(rss_before),
-        per_socket(rss_after)
+        per_socket(rss_after),
+        per_socket(rss_during)
     );
     std::process::exit(0);
 }
