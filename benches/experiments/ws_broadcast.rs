@@ -262,7 +262,7 @@ fn server() {
     // The RSS during the rounds: its peak, sampled every 2 ms (`WSB_PEAK=1`).
     let peak_rss = env("WSB_PEAK", 0) == 1;
     let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let sampler = {
+    let sampler = peak_rss.then(|| {
         let sampling = sampling.clone();
         std::thread::spawn(move || {
             let own = || {
@@ -275,14 +275,14 @@ fn server() {
             };
             let start = own();
             let mut peak = 0f64;
-            while sampling.load(Relaxed) && peak_rss {
+            while sampling.load(Relaxed) {
                 peak = peak.max(rss());
                 std::thread::sleep(Duration::from_millis(2));
             }
             // Its own CPU time, which is not the server's.
             (peak, own() - start)
         })
-    };
+    });
     let cpu_before = cpu_ns();
     let mut lat = Vec::new();
     for round in 0..rounds {
@@ -317,7 +317,8 @@ fn server() {
     }
     let cpu = cpu_ns() - cpu_before;
     sampling.store(false, Relaxed);
-    let (rss_during, sampler_cpu) = sampler.join().expect("the RSS sampler");
+    let (rss_during, sampler_cpu) =
+        sampler.map_or((0.0, 0), |sampler| sampler.join().expect("the RSS sampler"));
     let cpu = cpu.saturating_sub(sampler_cpu);
     let rss_after = rss();
     let _ = writeln!(to_client, "done");
