@@ -19,6 +19,7 @@ mod common {
     pub(crate) mod child_client;
     #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
     pub(crate) mod client;
+    pub(crate) mod go;
     pub(crate) mod ladder;
     #[allow(dead_code, reason = "the Go client runs on no runtime of ours")]
     pub(crate) mod rungs;
@@ -39,12 +40,10 @@ mod common {
 }
 
 use std::ffi::OsString;
-use std::fs::File;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::child_client::{ChildClient, PAUSES, STEP_TIMEOUT, rounds_across_sleeps};
 use common::ladder::ladder;
@@ -71,10 +70,6 @@ const DORMANT_AFTER: Duration = Duration::from_millis(500);
 
 /// Requests in one round of the Go client (`main.go`, `round`).
 const REQUESTS_PER_ROUND: u64 = 19;
-
-/// How long `go build` may take: from an empty module and build cache, it
-/// downloads `golang.org/x/net` and compiles `net/http`.
-const BUILD_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Go's client with its transport's defaults: a 1 GiB connection window,
 /// 4 MiB stream windows (a GET of 4 MiB + 100 kB runs into one), frames of
@@ -198,100 +193,10 @@ impl GoDial for common::transport::tls::TlsAddr {
 /// builds it; the others wait).
 fn go_client() -> &'static Path {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match BUILT.get_or_init(build_go_client) {
+    match BUILT
+        .get_or_init(|| common::go::build("h2client", "Go's HTTP/2 client (tests/go/h2client)"))
+    {
         Ok(path) => path,
         Err(e) => panic!("{e}"),
     }
-}
-
-/// The `go` command: `$GO` if set, else `go` on `PATH`, else Go's usual
-/// place, `/usr/local/go/bin/go`.
-fn find_go() -> Result<PathBuf, String> {
-    let candidates: Vec<PathBuf> = match std::env::var_os("GO") {
-        Some(go) => vec![go.into()],
-        None => std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-            .map(|dir| dir.join("go"))
-            .chain([PathBuf::from("/usr/local/go/bin/go")])
-            .collect(),
-    };
-    candidates
-        .into_iter()
-        .find(|go| go.is_file())
-        .ok_or_else(|| {
-            let looked = match std::env::var_os("GO") {
-                Some(go) => format!("GO={}", Path::new(&go).display()),
-                None => "PATH and /usr/local/go/bin".to_owned(),
-            };
-            format!(
-                "these tests run Go's HTTP/2 client (tests/go/h2client), and no `go` command was \
-             found ({looked}): install Go 1.26 or newer (unpack the official release into \
-             /usr/local/go and put /usr/local/go/bin on PATH), or set GO to the go binary"
-            )
-        })
-}
-
-/// `go build`s `tests/go/h2client` into the tests' temporary directory
-/// with the module's own `go.sum` (`-mod=readonly`) and the installed Go
-/// (`GOTOOLCHAIN=local`), bounded by [`BUILD_TIMEOUT`].
-fn build_go_client() -> Result<PathBuf, String> {
-    let go = find_go()?;
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("go/h2client");
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    // Built under a name of this process's, then renamed into place, so
-    // that test processes building at once never run a half-written file.
-    let out = tmp.join(format!("go-h2client.{}", std::process::id()));
-    let log_path = tmp.join(format!("go-h2client.{}.log", std::process::id()));
-    let log = File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
-    let mut cmd = Command::new(&go);
-    cmd.arg("build")
-        .arg("-o")
-        .arg(&out)
-        .arg(".")
-        .current_dir(&source)
-        .env("GOFLAGS", "-mod=readonly -buildvcs=false")
-        .env("GOTOOLCHAIN", "local")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().map_err(|e| e.to_string())?)
-        .stderr(log);
-    // Go keeps its caches under $HOME; without one, under target/.
-    if std::env::var_os("HOME").is_none() {
-        for (var, dir) in [("GOCACHE", "go-cache"), ("GOPATH", "go-path")] {
-            if std::env::var_os(var).is_none() {
-                cmd.env(var, tmp.join(dir));
-            }
-        }
-    }
-    let started = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("could not run {}: {e}", go.display()))?;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() > BUILD_TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "`go build` of {} took more than {BUILD_TIMEOUT:?}: {}",
-                    source.display(),
-                    std::fs::read_to_string(&log_path).unwrap_or_default()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("waiting for `go build`: {e}")),
-        }
-    };
-    let output = std::fs::read_to_string(&log_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&log_path);
-    if !status.success() {
-        return Err(format!(
-            "`{} build` of {} failed ({status}):\n{output}",
-            go.display(),
-            source.display()
-        ));
-    }
-    let path = tmp.join("go-h2client");
-    std::fs::rename(&out, &path).map_err(|e| format!("{}: {e}", path.display()))?;
-    eprintln!("built the Go client in {:?}", started.elapsed());
-    Ok(path)
 }

@@ -41,6 +41,7 @@ mod common {
     pub(crate) mod child_client;
     #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
     pub(crate) mod client;
+    pub(crate) mod go;
     #[allow(dead_code, reason = "the Go client runs on no runtime of ours")]
     pub(crate) mod rungs;
     pub(crate) mod runtime;
@@ -61,12 +62,9 @@ mod common {
 }
 
 use std::ffi::OsString;
-use std::fs::File;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use common::child_client::{ChildClient, STEP_TIMEOUT};
 use common::servers::Serve;
@@ -335,109 +333,17 @@ impl GoDial for common::transport::tls::TlsAddr {
     }
 }
 
-/// How long `go build` may take: from an empty module and build cache, it
-/// downloads `github.com/coder/websocket` and compiles `net/http`.
-const BUILD_TIMEOUT: Duration = Duration::from_secs(600);
-
 /// The Go client, built once per test process (the first test to need it
 /// builds it; the others wait).
 fn go_client() -> &'static Path {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match BUILT.get_or_init(build_go_client) {
+    match BUILT.get_or_init(|| {
+        common::go::build(
+            "wsclient",
+            "Go's coder/websocket client (tests/go/wsclient)",
+        )
+    }) {
         Ok(path) => path,
         Err(e) => panic!("{e}"),
     }
-}
-
-/// The `go` command: `$GO` if set, else `go` on `PATH`, else Go's usual
-/// place, `/usr/local/go/bin/go`.
-fn find_go() -> Result<PathBuf, String> {
-    let candidates: Vec<PathBuf> = match std::env::var_os("GO") {
-        Some(go) => vec![go.into()],
-        None => std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-            .map(|dir| dir.join("go"))
-            .chain([PathBuf::from("/usr/local/go/bin/go")])
-            .collect(),
-    };
-    candidates
-        .into_iter()
-        .find(|go| go.is_file())
-        .ok_or_else(|| {
-            let looked = match std::env::var_os("GO") {
-                Some(go) => format!("GO={}", Path::new(&go).display()),
-                None => "PATH and /usr/local/go/bin".to_owned(),
-            };
-            format!(
-                "these tests run Go's coder/websocket client (tests/go/wsclient), and no `go` \
-                 command was found ({looked}): install Go 1.26 or newer (unpack the official \
-                 release into /usr/local/go and put /usr/local/go/bin on PATH), or set GO to the \
-                 go binary"
-            )
-        })
-}
-
-/// `go build`s `tests/go/wsclient` into the tests' temporary directory
-/// with the module's own `go.sum` (`-mod=readonly`) and the installed Go
-/// (`GOTOOLCHAIN=local`), bounded by [`BUILD_TIMEOUT`].
-fn build_go_client() -> Result<PathBuf, String> {
-    let go = find_go()?;
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("go/wsclient");
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    // Built under a name of this process's, then renamed into place, so
-    // that test processes building at once never run a half-written file.
-    let out = tmp.join(format!("go-wsclient.{}", std::process::id()));
-    let log_path = tmp.join(format!("go-wsclient.{}.log", std::process::id()));
-    let log = File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
-    let mut cmd = Command::new(&go);
-    cmd.arg("build")
-        .arg("-o")
-        .arg(&out)
-        .arg(".")
-        .current_dir(&source)
-        .env("GOFLAGS", "-mod=readonly -buildvcs=false")
-        .env("GOTOOLCHAIN", "local")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().map_err(|e| e.to_string())?)
-        .stderr(log);
-    // Go keeps its caches under $HOME; without one, under target/.
-    if std::env::var_os("HOME").is_none() {
-        for (var, dir) in [("GOCACHE", "go-cache"), ("GOPATH", "go-path")] {
-            if std::env::var_os(var).is_none() {
-                cmd.env(var, tmp.join(dir));
-            }
-        }
-    }
-    let started = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("could not run {}: {e}", go.display()))?;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() > BUILD_TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "`go build` of {} took more than {BUILD_TIMEOUT:?}: {}",
-                    source.display(),
-                    std::fs::read_to_string(&log_path).unwrap_or_default()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("waiting for `go build`: {e}")),
-        }
-    };
-    let output = std::fs::read_to_string(&log_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&log_path);
-    if !status.success() {
-        return Err(format!(
-            "`{} build` of {} failed ({status}):\n{output}",
-            go.display(),
-            source.display()
-        ));
-    }
-    let path = tmp.join("go-wsclient");
-    std::fs::rename(&out, &path).map_err(|e| format!("{}: {e}", path.display()))?;
-    eprintln!("built the Go client in {:?}", started.elapsed());
-    Ok(path)
 }

@@ -53,21 +53,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 
+#[path = "../common/ws.rs"]
+mod ws;
+
+use ws::{WEBSOCKET, cpu_ns, env, is_bench, upgrade};
+
+/// A setting of this bench.
+fn var(name: &str, default: usize) -> usize {
+    env(name, default as u64) as usize
+}
+
 const KINDS: [&str; 2] = ["tokio-tungstenite", "dormant-ws"];
-
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn is_bench() -> bool {
-    std::env::args().any(|a| a == "--bench")
-}
 
 fn main() {
     match std::env::var("WSB_ROLE").as_deref() {
@@ -83,11 +82,11 @@ fn main() {
 
 fn orchestrate() {
     let bench = is_bench();
-    let n = env("WSB_N", if bench { 10_000 } else { 200 });
-    let rounds = env("WSB_ROUNDS", if bench { 30 } else { 3 });
-    let repeat = env("WSB_REPEAT", if bench { 3 } else { 1 });
-    let size = env("WSB_SIZE", 64).max(16);
-    let slow = env("WSB_SLOW", 0);
+    let n = var("WSB_N", if bench { 10_000 } else { 200 });
+    let rounds = var("WSB_ROUNDS", if bench { 30 } else { 3 });
+    let repeat = var("WSB_REPEAT", if bench { 3 } else { 1 });
+    let size = var("WSB_SIZE", 64).max(16);
+    let slow = var("WSB_SLOW", 0);
     println!(
         "broadcast to N = {n} idle WebSockets (+{slow} that never read), {rounds} rounds of \
          {size} B, {repeat} repetition(s)"
@@ -166,18 +165,6 @@ fn orchestrate() {
 // Server process
 // ---------------------------------------------------------------------------
 
-/// Nanoseconds this process's threads have run.
-fn cpu_ns() -> u64 {
-    std::fs::read_dir("/proc/self/task")
-        .expect("/proc/self/task")
-        .filter_map(|task| {
-            let path = task.ok()?.path().join("schedstat");
-            let text = std::fs::read_to_string(path).ok()?;
-            text.split(' ').next()?.parse::<u64>().ok()
-        })
-        .sum()
-}
-
 fn rss() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("status");
     let kb: f64 = status
@@ -200,10 +187,10 @@ enum Fanout {
 fn server() {
     let kind = std::env::var("WSB_KIND").expect("WSB_KIND");
     let (n, rounds, size, slow) = (
-        env("WSB_N", 200),
-        env("WSB_ROUNDS", 3),
-        env("WSB_SIZE", 64),
-        env("WSB_SLOW", 0),
+        var("WSB_N", 200),
+        var("WSB_ROUNDS", 3),
+        var("WSB_SIZE", 64),
+        var("WSB_SLOW", 0),
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -260,7 +247,7 @@ fn server() {
     std::thread::sleep(Duration::from_millis(300));
     let rss_before = rss();
     // The RSS during the rounds: its peak, sampled every 2 ms (`WSB_PEAK=1`).
-    let peak_rss = env("WSB_PEAK", 0) == 1;
+    let peak_rss = var("WSB_PEAK", 0) == 1;
     let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let sampler = peak_rss.then(|| {
         let sampling = sampling.clone();
@@ -405,7 +392,7 @@ fn client() {
         .expect("WSB_ADDR")
         .parse()
         .expect("addr");
-    let (n, rounds, slow) = (env("WSB_N", 200), env("WSB_ROUNDS", 3), env("WSB_SLOW", 0));
+    let (n, rounds, slow) = (var("WSB_N", 200), var("WSB_ROUNDS", 3), var("WSB_SLOW", 0));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -413,7 +400,7 @@ fn client() {
     rt.block_on(async move {
         let mut streams = Vec::new();
         for _ in 0..n + slow {
-            streams.push(handshake(addr).await);
+            streams.push(upgrade(addr, WEBSOCKET).await);
         }
         let slow_ones: Vec<_> = streams.split_off(n);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, f64)>();
@@ -438,25 +425,6 @@ fn client() {
         let _ = std::io::stdin().read_line(&mut line);
         drop(slow_ones);
     });
-}
-
-async fn handshake(addr: SocketAddr) -> tokio::net::TcpStream {
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    s.set_nodelay(true).expect("nodelay");
-    s.write_all(
-        b"GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
-    )
-    .await
-    .expect("write");
-    let mut head = Vec::new();
-    let mut byte = [0];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut byte).await.expect("the 101");
-        head.push(byte[0]);
-    }
-    assert!(head.starts_with(b"HTTP/1.1 101"), "not a 101");
-    s
 }
 
 /// Reads the server's binary frames; reports each one's delivery time.

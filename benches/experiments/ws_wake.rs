@@ -40,19 +40,13 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+#[path = "../common/ws.rs"]
+mod ws;
+
+use ws::{WEBSOCKET, cpu_ns, env, is_bench, upgrade};
+
 const KINDS: [&str; 3] = ["tokio-tungstenite", "upgrade-echo", "dormant-ws"];
 const MESSAGE: usize = 64;
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn is_bench() -> bool {
-    std::env::args().any(|a| a == "--bench")
-}
 
 fn main() {
     match std::env::var("WSW_ROLE").as_deref() {
@@ -197,18 +191,6 @@ fn instructions() {
 // ---------------------------------------------------------------------------
 // Server process
 // ---------------------------------------------------------------------------
-
-/// Nanoseconds this process's threads have run.
-fn cpu_ns() -> u64 {
-    std::fs::read_dir("/proc/self/task")
-        .expect("/proc/self/task")
-        .filter_map(|task| {
-            let path = task.ok()?.path().join("schedstat");
-            let text = std::fs::read_to_string(path).ok()?;
-            text.split(' ').next()?.parse::<u64>().ok()
-        })
-        .sum()
-}
 
 fn server() {
     let kind = std::env::var("WSW_KIND").expect("WSW_KIND");
@@ -384,24 +366,14 @@ fn client() {
     });
 }
 
+/// The upgrade of a connection: to a WebSocket, or to the echo protocol.
 async fn connect(addr: SocketAddr, ws: bool) -> tokio::net::TcpStream {
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    s.set_nodelay(true).expect("nodelay");
-    let request: &[u8] = if ws {
-        b"GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    let request = if ws {
+        WEBSOCKET
     } else {
         b"GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n"
     };
-    s.write_all(request).await.expect("write");
-    let mut head = Vec::new();
-    let mut byte = [0];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut byte).await.expect("the 101");
-        head.push(byte[0]);
-    }
-    assert!(head.starts_with(b"HTTP/1.1 101"), "not a 101");
-    s
+    upgrade(addr, request).await
 }
 
 /// Sends a message every `think` from `first` on, reads its echo; returns
