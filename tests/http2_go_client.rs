@@ -40,12 +40,12 @@ mod common {
 }
 
 use std::ffi::OsString;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::child_client::{ChildClient, PAUSES, STEP_TIMEOUT, rounds_across_sleeps};
+use common::go::GoDial;
 use common::ladder::ladder;
 use common::rungs::all_closed;
 use common::services::mirror_service;
@@ -154,40 +154,6 @@ where
 }
 
 // ---- the Go client ----
-
-/// The Go client's arguments that reach a server at this address.
-trait GoDial {
-    fn go_args(&self) -> Vec<OsString>;
-}
-
-impl GoDial for SocketAddr {
-    fn go_args(&self) -> Vec<OsString> {
-        vec!["-addr".into(), self.to_string().into()]
-    }
-}
-
-impl GoDial for PathBuf {
-    fn go_args(&self) -> Vec<OsString> {
-        vec!["-unix".into(), self.into()]
-    }
-}
-
-#[cfg(any(feature = "tls", feature = "tls-ring"))]
-impl GoDial for common::transport::tls::TlsAddr {
-    /// TLS with ALPN `h2`, trusting the server's certificate, for
-    /// `localhost` (the name it was made for).
-    fn go_args(&self) -> Vec<OsString> {
-        vec![
-            "-addr".into(),
-            self.addr.to_string().into(),
-            "-tls".into(),
-            "-ca".into(),
-            self.ca.clone().into(),
-            "-servername".into(),
-            "localhost".into(),
-        ]
-    }
-}
 
 /// The Go client, built once per test process (the first test to need it
 /// builds it; the others wait).

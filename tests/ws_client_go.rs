@@ -61,12 +61,11 @@ mod common {
     pub(crate) mod ws;
 }
 
-use std::ffi::OsString;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use common::child_client::{ChildClient, STEP_TIMEOUT};
+use common::go::GoDial;
 use common::servers::Serve;
 use common::transport::{Transport, over_every_transport};
 use common::ws::{Room, SMALL, echo, next_event};
@@ -298,40 +297,6 @@ where
 }
 
 // ---- the Go client ----
-
-/// The Go client's arguments that reach a server at this address.
-trait GoDial {
-    fn go_args(&self) -> Vec<OsString>;
-}
-
-impl GoDial for SocketAddr {
-    fn go_args(&self) -> Vec<OsString> {
-        vec!["-addr".into(), self.to_string().into()]
-    }
-}
-
-impl GoDial for PathBuf {
-    fn go_args(&self) -> Vec<OsString> {
-        vec!["-unix".into(), self.into()]
-    }
-}
-
-#[cfg(any(feature = "tls", feature = "tls-ring"))]
-impl GoDial for common::transport::tls::TlsAddr {
-    /// TLS with ALPN `http/1.1`, trusting the server's certificate, for
-    /// `localhost` (the name it was made for).
-    fn go_args(&self) -> Vec<OsString> {
-        vec![
-            "-addr".into(),
-            self.addr.to_string().into(),
-            "-tls".into(),
-            "-ca".into(),
-            self.ca.clone().into(),
-            "-servername".into(),
-            "localhost".into(),
-        ]
-    }
-}
 
 /// The Go client, built once per test process (the first test to need it
 /// builds it; the others wait).

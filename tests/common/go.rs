@@ -1,7 +1,10 @@
 //! The Go client programs of the tests (`tests/go/*`): the `go` command
-//! found, and a module built once into the tests' temporary directory.
+//! found, a module built once into the tests' temporary directory, and
+//! the arguments that point a client at a test server ([`GoDial`]).
 
+use std::ffi::OsString;
 use std::fs::File;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -103,4 +106,38 @@ pub(crate) fn build(module: &str, client: &str) -> Result<PathBuf, String> {
     std::fs::rename(&out, &path).map_err(|e| format!("{}: {e}", path.display()))?;
     eprintln!("built {client} in {:?}", started.elapsed());
     Ok(path)
+}
+
+/// The Go client's arguments that reach a server at this address.
+pub(crate) trait GoDial {
+    fn go_args(&self) -> Vec<OsString>;
+}
+
+impl GoDial for SocketAddr {
+    fn go_args(&self) -> Vec<OsString> {
+        vec!["-addr".into(), self.to_string().into()]
+    }
+}
+
+impl GoDial for PathBuf {
+    fn go_args(&self) -> Vec<OsString> {
+        vec!["-unix".into(), self.into()]
+    }
+}
+
+#[cfg(any(feature = "tls", feature = "tls-ring"))]
+impl GoDial for super::transport::tls::TlsAddr {
+    /// TLS trusting the server's certificate, for `localhost` (the name it
+    /// was made for); the client program picks its ALPN protocol.
+    fn go_args(&self) -> Vec<OsString> {
+        vec![
+            "-addr".into(),
+            self.addr.to_string().into(),
+            "-tls".into(),
+            "-ca".into(),
+            self.ca.clone().into(),
+            "-servername".into(),
+            "localhost".into(),
+        ]
+    }
 }
