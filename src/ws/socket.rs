@@ -604,6 +604,8 @@ where
         // The first read waits for the readiness that woke the socket: its
         // stream was just registered with tokio, which has not seen it yet.
         let mut read = stream.read_pooled().await;
+        // Set before the socket first slept: read once a wake.
+        let limits = self.link.lock().settings.limits;
         loop {
             let bytes = match read {
                 Ok(Some(bytes)) => bytes,
@@ -612,7 +614,6 @@ where
             self.link.keep_alive.heard();
             let mut input = &bytes[..];
             loop {
-                let limits = self.link.lock().settings.limits;
                 match self.reader.read(&mut input, limits) {
                     Ok(Some(event)) => {
                         if let Some(end) = self.handle(event, &mut stream).await {
@@ -752,12 +753,12 @@ where
 
     /// Reads (and drops) what the client sends until its close frame.
     async fn client_close(&mut self, stream: &mut Upgraded) -> End {
+        let limits = self.link.lock().settings.limits;
         loop {
             let Ok(Some(bytes)) = stream.read_pooled().await else {
                 return End::Lost;
             };
             let mut input = &bytes[..];
-            let limits = self.link.lock().settings.limits;
             loop {
                 match self.reader.read(&mut input, limits) {
                     Ok(Some(Event::Close(frame))) => return End::Closed(frame),
