@@ -29,6 +29,7 @@ mod common {
     pub(crate) mod timeout;
     pub(crate) mod tls;
     pub(crate) mod tls_client;
+    pub(crate) mod xorshift;
 }
 
 use std::io::{self, ErrorKind, Read, Write};
@@ -45,6 +46,7 @@ use common::services::echo_service;
 use common::timeout::CLIENT_TIMEOUT;
 use common::tls::{APPLICATION_DATA, Cert, Tap, block, client_config, provider, records, tls13};
 use common::tls_client::{TlsStream, tcp};
+use common::xorshift::XorShift;
 use dormant::tls::{TlsConfig, TlsInfo, TlsListener};
 use http::{Request, StatusCode, Version};
 use http_body_util::Full;
@@ -1218,6 +1220,12 @@ struct ClientCa {
 
 impl ClientCa {
     fn new() -> ClientCa {
+        ClientCa::with_padding(0)
+    }
+
+    /// An authority whose client certificate carries `padding` bytes more
+    /// (a non-critical extension of the test's own).
+    fn with_padding(padding: usize) -> ClientCa {
         let ca_key = rcgen::KeyPair::generate().unwrap();
         let mut params = rcgen::CertificateParams::new(Vec::new()).unwrap();
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -1225,6 +1233,12 @@ impl ClientCa {
         let client_key = rcgen::KeyPair::generate().unwrap();
         let mut params = rcgen::CertificateParams::new(vec!["client".to_owned()]).unwrap();
         params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        if padding > 0 {
+            params.custom_extensions = vec![rcgen::CustomExtension::from_oid_content(
+                &[1, 3, 6, 1, 4, 1, 55555, 1],
+                vec![0; padding],
+            )];
+        }
         let client = params.signed_by(&client_key, &ca, &ca_key).unwrap();
         ClientCa {
             ca: ca.der().clone(),
@@ -1296,4 +1310,386 @@ fn mutual_tls_shows_the_client_certificate_to_the_handler() {
         s.tls_handshake_failures == before.tls_handshake_failures + 1
     });
     assert_eq!(c.get_info("/still"), expected);
+}
+
+/// What a handshake with `config` came to: the server's answer to a
+/// `GET /`, or the client's error.
+fn handshake_outcome(addr: SocketAddr, config: &Arc<ClientConfig>) -> Result<String, String> {
+    let connector = tokio_rustls::TlsConnector::from(config.clone());
+    let name = ServerName::try_from("localhost").unwrap();
+    block("a handshake and a request", async {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut tls = connector
+            .connect(name, tcp)
+            .await
+            .map_err(|e| e.to_string())?;
+        tls.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut answer = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut tls, &mut answer)
+            .await
+            .map_err(|e| e.to_string())?;
+        let answer = String::from_utf8_lossy(&answer);
+        Ok(answer.lines().next().unwrap_or_default().to_owned())
+    })
+}
+
+/// Plain hyper over tokio-rustls with `config` on 127.0.0.1, serving on
+/// the client runtime for the rest of the test binary.
+fn rustls_reference(config: ServerConfig) -> SocketAddr {
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = block("bind", tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    common::tls::client_rt().spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                if let Ok(tls) = acceptor.accept(tcp).await {
+                    let hello = service_fn(|_: Request<hyper::body::Incoming>| async {
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                            Bytes::from_static(b"hello"),
+                        )))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), hello)
+                        .await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// `n` ALPN protocols of 255 bytes, and `http/1.1`: a ClientHello of
+/// about `n` × 256 bytes.
+fn many_protocols(n: usize) -> Vec<Vec<u8>> {
+    let mut protocols: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let mut protocol = vec![b'x'; 255];
+            protocol[..8].copy_from_slice(format!("{i:08}").as_bytes());
+            protocol
+        })
+        .collect();
+    protocols.push(b"http/1.1".to_vec());
+    protocols
+}
+
+/// A ClientHello whose extensions are padded (an extension of a type no
+/// server knows) to `size` bytes of message, in records of 16 KiB.
+fn padded_client_hello(config: &Arc<ClientConfig>, size: usize) -> Vec<u8> {
+    let hello = client_hello(config);
+    let mut message = hello[5..].to_vec();
+    // type (1), length (3), version (2), random (32), session id.
+    let mut at = 4 + 2 + 32;
+    at += 1 + usize::from(message[at]);
+    at += 2 + usize::from(u16::from_be_bytes([message[at], message[at + 1]]));
+    at += 1 + usize::from(message[at]);
+    let extensions = at;
+    let grow = size - message.len();
+    let pad = grow - 4;
+    let old = usize::from(u16::from_be_bytes([message[at], message[at + 1]]));
+    let new = u16::try_from(old + grow).expect("extensions fit their u16 length");
+    message[extensions..extensions + 2].copy_from_slice(&new.to_be_bytes());
+    message.extend_from_slice(&0x7a7au16.to_be_bytes());
+    message.extend_from_slice(&u16::try_from(pad).unwrap().to_be_bytes());
+    message.resize(size, 0);
+    let body = u32::try_from(size - 4).unwrap().to_be_bytes();
+    message[1..4].copy_from_slice(&body[1..]);
+    let mut records = Vec::new();
+    for chunk in message.chunks(16 * 1024) {
+        records.extend_from_slice(&[22, 3, 1]);
+        records.extend_from_slice(&u16::try_from(chunk.len()).unwrap().to_be_bytes());
+        records.extend_from_slice(chunk);
+    }
+    records
+}
+
+/// The kind of the first record a server answers `hello` with, if any
+/// before it closes.
+fn answer_to(addr: SocketAddr, hello: &[u8]) -> Option<u8> {
+    let mut raw = StdTcpStream::connect(addr).unwrap();
+    raw.write_all(hello).unwrap();
+    raw.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
+    let mut first = [0; 1];
+    match raw.read(&mut first) {
+        Ok(0) => None,
+        Ok(_) => Some(first[0]),
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => None,
+        Err(e) => panic!("no answer to a ClientHello (timed out?): {e}"),
+    }
+}
+
+/// 15. Handshake messages larger than a record, up to rustls's limit of 64
+///     KiB: a ClientHello of 32 KiB (ALPN protocols) and a client
+///     certificate chain of 40 KiB complete their handshakes, on dormant
+///     as on plain rustls; a ClientHello over the limit is refused as
+///     rustls refuses it; the others are served on.
+#[test]
+fn handshake_messages_larger_than_a_record_up_to_rustls_limit() {
+    let cert = Cert::new();
+    let ca = ClientCa::with_padding(40 * 1024);
+    let b = ladder(Duration::from_millis(10));
+    let config = TlsConfig::new(ca.server_config(&cert));
+    let srv = serve_tls(&b, &config, echo_service());
+    let reference = rustls_reference(ca.server_config(&cert));
+
+    // 40 KiB of client certificate.
+    let mtls = ca.client_config(&cert);
+    for addr in [srv.addr, reference] {
+        assert_eq!(
+            handshake_outcome(addr, &mtls).as_deref(),
+            Ok("HTTP/1.1 200 OK")
+        );
+    }
+
+    // A ClientHello of 32 KiB, from a real client.
+    let mut config = ClientConfig::clone(&ca.client_config(&cert));
+    config.alpn_protocols = many_protocols(128);
+    let large = Arc::new(config);
+    let mut conn =
+        ClientConnection::new(large.clone(), ServerName::try_from("localhost").unwrap()).unwrap();
+    let mut hello = Vec::new();
+    conn.write_tls(&mut hello).unwrap();
+    let message: usize = records(&hello).iter().map(|(_, len)| len).sum();
+    assert!(message > 32 * 1024, "a ClientHello of {message} bytes");
+    for addr in [srv.addr, reference] {
+        assert_eq!(
+            handshake_outcome(addr, &large).as_deref(),
+            Ok("HTTP/1.1 200 OK")
+        );
+    }
+
+    // Near the limit, and over it: rustls answers the first with its
+    // ServerHello, and refuses the second at its header, sending no
+    // alert (its deframer refuses it before its state machine, which
+    // sends the alerts, sees it).
+    for (size, answer) in [(60 * 1024, Some(22)), (0xffff + 5, None)] {
+        let hello = padded_client_hello(&tls13(&cert), size);
+        assert_eq!(answer_to(reference, &hello), answer, "rustls, {size} bytes");
+        assert_eq!(answer_to(srv.addr, &hello), answer, "dormant, {size} bytes");
+    }
+    // At the limit: a message of 64 KiB - 1 after its header. rustls's
+    // unbuffered API (dormant's) joins it; tokio-rustls's buffer, which
+    // counts the records' headers too, stops short of it.
+    let hello = padded_client_hello(&tls13(&cert), 0xffff + 4);
+    assert_eq!(answer_to(srv.addr, &hello), Some(22));
+    // A client certificate chain over the limit (the 40 KiB certificate
+    // and a 30 KiB one after it): refused as rustls refuses it.
+    let extra = ClientCa::with_padding(30 * 1024).client;
+    let over = {
+        let mut roots = RootCertStore::empty();
+        roots.add(cert.der.clone()).unwrap();
+        let config = ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(vec![ca.client.clone(), extra], ca.client_key.clone_key())
+            .unwrap();
+        Arc::new(config)
+    };
+    let ours = handshake_outcome(srv.addr, &over);
+    let theirs = handshake_outcome(reference, &over);
+    assert!(ours.is_err(), "{ours:?}");
+    assert_eq!(ours, theirs);
+    assert_eq!(
+        handshake_outcome(srv.addr, &mtls).as_deref(),
+        Ok("HTTP/1.1 200 OK"),
+        "the others are served on"
+    );
+}
+
+/// What a server sends back to a ClientHello (and the client's FIN after
+/// it, if `fin`: a ClientHello the server takes waits for the client's
+/// next flight) before it closes: each record's type, with a plaintext
+/// alert's payload (a ServerHello and its encrypted flight differ in their
+/// bytes, not their kinds).
+fn answer_kinds(addr: SocketAddr, hello: &[u8], fin: bool) -> Vec<(u8, Vec<u8>)> {
+    let mut raw = StdTcpStream::connect(addr).unwrap();
+    raw.write_all(hello).unwrap();
+    if fin {
+        raw.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+    let got = raw_to_close(&mut raw);
+    let mut kinds = Vec::new();
+    let mut rest = &got[..];
+    while let [typ, _, _, high, low, ..] = *rest {
+        let len = usize::from(u16::from_be_bytes([high, low]));
+        let Some(record) = rest.get(5..5 + len) else {
+            break;
+        };
+        kinds.push((
+            typ,
+            if typ == 21 {
+                record.to_vec()
+            } else {
+                Vec::new()
+            },
+        ));
+        rest = &rest[5 + len..];
+    }
+    kinds
+}
+
+/// Where the fields of a ClientHello message (its record's header
+/// stripped) start: its extensions' length.
+fn extensions_at(message: &[u8]) -> usize {
+    let mut at = 4 + 2 + 32;
+    at += 1 + usize::from(message[at]);
+    at += 2 + usize::from(u16::from_be_bytes([message[at], message[at + 1]]));
+    at + 1 + usize::from(message[at])
+}
+
+/// `hello` (one record) with its message changed by `change`, the lengths
+/// of the message and the record made to fit.
+fn rewritten(hello: &[u8], change: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut message = hello[5..].to_vec();
+    change(&mut message);
+    let body = u32::try_from(message.len() - 4).unwrap().to_be_bytes();
+    message[1..4].copy_from_slice(&body[1..]);
+    let mut record = vec![22, 3, 1];
+    record.extend_from_slice(&u16::try_from(message.len()).unwrap().to_be_bytes());
+    record.extend_from_slice(&message);
+    record
+}
+
+/// `hello` with the extension `typ` (its payload `payload`) added.
+fn with_extension(hello: &[u8], typ: u16, payload: &[u8]) -> Vec<u8> {
+    rewritten(hello, |message| {
+        let at = extensions_at(message);
+        let len = u16::from_be_bytes([message[at], message[at + 1]]);
+        let len = len + 4 + u16::try_from(payload.len()).unwrap();
+        message[at..at + 2].copy_from_slice(&len.to_be_bytes());
+        message.extend_from_slice(&typ.to_be_bytes());
+        message.extend_from_slice(&u16::try_from(payload.len()).unwrap().to_be_bytes());
+        message.extend_from_slice(payload);
+    })
+}
+
+/// `hello` with the payload of its extension `typ` replaced.
+fn with_extension_replaced(hello: &[u8], typ: u16, payload: &[u8]) -> Vec<u8> {
+    rewritten(hello, |message| {
+        let start = extensions_at(message);
+        let mut at = start + 2;
+        let mut extensions = Vec::new();
+        while at + 4 <= message.len() {
+            let kind = u16::from_be_bytes([message[at], message[at + 1]]);
+            let len = usize::from(u16::from_be_bytes([message[at + 2], message[at + 3]]));
+            let body = if kind == typ {
+                payload.to_vec()
+            } else {
+                message[at + 4..at + 4 + len].to_vec()
+            };
+            extensions.extend_from_slice(&kind.to_be_bytes());
+            extensions.extend_from_slice(&u16::try_from(body.len()).unwrap().to_be_bytes());
+            extensions.extend_from_slice(&body);
+            at += 4 + len;
+        }
+        message.truncate(start);
+        message.extend_from_slice(&u16::try_from(extensions.len()).unwrap().to_be_bytes());
+        message.extend_from_slice(&extensions);
+    })
+}
+
+/// 16. Handshakes that fail get the alerts rustls sends, before and after
+///     the ServerHello (its flight first, then the alert under the
+///     handshake keys): no cipher suite or signature scheme in common, an
+///     unknown ALPN protocol, an old version, and ClientHellos with bytes
+///     changed at random (seeded), sent to dormant and to tokio-rustls
+///     with the same certificate; early data that does not decrypt.
+#[test]
+fn handshake_errors_get_the_alerts_rustls_sends() {
+    let cert = Cert::new();
+    let srv = serve_tls(&ladder(None), &cert.config(), echo_service());
+    let mut reference_config = server_config(&cert);
+    reference_config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let reference = rustls_reference(reference_config);
+
+    let hello = client_hello(&client_config(&[&cert], &[&TLS13], &[b"h2"]));
+    let mut cases: Vec<(String, Vec<u8>)> = vec![
+        // TLS_AES_128_GCM_SHA256 alone, with a suite list of no suite
+        // rustls has.
+        ("no cipher suite in common".into(), {
+            rewritten(&hello, |message| {
+                let at = 4 + 2 + 32;
+                let at = at + 1 + usize::from(message[at]);
+                let len = usize::from(u16::from_be_bytes([message[at], message[at + 1]]));
+                message.splice(at..at + 2 + len, [0, 2, 0x13, 0x05]);
+            })
+        }),
+        // rsa_pkcs1_sha256 alone: not for TLS 1.3, nor the test's ECDSA key.
+        (
+            "no signature scheme in common".into(),
+            with_extension_replaced(&hello, 13, &[0, 2, 4, 1]),
+        ),
+        (
+            "an unknown ALPN protocol".into(),
+            with_extension_replaced(&hello, 16, &[0, 4, 3, b'x', b'y', b'z']),
+        ),
+        (
+            "TLS 1.0 alone".into(),
+            with_extension_replaced(&hello, 43, &[2, 3, 1]),
+        ),
+    ];
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    for i in 0..120 {
+        let mut mutated = hello.clone();
+        for _ in 0..1 + rng.below(3) {
+            let at = 5 + rng.below(mutated.len() - 5);
+            mutated[at] ^= 1 << rng.below(8);
+        }
+        if i % 4 == 0 {
+            let len = 5 + 4 + rng.below(mutated.len() - 9);
+            mutated.truncate(len);
+            let record = u16::try_from(len - 5).unwrap().to_be_bytes();
+            mutated[3..5].copy_from_slice(&record);
+        }
+        cases.push((format!("random change {i}"), mutated));
+    }
+    let mut differ = Vec::new();
+    for (what, bytes) in &cases {
+        let ours = answer_kinds(srv.addr, bytes, true);
+        let theirs = answer_kinds(reference, bytes, true);
+        if ours != theirs {
+            differ.push(format!("{what}: dormant {ours:?}, rustls {theirs:?}"));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{} differ:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
+    // The named cases failed, each with an alert.
+    for (what, bytes) in &cases[..4] {
+        let kinds = answer_kinds(srv.addr, bytes, true);
+        assert!(
+            kinds
+                .last()
+                .is_some_and(|(typ, _)| *typ == 21 || *typ == 23),
+            "{what}: {kinds:?}"
+        );
+    }
+    // Early data that does not decrypt, after a ClientHello that offers it:
+    // with no PSK it is refused, and the server skips records until they
+    // exceed what it would have accepted, then sends `bad_record_mac` after
+    // its flight, under the handshake keys (a record of 19 bytes: the
+    // alert, its type, the tag). rustls queues the alert; tokio-rustls's
+    // handshake closes without it here, while rustls's unbuffered API,
+    // dormant's, hands it out.
+    let mut early = with_extension(&hello, 42, &[]);
+    for _ in 0..2 {
+        early.extend_from_slice(&[23, 3, 3, 0x40, 0x00]);
+        early.extend(std::iter::repeat_n(0x5a, 0x4000));
+    }
+    let mut raw = StdTcpStream::connect(srv.addr).unwrap();
+    raw.write_all(&early).unwrap();
+    let kinds = records(&raw_to_close(&mut raw));
+    assert_eq!(kinds.len(), 4, "{kinds:?}");
+    assert_eq!(kinds[..2], [(22, kinds[0].1), (20, 1)], "{kinds:?}");
+    assert_eq!(kinds[3], (23, 19), "an alert after the flight: {kinds:?}");
+    connect(srv.addr, &tls13(&cert)).get_ok("/after");
 }

@@ -9,6 +9,13 @@ use std::io;
 /// largest expansion and the header.
 pub(super) const RECORD: usize = 16 * 1024 + 2048 + 5;
 
+/// The most bytes read and not yet discarded while rustls joins a
+/// handshake message in place: the record holding the message's start
+/// (and the messages before it), the message's other pieces moved up to
+/// it (rustls joins no message over 64 KiB: its `MAX_HANDSHAKE_SIZE`,
+/// refused at its header), and the record in flight.
+pub(super) const JOINING: usize = RECORD + 4 + 0xffff + RECORD;
+
 /// How many [`Buffers`] one thread keeps for reuse.
 const CACHED_BUFFERS: usize = 16;
 
@@ -60,13 +67,27 @@ impl Buffers {
         bufs
     }
 
-    /// Makes `incoming` a whole record buffer, to read into.
-    pub(super) fn make_room(&mut self) {
-        if self.incoming.len() != RECORD {
-            let mut record = vec![0; RECORD.max(self.in_len)];
-            record[..self.in_len].copy_from_slice(&self.incoming[..self.in_len]);
-            self.incoming = record;
+    /// Makes room in `incoming` to read into: a whole record buffer; when
+    /// the bytes held fill it (a handshake message joined in place), a
+    /// record more, up to `limit`; back to one record once the bytes held
+    /// fit in one. False if the bytes held reach `limit`.
+    pub(super) fn make_room(&mut self, limit: usize) -> bool {
+        let len = self.incoming.len();
+        let size = if self.in_len < RECORD {
+            RECORD
+        } else if self.in_len < len {
+            len
+        } else if self.in_len < limit {
+            (self.in_len + RECORD).min(limit)
+        } else {
+            return false;
+        };
+        if size != len {
+            let mut resized = vec![0; size];
+            resized[..self.in_len].copy_from_slice(&self.incoming[..self.in_len]);
+            self.incoming = resized;
         }
+        true
     }
 
     /// Gives quiet buffers back to this thread's cache (or frees them);

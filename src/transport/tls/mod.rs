@@ -19,7 +19,10 @@
 //!   bufs        while bytes move, from a per-thread cache, given back
 //!               when a read finds nothing:
 //!     incoming  ciphertext read and not yet processed: a buffer for the
-//!               largest record
+//!               largest record; while rustls joins a handshake message
+//!               larger than that (a large ClientHello, a client's
+//!               certificate chain), as large as the message (64 KiB at
+//!               most, rustls's limit) and a record more
 //!     outgoing  records encrypted and not yet written: freed once written
 //!     plain     plaintext decrypted and not yet read: freed once read
 //! ```
@@ -37,7 +40,17 @@
 //! Parking (see [`Parkable`]): a stream is quiet when its last read found
 //! nothing (so no plaintext is held) and its writes are flushed (so no
 //! record is unsent); what remains is the session and, at most, the start
-//! of a record, which travels with the session (I2). The peer's close
+//! of a record (or the pieces of a handshake message rustls is joining),
+//! which travels with the session (I2).
+//!
+//! Every read either makes progress, waits for the socket, or fails: a
+//! record that is not whole waits for the socket, and so do bytes that
+//! processing left behind (the pieces of a handshake message rustls joins
+//! in place stay in the buffer, looking like whole records, until the
+//! message is whole). Only records a read did not process yet (it stopped
+//! at the plaintext before them) count as bytes to read without the
+//! socket (`has_buffered`); a wait that counted the joined pieces would
+//! never wait, and would spin its worker. The peer's close
 //! while a request is answered is a read, never a peek: a `close_notify`
 //! ends the stream, application data is read ahead and replayed.
 
@@ -66,7 +79,7 @@ use super::TlsInfo;
 use super::tls_info::recording_server_name;
 #[cfg(doc)]
 use crate::lot::Parkable;
-use buffers::{Buffers, RECORD, append, room};
+use buffers::{Buffers, JOINING, RECORD, append, room};
 pub(crate) use secrets::RecordSecrets;
 use secrets::recording_secrets;
 use session::{Notes, Served, Session, Tls, tls_error};
@@ -147,6 +160,7 @@ impl<IO> TlsStream<IO> {
             Box::new(Tls {
                 session: Session::Rustls(Box::new(conn)),
                 partial: Vec::new(),
+                records_waiting: false,
                 held: None,
                 eof: false,
                 closing: false,
@@ -193,18 +207,22 @@ impl<IO> TlsStream<IO> {
     }
 
     /// Whether a read can make progress without the transport: plaintext
-    /// waits, or a whole record does. A read that returns plaintext leaves
-    /// the records after it unprocessed, and their bytes may have come in
-    /// the same read from the socket, which cleared its readiness: a wait
-    /// for the socket alone would never see them.
+    /// waits, or a whole record not yet processed does. A read that returns
+    /// plaintext leaves the records after it unprocessed, and their bytes
+    /// may have come in the same read from the socket, which cleared its
+    /// readiness: a wait for the socket alone would never see them. Bytes
+    /// that processing left (a handshake message rustls is joining in
+    /// place keeps its records in the buffer) are no progress: a wait that
+    /// took them for some would never wait.
     pub(crate) fn has_buffered(&self) -> bool {
         self.has_plain()
-            || match self.rec.unprocessed() {
-                bytes @ [_, _, _, high, low, ..] => {
-                    bytes.len() >= 5 + usize::from(u16::from_be_bytes([*high, *low]))
+            || self.rec.tls.records_waiting
+                && match self.rec.unprocessed() {
+                    bytes @ [_, _, _, high, low, ..] => {
+                        bytes.len() >= 5 + usize::from(u16::from_be_bytes([*high, *low]))
+                    }
+                    _ => false,
                 }
-                _ => false,
-            }
     }
 
     /// Returns the protocol the client and the server agreed on with ALPN.
@@ -227,13 +245,18 @@ impl<IO> TlsStream<IO> {
     /// session's handshake is under way, also notes the server name asked
     /// for (when the server reports [`TlsInfo`]) and the handshake's end.
     fn process(&mut self, write: &[u8]) -> io::Result<Step> {
-        if let Session::Own(_) = self.rec.tls.session {
-            return self.process_own(write);
-        }
-        let step = self.process_handshake(write)?;
-        if let (Step::HandshakeDone, Session::Moving(..)) = (&step, &self.rec.tls.session) {
-            self.move_out_of_rustls();
-        }
+        let step = if let Session::Own(_) = self.rec.tls.session {
+            self.process_own(write)?
+        } else {
+            let step = self.process_handshake(write)?;
+            if let (Step::HandshakeDone, Session::Moving(..)) = (&step, &self.rec.tls.session) {
+                self.move_out_of_rustls();
+            }
+            step
+        };
+        // Processing that stopped early may have left whole records; one
+        // that needs more bytes, or took the caller's, went through all.
+        self.rec.tls.records_waiting = matches!(step, Step::Plain | Step::HandshakeDone);
         Ok(step)
     }
 
@@ -389,10 +412,7 @@ impl<IO> TlsStream<IO> {
                         &mut bufs.outgoing,
                         256,
                         |room| data.encode(room),
-                        |e| match e {
-                            EncodeError::InsufficientSize(e) => Some(e.required_size),
-                            _ => None,
-                        },
+                        encode_size,
                     )?;
                     tls.handshake_just_done().then_some(Ok(Step::HandshakeDone))
                 }
@@ -468,13 +488,17 @@ impl<IO> TlsStream<IO> {
             let Ok(ConnectionState::EncodeTlsData(mut data)) = status.state else {
                 return;
             };
-            let start = bufs.outgoing.len();
-            match data.encode(room(&mut bufs.outgoing, 64)) {
-                Ok(n) => bufs.outgoing.truncate(start + n),
-                Err(_) => {
-                    bufs.outgoing.truncate(start);
-                    return;
-                }
+            // The alert, and what rustls queued before it failed (a
+            // ServerHello and its flight, whose keys protect the alert).
+            if append(
+                &mut bufs.outgoing,
+                256,
+                |room| data.encode(room),
+                encode_size,
+            )
+            .is_err()
+            {
+                return;
             }
         }
     }
@@ -508,15 +532,33 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
         Poll::Ready(Ok(()))
     }
 
+    /// [`process`](Self::process); if it fails, the alert it queued goes
+    /// out (best effort: as far as the transport takes it now) before the
+    /// error is returned.
+    fn process_or_alert(&mut self, cx: &mut Context<'_>, write: &[u8]) -> io::Result<Step> {
+        self.process(write).inspect_err(|_| {
+            let _ = self.poll_send(cx);
+        })
+    }
+
     /// Reads more records from the transport: `Ready(Ok(false))` at its
     /// end.
     fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
-        let (_, bufs) = self.rec.split();
-        bufs.make_room();
-        if bufs.in_len >= RECORD {
+        let (tls, bufs) = self.rec.split();
+        // Bytes past a record stay only while rustls joins a handshake
+        // message in place; dormant's record layer keeps none.
+        let limit = if tls.session.is_rustls() {
+            JOINING
+        } else {
+            RECORD
+        };
+        if !bufs.make_room(limit) {
+            // Not reached while rustls refuses messages over its own limit
+            // at their header ("message buffer full" in rustls's own
+            // deframer buffer, which sends no alert either).
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                "TLS record larger than the protocol allows",
+                "TLS handshake message larger than the protocol allows",
             )));
         }
         let mut read = ReadBuf::new(&mut bufs.incoming[bufs.in_len..]);
@@ -562,15 +604,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
             if this.rec.tls.eof {
                 return Poll::Ready(Ok(()));
             }
-            let step = match this.process(&[]) {
-                Ok(step) => step,
-                Err(error) => {
-                    // Best effort: an alert rustls queued goes out first.
-                    let _ = this.poll_send(cx);
-                    return Poll::Ready(Err(error));
-                }
-            };
-            match step {
+            match this.process_or_alert(cx, &[])? {
                 // The records after a handshake are the next step's.
                 Step::Plain | Step::Eof | Step::Closed | Step::HandshakeDone => continue,
                 Step::NeedRead | Step::Written(_) => {}
@@ -607,7 +641,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
         // buffers one write at most.
         ready!(this.poll_send(cx))?;
         loop {
-            match this.process(buf)? {
+            match this.process_or_alert(cx, buf)? {
                 Step::Written(n) => {
                     // Started now; whatever the socket does not take yet
                     // goes on the next write or flush.
@@ -644,30 +678,46 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if !this.rec.tls.closing {
-            let (tls, bufs) = this.rec.split();
-            tls.closing = true;
-            // `close_notify`, if the session got that far; a handshake cut
-            // short just closes.
-            match &mut tls.session {
-                Session::Own(traffic) if !tls.failed => {
-                    let _ =
-                        traffic.seal_alert(1, AlertDescription::CloseNotify, &mut bufs.outgoing);
-                }
-                Session::Rustls(conn) | Session::Moving(conn, _) if !tls.failed => {
-                    let status = conn.process_tls_records(&mut bufs.incoming[..bufs.in_len]);
-                    if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
-                        let start = bufs.outgoing.len();
-                        match traffic.queue_close_notify(room(&mut bufs.outgoing, 64)) {
-                            Ok(n) => bufs.outgoing.truncate(start + n),
-                            Err(_) => bufs.outgoing.truncate(start),
-                        }
-                    }
-                }
-                _ => {}
-            }
+            this.queue_close_notify();
         }
         ready!(this.poll_send(cx))?;
         Pin::new(&mut this.io).poll_shutdown(cx)
+    }
+}
+
+impl<IO> TlsStream<IO> {
+    /// Queues `close_notify`, if the session got that far (a handshake cut
+    /// short just closes); nothing is written through the session after
+    /// it.
+    fn queue_close_notify(&mut self) {
+        if self.rec.tls.session.is_rustls() {
+            // rustls writes once it has processed the records at hand (their
+            // plaintext waits for a reader).
+            while let Ok(Step::Plain | Step::HandshakeDone) = self.process(&[]) {}
+        }
+        let (tls, bufs) = self.rec.split();
+        tls.closing = true;
+        if tls.failed {
+            return;
+        }
+        match &mut tls.session {
+            Session::Own(traffic) => {
+                let _ = traffic.seal_alert(1, AlertDescription::CloseNotify, &mut bufs.outgoing);
+            }
+            Session::Rustls(conn) | Session::Moving(conn, _) => {
+                let status = conn.process_tls_records(&mut bufs.incoming[..bufs.in_len]);
+                let discard = status.discard;
+                if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state {
+                    let start = bufs.outgoing.len();
+                    match traffic.queue_close_notify(room(&mut bufs.outgoing, 64)) {
+                        Ok(n) => bufs.outgoing.truncate(start + n),
+                        Err(_) => bufs.outgoing.truncate(start),
+                    }
+                }
+                bufs.consume(discard);
+            }
+            Session::Lost => {}
+        }
     }
 }
 
@@ -677,6 +727,14 @@ impl<IO: fmt::Debug> fmt::Debug for TlsStream<IO> {
             .field("io", &self.io)
             .field("alpn", &self.alpn_protocol().map(String::from_utf8_lossy))
             .finish_non_exhaustive()
+    }
+}
+
+/// The room an `EncodeTlsData` asks for, when it asked for more.
+fn encode_size(error: &EncodeError) -> Option<usize> {
+    match error {
+        EncodeError::InsufficientSize(e) => Some(e.required_size),
+        _ => None,
     }
 }
 

@@ -21,8 +21,17 @@ use super::traffic::Traffic;
 /// The session: what a TLS connection keeps while it waits.
 pub(crate) struct Tls {
     pub(super) session: Session,
-    /// The start of a record that arrived before the connection parked.
+    /// The bytes read and not yet discarded when the connection parked: the
+    /// start of a record, and the pieces of a handshake message that
+    /// rustls joins in place.
     pub(super) partial: Vec<u8>,
+    /// Whole records may wait unprocessed in the bytes read: a read
+    /// stopped at the plaintext of the one before them, or the handshake's
+    /// end stopped processing. Cleared when processing asks for more bytes:
+    /// what is left then is no progress, whatever it looks like (the start
+    /// of a record, or the pieces of a handshake message rustls joins in
+    /// place, records that were already processed).
+    pub(super) records_waiting: bool,
     /// Records sealed for a connection that sleeps ([`Parkable::write_dormant`](crate::lot::Parkable::write_dormant))
     /// that its socket did not take: the buffers its stream starts with
     /// when it wakes, which write them first. `None` while it is served.
@@ -59,6 +68,11 @@ pub(super) enum Session {
 }
 
 impl Session {
+    /// Whether rustls protects the records.
+    pub(super) fn is_rustls(&self) -> bool {
+        matches!(self, Session::Rustls(_) | Session::Moving(..))
+    }
+
     pub(super) fn rustls(&mut self) -> Option<&mut UnbufferedServerConnection> {
         match self {
             Session::Rustls(conn) | Session::Moving(conn, _) => Some(conn),
