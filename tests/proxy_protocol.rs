@@ -12,7 +12,9 @@
 //! headers close their connection and no other, counted; a slowloris
 //! header is cut by the header read timeout, or by the handshake timeout
 //! that bounds it alone (and ends with it), or with neither by the idle
-//! timeout.
+//! timeout. A header in pieces, with pauses between them, keeps no worker
+//! busy while it waits for its rest: on a server with one worker, another
+//! client is served meanwhile.
 
 // The proxied transports (`common::proxied`) connect their own clients:
 // the plain transports' servers and clients are not used here.
@@ -78,6 +80,7 @@ over_every_proxied_transport!(
     the_handshake_timeout_ends_with_the_header,
     the_hooks_see_the_headers_address,
     http2_behind_the_header_keeps_the_address_across_a_sleep,
+    a_header_in_pieces_does_not_stop_another_connection,
 );
 
 /// The v2 signature.
@@ -292,7 +295,7 @@ fn the_hooks_see_the_headers_address<T: Proxied>() {
             move |peer: String, state| states.lock().unwrap().push((peer, state))
         })),
     };
-    let srv = T::serve_hooked(&with_peer_addr(ladder(None)), hooks);
+    let srv = T::serve_hooked(&with_peer_addr(ladder(None)), 2, hooks);
     let mut rejected = T::connect(&srv.addr, &v2_tcp6(), HeaderWrite::Apart);
     rejected.send(get("/").as_bytes());
     assert_eq!(
@@ -530,6 +533,56 @@ fn http2_behind_the_header_keeps_the_address_across_a_sleep<T: Proxied>() {
             .unwrap();
         all_closed(&srv);
     }
+}
+
+/// How long a client pauses between the pieces of a header: many times
+/// the `park_after` and `dormant_after` of [`in_pieces`]'s server.
+const PAUSE: Duration = Duration::from_millis(40);
+
+/// A builder whose servers park after 1 ms and go dormant after 2 ms:
+/// every pause of a client is a sleep.
+fn in_pieces() -> dormant::Builder {
+    let mut builder = with_peer_addr(dormant::Server::builder());
+    builder
+        .park_after(Duration::from_millis(1))
+        .dormant_after(Duration::from_millis(2));
+    builder
+}
+
+/// A server with one worker, and headers sent in pieces with a pause after
+/// each: a v1 line cut in its signature and in its addresses, a v2 header
+/// cut in its signature and right after its fixed part, whose length
+/// promises more. While a connection waits for the rest of its header (in
+/// its task: its first request is on the clock), the worker stays idle,
+/// and serves another client, which then sleeps in the lot; the header,
+/// once whole, gives its address.
+fn a_header_in_pieces_does_not_stop_another_connection<T: Proxied>() {
+    let srv = T::serve_with_workers(&in_pieces(), 1);
+    let v2 = v2_tcp4(&tlvs());
+    let mut others = Vec::new();
+    for (name, header, cuts) in [("v1", V1_TCP4, [1, 5, 30]), ("v2", &v2[..], [1, 12, 16])] {
+        let pieces = [
+            &header[..cuts[0]],
+            &header[cuts[0]..cuts[1]],
+            &header[cuts[1]..cuts[2]],
+            &header[cuts[2]..],
+        ];
+        let mut c = T::connect_in_pieces(&srv.addr, &pieces, |i| {
+            srv.pause_idle(PAUSE, &format!("{name}: after piece {i}"));
+            if i == 0 {
+                let mut other = T::connect(&srv.addr, V1_TCP6, HeaderWrite::Apart);
+                other.send(get("/other").as_bytes());
+                let want = answer::<T>(&other, Some(CLIENT6_MAX), "/other", "");
+                assert_eq!(other.response(), want, "{name}: another client");
+                others.push(other);
+            }
+        });
+        c.send(get("/pieces").as_bytes());
+        let want = answer::<T>(&c, Some(CLIENT4), "/pieces", "");
+        assert_eq!(c.response(), want, "{name}");
+        srv.pause_idle(PAUSE, &format!("{name}: served"));
+    }
+    assert_eq!(srv.stats().proxy_header_failures, 0);
 }
 
 #[test]

@@ -58,15 +58,31 @@ pub(crate) trait Proxied {
     /// Starts `service` on a dormant server built by `builder`, on a
     /// runtime of its own with two workers.
     fn serve(builder: &dormant::Builder) -> Serve<Self::Addr> {
-        Self::serve_hooked(builder, Hooks::default())
+        Self::serve_with_workers(builder, 2)
     }
 
-    /// [`serve`](Proxied::serve), with `hooks` set on the `serve` call.
-    fn serve_hooked(builder: &dormant::Builder, hooks: Hooks) -> Serve<Self::Addr>;
+    /// [`serve`](Proxied::serve), on a runtime of `workers` worker
+    /// threads.
+    fn serve_with_workers(builder: &dormant::Builder, workers: usize) -> Serve<Self::Addr> {
+        Self::serve_hooked(builder, workers, Hooks::default())
+    }
+
+    /// [`serve_with_workers`](Proxied::serve_with_workers), with `hooks`
+    /// set on the `serve` call.
+    fn serve_hooked(builder: &dormant::Builder, workers: usize, hooks: Hooks) -> Serve<Self::Addr>;
 
     /// A new connection that sent `header` the way `send` says; over TLS,
     /// then a handshake.
     fn connect(addr: &Self::Addr, header: &[u8], send: HeaderWrite) -> Client<Self::Stream>;
+
+    /// A new connection that sends `pieces` (of a header) one write each,
+    /// calling `pause` with the piece's index after every piece but the
+    /// last; over TLS, then a handshake.
+    fn connect_in_pieces(
+        addr: &Self::Addr,
+        pieces: &[&[u8]],
+        pause: impl FnMut(usize),
+    ) -> Client<Self::Stream>;
 
     /// A plain socket to the server.
     fn socket(addr: &Self::Addr) -> Client<Self::Socket>;
@@ -168,6 +184,17 @@ fn plain<S: Stream>(mut stream: S, header: &[u8], send: HeaderWrite) -> Client<P
     Client::new(Prefixed { stream, prefix })
 }
 
+/// Writes `pieces` on a plain socket, one write each, calling `pause`
+/// after every piece but the last.
+fn in_pieces<S: Write>(stream: &mut S, pieces: &[&[u8]], mut pause: impl FnMut(usize)) {
+    for (i, piece) in pieces.iter().enumerate() {
+        stream.write_all(piece).unwrap();
+        if i + 1 < pieces.len() {
+            pause(i);
+        }
+    }
+}
+
 /// `ProxyProtocol<TcpListener>` on 127.0.0.1.
 pub(crate) struct Tcp;
 
@@ -177,16 +204,33 @@ impl Proxied for Tcp {
     type Stream = Prefixed<TcpStream>;
     type Socket = TcpStream;
 
-    fn serve_hooked(builder: &dormant::Builder, hooks: Hooks) -> Serve<SocketAddr> {
+    fn serve_hooked(builder: &dormant::Builder, workers: usize, hooks: Hooks) -> Serve<SocketAddr> {
         let bind = || async {
             let (tcp, addr) = bind_tcp().await;
             (ProxyProtocol::new(tcp), addr)
         };
-        serve_hooked_on(builder, peer_service::<SocketAddr>(), 2, (), bind, hooks)
+        serve_hooked_on(
+            builder,
+            peer_service::<SocketAddr>(),
+            workers,
+            (),
+            bind,
+            hooks,
+        )
     }
 
     fn connect(addr: &SocketAddr, header: &[u8], send: HeaderWrite) -> Client<Prefixed<TcpStream>> {
         plain(Self::socket(addr).stream, header, send)
+    }
+
+    fn connect_in_pieces(
+        addr: &SocketAddr,
+        pieces: &[&[u8]],
+        pause: impl FnMut(usize),
+    ) -> Client<Prefixed<TcpStream>> {
+        let mut stream = Self::socket(addr).stream;
+        in_pieces(&mut stream, pieces, pause);
+        plain(stream, &[], HeaderWrite::Apart)
     }
 
     fn socket(addr: &SocketAddr) -> Client<TcpStream> {
@@ -217,7 +261,7 @@ impl Proxied for Unix {
     type Stream = Prefixed<UnixStream>;
     type Socket = UnixStream;
 
-    fn serve_hooked(builder: &dormant::Builder, hooks: Hooks) -> Serve<PathBuf> {
+    fn serve_hooked(builder: &dormant::Builder, workers: usize, hooks: Hooks) -> Serve<PathBuf> {
         let dir = TempDir::new();
         let path = dir.path.join("http.sock");
         let service = peer_service::<dormant::proxy::UnixPeer>();
@@ -225,11 +269,21 @@ impl Proxied for Unix {
             let listener = dormant::UnixListener::bind(&path).expect("bind the Unix socket");
             (ProxyProtocol::new(listener), path)
         };
-        serve_hooked_on(builder, service, 2, dir, bind, hooks)
+        serve_hooked_on(builder, service, workers, dir, bind, hooks)
     }
 
     fn connect(addr: &PathBuf, header: &[u8], send: HeaderWrite) -> Client<Prefixed<UnixStream>> {
         plain(Self::socket(addr).stream, header, send)
+    }
+
+    fn connect_in_pieces(
+        addr: &PathBuf,
+        pieces: &[&[u8]],
+        pause: impl FnMut(usize),
+    ) -> Client<Prefixed<UnixStream>> {
+        let mut stream = Self::socket(addr).stream;
+        in_pieces(&mut stream, pieces, pause);
+        plain(stream, &[], HeaderWrite::Apart)
     }
 
     fn socket(addr: &PathBuf) -> Client<UnixStream> {
@@ -278,7 +332,11 @@ mod tls {
         type Stream = TlsStream;
         type Socket = TcpStream;
 
-        fn serve_hooked(builder: &dormant::Builder, hooks: Hooks) -> Serve<TlsAddr> {
+        fn serve_hooked(
+            builder: &dormant::Builder,
+            workers: usize,
+            hooks: Hooks,
+        ) -> Serve<TlsAddr> {
             let cert = Cert::new();
             let (server, client, ca) = (cert.config(), tls13(&cert), cert.cert.clone());
             let service = peer_service::<SocketAddr>();
@@ -292,7 +350,7 @@ mod tls {
                 };
                 (listener, addr)
             };
-            serve_hooked_on(builder, service, 2, cert, bind, hooks)
+            serve_hooked_on(builder, service, workers, cert, bind, hooks)
         }
 
         fn connect(addr: &TlsAddr, header: &[u8], send: HeaderWrite) -> Client<TlsStream> {
@@ -316,6 +374,23 @@ mod tls {
                 }
             };
             let tls = TlsStream::handshake(tap, &addr.config, "localhost").expect("TLS handshake");
+            Client::new(tls)
+        }
+
+        fn connect_in_pieces(
+            addr: &TlsAddr,
+            pieces: &[&[u8]],
+            mut pause: impl FnMut(usize),
+        ) -> Client<TlsStream> {
+            let mut tcp = tcp(addr.addr);
+            for (i, piece) in pieces.iter().enumerate() {
+                block("send a piece", tcp.write_all(piece)).unwrap();
+                if i + 1 < pieces.len() {
+                    pause(i);
+                }
+            }
+            let tls = TlsStream::handshake(Tap::new(tcp), &addr.config, "localhost")
+                .expect("TLS handshake");
             Client::new(tls)
         }
 

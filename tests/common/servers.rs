@@ -90,6 +90,34 @@ impl<A> Serve<A> {
         });
     }
 
+    /// Waits `pause`, and fails the test if the server's workers were busy
+    /// for half of it or more (tokio's `worker_total_busy_duration`, of
+    /// every worker): a connection that waits for the rest of a message
+    /// must wait for its socket, not be polled again and again. (A task
+    /// that wakes itself every poll leaves the other tasks their turns, so
+    /// only its worker's time shows it; a poll that never returns is seen
+    /// by the next client, which the worker never serves.)
+    #[allow(
+        dead_code,
+        reason = "only the tests of messages in pieces time the workers"
+    )]
+    pub(crate) fn pause_idle(&self, pause: Duration, what: &str) {
+        let busy = || {
+            let metrics = self.runtime.metrics();
+            (0..metrics.num_workers())
+                .map(|worker| metrics.worker_total_busy_duration(worker))
+                .sum::<Duration>()
+        };
+        let before = busy();
+        std::thread::sleep(pause);
+        let spent = busy().saturating_sub(before);
+        assert!(
+            spent < pause / 2,
+            "{what}: the server's workers were busy {spent:?} of a pause of {pause:?}: {:?}",
+            self.stats()
+        );
+    }
+
     /// Polls `done` until it holds (bounded); panics saying what it waited
     /// for, with the server's stats, otherwise.
     fn wait_until(&self, what: &str, done: impl Fn() -> bool) {

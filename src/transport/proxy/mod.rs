@@ -12,6 +12,15 @@
 //! `header::MAX_V2` bytes); one that comes whole, as proxies send it,
 //! costs no allocation.
 //!
+//! Every read of the header makes progress, waits, or fails: the bytes a
+//! read brings are taken (kept, or the header is whole), and a read that
+//! brings none returns `Pending` from the socket, whose readiness it
+//! cleared. The piece kept is no byte to read: the stream's readiness is
+//! the socket's. (A connection reading its header has its first request
+//! on the clock, so its PARKED wait never ends quiet either: it cannot go
+//! round the park step. tests/proxy_protocol.rs,
+//! `a_header_in_pieces_does_not_stop_another_connection`.)
+//!
 //! ```text
 //! ProxiedStream { io, header }
 //!   header   Reading { partial, failures }  the start of the header if it
