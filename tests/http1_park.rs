@@ -2,6 +2,9 @@
 //! over every transport: keep-alive with think time across PARKED and
 //! DORMANT, pipelining, and requests split across writes with the
 //! connection parked (or dormant) in between (invariants I1, I2, I4).
+//! Requests in pieces, with pauses that let their connection park and
+//! sleep, keep no worker busy while they wait for their rest: on a server
+//! with one worker, another client is served meanwhile.
 
 mod common {
     pub(crate) mod client;
@@ -21,8 +24,9 @@ mod common {
 
 use std::time::Duration;
 
-use common::client::{End, get, ok};
+use common::client::{Client, End, Endpoint, get, ok};
 use common::ladder::ladder;
+use common::servers::Serve;
 use common::services::echo_service;
 use common::transport::{Transport, over_every_transport};
 
@@ -37,6 +41,7 @@ over_every_transport!(
     first_bytes_like_the_h2_preface_then_http1,
     body_split_while_handler_reads_does_not_park,
     busy_connection_does_not_park,
+    a_request_in_pieces_does_not_stop_another_connection,
 );
 
 /// Keep-alive with think time: pauses that park (task-less, in the lot's
@@ -312,4 +317,77 @@ fn busy_connection_does_not_park<T: Transport>() {
     }
     assert_eq!(srv.stats().parks, 0, "{i} back-to-back requests");
     srv.wait_for("park after the pause", |s| s.parks == 1);
+}
+
+/// How long a client pauses between the pieces of a request: many times
+/// the `park_after` and `dormant_after` of [`in_pieces`]'s server.
+const PAUSE: Duration = Duration::from_millis(40);
+
+/// A builder whose servers park after 1 ms and go dormant after 2 ms:
+/// every pause of a client is a sleep.
+fn in_pieces() -> dormant::Builder {
+    let mut b = dormant::Server::builder();
+    b.park_after(Duration::from_millis(1))
+        .dormant_after(Duration::from_millis(2));
+    b
+}
+
+/// Sends `bytes` to `c` in pieces, cut at `cuts`, with a pause after each
+/// piece in which the workers of `srv` stay idle; during the first pause,
+/// another client (kept in `others`) is served.
+fn send_in_pieces<A: Endpoint>(
+    srv: &Serve<A>,
+    c: &mut Client<A::Stream>,
+    bytes: &[u8],
+    cuts: &[usize],
+    others: &mut Vec<Client<A::Stream>>,
+) {
+    let mut start = 0;
+    for (i, &cut) in cuts.iter().enumerate() {
+        c.send(&bytes[start..cut]);
+        start = cut;
+        srv.pause_idle(PAUSE, &format!("after the piece that ends at {cut}"));
+        if i == 0 {
+            let mut other = srv.connect();
+            other.send(get("/other").as_bytes());
+            assert_eq!(other.response(), ok("GET /other read="), "another client");
+            others.push(other);
+        }
+    }
+    c.send(&bytes[start..]);
+}
+
+/// A server with one worker, and requests sent in pieces with a pause
+/// after each: a new connection's first request (it waits in its task,
+/// holding its head), a later request of a connection gone DORMANT (each
+/// piece wakes it, and it parks holding the head), and a request whose
+/// first byte came with the one before (hyper's read-ahead, carried
+/// across the park); each cut in its request line, its headers and its
+/// body. While a request waits for its rest, the worker stays idle and
+/// serves another client.
+fn a_request_in_pieces_does_not_stop_another_connection<T: Transport>() {
+    let srv = T::serve_with_workers(&in_pieces(), echo_service(), 1);
+    let post = b"POST /pieces HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello";
+    let cuts = [1, 2, 9, 25, 30, 55];
+    let want = ok("POST /pieces read=hello");
+    let mut others = Vec::new();
+
+    let mut first = srv.connect();
+    send_in_pieces(&srv, &mut first, post, &cuts, &mut others);
+    assert_eq!(first.response(), want, "the first request");
+
+    let mut later = srv.connect();
+    later.send(get("/first").as_bytes());
+    assert_eq!(later.response(), ok("GET /first read="));
+    srv.wait_for("all three dormant", |s| s.dormant == 3 && s.active == 0);
+    send_in_pieces(&srv, &mut later, post, &cuts, &mut others);
+    assert_eq!(later.response(), want, "a later request");
+
+    let pipelined = [get("/read-ahead").as_bytes(), post].concat();
+    let head = get("/read-ahead").len();
+    let cuts = cuts.map(|cut| head + cut);
+    send_in_pieces(&srv, &mut later, &pipelined, &cuts, &mut others);
+    assert_eq!(later.response(), ok("GET /read-ahead read="));
+    assert_eq!(later.response(), want, "a request read ahead");
+    srv.pause_idle(PAUSE, "every request answered");
 }

@@ -1,5 +1,18 @@
 //! PARKED in the connection's task: a wait for readiness that holds no
 //! buffer.
+//!
+//! A wait ends with bytes, an end, a deadline or shutdown, or `Quiet`: the
+//! transport was readable but its read returned `Pending` (its readiness
+//! cleared, its waker registered), for a connection that carries nothing
+//! and has no head on the clock. The park step then hands it to the lot,
+//! or, if the lot refuses it because a read may find bytes
+//! (`Parkable::read_ready`), waits again in the task, without returning to
+//! the runtime: so a transport must never report readiness that a read
+//! does not consume, or this loop would never end (the TLS record buffer
+//! once did). A connection holding part of a request waits here, under
+//! its head's deadline, for its socket only. Tests: tests/http1_park.rs,
+//! `a_request_in_pieces_does_not_stop_another_connection`, and the other
+//! tests of messages in pieces on a one-worker server.
 
 use std::future::Future;
 use std::io;
