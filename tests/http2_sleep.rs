@@ -7,7 +7,10 @@
 //! SETTINGS change, a GOAWAY and a close while asleep, graceful shutdown and
 //! the idle timeout of sleeping connections, and server keep-alive PINGs,
 //! which the lot sends to sleeping connections. Pauses between rounds cross PARKED and
-//! DORMANT; every response is checked byte for byte.
+//! DORMANT; every response is checked byte for byte. The preface and
+//! frames in pieces, with pauses that let the connection sleep, keep no
+//! worker busy while they wait for their rest: on a server with one
+//! worker, another client is served meanwhile.
 
 // The transports' raw HTTP/1 clients (`Serve::connect`) are not used here:
 // the HTTP/2 clients connect with `Transport::connect_h2`.
@@ -43,8 +46,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use common::h2_raw::{
-    ACK, DATA, END_HEADERS, END_STREAM, Frame, GOAWAY, HEADERS, NO_ERROR, PING, RawClient, frame,
-    get_frame,
+    ACK, DATA, END_HEADERS, END_STREAM, Frame, GOAWAY, HEADERS, NO_ERROR, PING, PREFACE, RawClient,
+    frame, get_frame,
 };
 use common::ladder::ladder;
 use common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
@@ -55,7 +58,7 @@ use common::transport::{AsyncStream, HyperSend, Transport, over_every_transport}
 use http::{Request, StatusCode, Version, response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::timeout;
@@ -83,6 +86,7 @@ over_every_transport!(
     a_client_that_stops_reading_is_sent_no_byte_past_its_window,
     a_client_that_reads_only_for_its_responses_sleeps,
     adaptive_window_uploads_across_pauses,
+    a_frame_in_pieces_does_not_stop_another_connection,
 );
 
 /// A keep-alive interval whose PINGs find a connection at `rung`: the
@@ -1194,4 +1198,100 @@ fn adaptive_window_uploads_across_pauses<T: Transport>() {
         hyper_close(send, conn).await;
     });
     all_closed(&srv);
+}
+
+/// How long a client pauses between the pieces of a frame: many times the
+/// `park_after` and `dormant_after` of [`in_pieces`]'s server.
+const PAUSE: Duration = Duration::from_millis(40);
+
+/// A builder whose servers park after 1 ms and go dormant after 2 ms:
+/// every pause of a client is a sleep.
+fn in_pieces() -> dormant::Builder {
+    let mut b = dormant::Server::builder();
+    b.park_after(Duration::from_millis(1))
+        .dormant_after(Duration::from_millis(2));
+    b
+}
+
+/// Sends `bytes` with `write` in pieces, cut at `cuts`, with a pause after
+/// each piece in which the workers of `srv` stay idle; during the first
+/// pause, another client (hyper's) is served.
+async fn send_in_pieces<T: Transport>(
+    srv: &Serve<T::Addr>,
+    mut write: impl AsyncFnMut(&[u8]),
+    bytes: &[u8],
+    cuts: &[usize],
+) {
+    let mut start = 0;
+    for (i, &cut) in cuts.iter().enumerate() {
+        write(&bytes[start..cut]).await;
+        start = cut;
+        srv.pause_idle(PAUSE, &format!("after the piece that ends at {cut}"));
+        if i == 0 {
+            let (send, conn) = T::hyper_h2(&srv.addr).await;
+            let body = hyper_post(send.clone(), "/other".into(), Bytes::from("other")).await;
+            assert_eq!(body, "other", "another client");
+            hyper_close(send, conn).await;
+        }
+    }
+    write(&bytes[start..]).await;
+}
+
+/// A server with one worker, and HTTP/2 sent in pieces with a pause after
+/// each: the client's preface (over TCP and a Unix socket, its first
+/// bytes do not yet tell HTTP/2 from HTTP/1), a HEADERS frame to a
+/// DORMANT connection (over TCP and a Unix socket the lot reads its first
+/// byte, which it cannot answer where the connection sleeps, and wakes
+/// it), a PING to a connection asleep again, and the DATA of a request in
+/// flight; the frames cut in their header and in their payload. While the
+/// connection waits for the rest, awake, the worker stays idle and serves
+/// another client.
+fn a_frame_in_pieces_does_not_stop_another_connection<T: Transport>() {
+    let srv = T::serve_with_workers(&in_pieces(), mirror_service(), 1);
+    client_runtime().block_on(async {
+        let before = srv.stats();
+        let mut io = T::connect_h2(&srv.addr).await.into_inner();
+        let write = async |piece: &[u8]| {
+            io.write_all(piece).await.unwrap();
+            io.flush().await.unwrap();
+        };
+        send_in_pieces::<T>(&srv, write, PREFACE, &[1, 4, 16, 23]).await;
+        let mut client = RawClient::start_after(io, PREFACE.len()).await;
+        client.send(&get_frame(1, "/bytes/10")).await;
+        assert_eq!(body_of(&mut client, 1, usize::MAX).await, pattern(10, 0));
+
+        sleep_until(&srv, Rung::Dormant, before);
+        let before = srv.stats();
+        let headers = get_frame(3, "/bytes/20");
+        let write = async |piece: &[u8]| client.send(piece).await;
+        send_in_pieces::<T>(&srv, write, &headers, &[1, 5, 9, 12]).await;
+        assert_eq!(body_of(&mut client, 3, usize::MAX).await, pattern(20, 0));
+        woke(&srv, Rung::Dormant, before);
+
+        sleep_until(&srv, Rung::Dormant, before);
+        let ping = frame(PING, 0, 0, b"in parts");
+        let write = async |piece: &[u8]| client.send(piece).await;
+        send_in_pieces::<T>(&srv, write, &ping, &[1, 9, 13]).await;
+        loop {
+            let f = client.next().await.expect("the connection closed");
+            if (f.kind, f.flags) == (PING, ACK) {
+                assert_eq!(f.payload, b"in parts");
+                break;
+            }
+        }
+
+        // POST / on stream 5, its body to come: `:method: POST`, `:scheme:
+        // http` and `:path: /` from HPACK's static table, and
+        // `:authority: localhost` as a literal that enters no table.
+        let mut block = vec![0x83, 0x86, 0x84, 0x01, 9];
+        block.extend_from_slice(b"localhost");
+        client.send(&frame(HEADERS, END_HEADERS, 5, &block)).await;
+        let data = frame(DATA, END_STREAM, 5, b"hello");
+        let write = async |piece: &[u8]| client.send(piece).await;
+        send_in_pieces::<T>(&srv, write, &data, &[1, 9, 11]).await;
+        assert_eq!(body_of(&mut client, 5, usize::MAX).await, b"hello");
+        srv.pause_idle(PAUSE, "every request answered");
+        drop(client);
+        all_closed(&srv);
+    });
 }

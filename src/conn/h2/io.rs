@@ -7,6 +7,15 @@
 //! once h2 has copied its bytes (I4): the watcher must see, and may
 //! remove, frames before h2 does, and hyper's read cursor cannot be read
 //! back without `unsafe`. So a read costs one copy more than hyper's own.
+//!
+//! Every read makes progress or waits: it hands h2 bytes, or takes bytes
+//! from the replay or the socket (the watcher may keep them all: the
+//! start of a frame, up to `HELD` bytes of a frame it holds back), or
+//! returns `Pending` once the transport's readiness says nothing came, or
+//! the end or an error. What the watcher holds is no byte to read: it
+//! waits for the socket like the rest of the frame, and a connection
+//! holding part of a frame is not quiet, so it does not sleep (tests:
+//! tests/http2_sleep.rs, `a_frame_in_pieces_does_not_stop_another_connection`).
 
 use std::io;
 use std::ops::Range;
