@@ -3,7 +3,9 @@
 //! sleeps, broadcasts written to sleeping sockets, fragments and pings that
 //! arrive while a socket sleeps, close handshakes from either side, the
 //! protocol's refusals, a vanished client, a client that stops reading,
-//! and graceful shutdown.
+//! and graceful shutdown. Frames in pieces, the socket asleep between
+//! them, keep no worker busy while they wait for their rest: on a server
+//! with one worker, another client is served meanwhile.
 #![cfg(feature = "ws")]
 
 mod common {
@@ -27,6 +29,8 @@ mod common {
     pub(crate) mod xorshift;
 }
 
+use std::time::Duration;
+
 use common::timeout::CLIENT_TIMEOUT;
 use common::transport::{AsyncStream, Transport, over_every_transport};
 use common::wait::wait;
@@ -34,7 +38,7 @@ use common::ws::{PING_EVERY, Room, SMALL, echo, next_event};
 use common::xorshift::XorShift;
 use dormant::ws::{CloseCode, Frame, Sender};
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::timeout;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
@@ -57,6 +61,7 @@ over_every_transport!(
     a_client_that_does_not_answer_pings_is_closed,
     an_idle_client_is_closed_and_messages_keep_one_open,
     a_client_that_never_answers_a_close_is_let_go,
+    a_frame_in_pieces_does_not_stop_another_socket,
 );
 
 type Client = WebSocketStream<Box<dyn AsyncStream>>;
@@ -550,7 +555,6 @@ fn an_idle_client_is_closed_and_messages_keep_one_open<T: Transport>() {
 
 /// Reads the raw bytes under the client until the server closes.
 async fn read_to_end(ws: &mut Client) -> Vec<u8> {
-    use tokio::io::AsyncReadExt;
     let mut got = Vec::new();
     timeout(CLIENT_TIMEOUT, ws.get_mut().read_to_end(&mut got))
         .await
@@ -576,4 +580,96 @@ fn a_client_that_never_answers_a_close_is_let_go<T: Transport>() {
     });
     assert_eq!(next_event(&events), "closed");
     assert!(room.sender(0).is_closed());
+}
+
+/// How long a client pauses between the pieces of a frame: long enough
+/// for its socket to read the piece and sleep again.
+const PAUSE: Duration = Duration::from_millis(40);
+
+/// A server with one worker, and frames sent in pieces with a pause after
+/// each, the socket asleep in the lot between them: a text frame whose
+/// header comes byte by byte, one with a 16-bit length cut inside it, a
+/// message in two fragments cut in each; and a frame whose first byte came
+/// in the same write as the upgrade request (read past the request, handed
+/// over with the stream, which reads it before it first sleeps). While a
+/// socket waits for the rest of a frame, the worker stays idle and serves
+/// another client.
+fn a_frame_in_pieces_does_not_stop_another_socket<T: Transport>() {
+    let (room, _events) = Room::new();
+    let mut builder = dormant::Server::builder();
+    builder
+        .park_after(Duration::from_millis(1))
+        .dormant_after(Duration::from_millis(2));
+    let srv = T::serve_with_workers(&builder, echo(room.clone()), 1);
+    client_runtime().block_on(async {
+        let mut ws = connect::<T>(&srv.addr, "/").await;
+        room.wait_asleep(1);
+        let long = "ü".repeat(100);
+        let messages: [(Vec<u8>, &[usize], &str); 3] = [
+            (masked(0x81, b"hello"), &[1, 2, 3, 6, 8], "hello"),
+            (masked(0x81, long.as_bytes()), &[2, 3, 5, 50], &long),
+            (
+                [masked(0x01, b"frag"), masked(0x80, b"ment")].concat(),
+                &[1, 4, 8, 11, 13],
+                "fragment",
+            ),
+        ];
+        let mut others = Vec::new();
+        for (bytes, cuts, want) in messages {
+            let mut start = 0;
+            for &cut in cuts {
+                raw(&mut ws, &bytes[start..cut]).await;
+                start = cut;
+                srv.pause_idle(
+                    PAUSE,
+                    &format!("{want:.5}: after the piece that ends at {cut}"),
+                );
+                assert!(room.sender(0).is_asleep(), "{want:.5}: asleep after {cut}");
+                if others.is_empty() {
+                    let mut other = connect::<T>(&srv.addr, "/").await;
+                    other.send(WsMessage::text("other")).await.unwrap();
+                    assert_eq!(next(&mut other).await, WsMessage::text("other"));
+                    others.push(other);
+                }
+            }
+            raw(&mut ws, &bytes[start..]).await;
+            assert_eq!(next(&mut ws).await, WsMessage::text(want));
+        }
+
+        let mut io = T::connect_http1(&srv.addr).await;
+        let frame = masked(0x81, b"read ahead");
+        let upgrade = "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\n\
+            Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+            Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+        io.write_all(&[upgrade.as_bytes(), &frame[..1]].concat())
+            .await
+            .unwrap();
+        let head = read_head(&mut io).await;
+        assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
+        srv.pause_idle(PAUSE, "after an upgrade and a byte");
+        room.wait_asleep(3);
+        io.write_all(&frame[1..]).await.unwrap();
+        let mut echoed = [0; 12];
+        timeout(CLIENT_TIMEOUT, io.read_exact(&mut echoed))
+            .await
+            .expect("no echo")
+            .unwrap();
+        assert_eq!(echoed, *b"\x81\x0aread ahead");
+        srv.pause_idle(PAUSE, "every message answered");
+    });
+}
+
+/// Reads a response head, byte by byte (the bytes after it are the
+/// stream's).
+async fn read_head(io: &mut Box<dyn AsyncStream>) -> String {
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0];
+        timeout(CLIENT_TIMEOUT, io.read_exact(&mut byte))
+            .await
+            .expect("no response head")
+            .unwrap();
+        head.push(byte[0]);
+    }
+    String::from_utf8(head).unwrap()
 }

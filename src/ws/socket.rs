@@ -30,6 +30,13 @@
 //! The lot's lock is taken under a link's lock (never the other way
 //! round): the lot calls a woken sleeper's handler in a new task, without
 //! its lock.
+//!
+//! An awake socket's reads make progress or end: the reader takes every
+//! byte it is fed (a header byte by byte, a payload as it comes), and a
+//! read that found less than a buffer puts the socket back to sleep,
+//! with the part of a frame it holds kept in the reader, not counted as
+//! bytes to read; the lot's registration reports the next ones (tests:
+//! tests/ws_sleep.rs, `a_frame_in_pieces_does_not_stop_another_socket`).
 
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
