@@ -2,8 +2,12 @@
 //! connection with nothing carried waits in the parking lot with its
 //! tokio registration (and a TLS session) and no task; the lot hands it to
 //! a new task when bytes arrive, moves it to DORMANT after
-//! `dormant_after`. (Its idle deadline: tests/timeouts.rs; its client's
-//! close: tests/conn_fds.rs; shutdown: tests/server_shutdown.rs.)
+//! `dormant_after`. A request in pieces wakes it, and it waits for the
+//! rest in its task; a wake whose read finds nothing (urgent data) sends
+//! it back to the lot; neither keeps a worker busy (the readiness cell it
+//! wakes with waits for the next bytes), and another client is served
+//! meanwhile. (Its idle deadline: tests/timeouts.rs; its client's close:
+//! tests/conn_fds.rs; shutdown: tests/server_shutdown.rs.)
 
 mod common {
     pub(crate) mod client;
@@ -22,7 +26,7 @@ mod common {
 
 use std::time::Duration;
 
-use common::client::{Client, Endpoint, get, ok};
+use common::client::{Client, End, Endpoint, Stream, get, ok};
 use common::servers::Serve;
 use common::services::{echo, echo_service};
 use common::transport::{Transport, over_every_transport};
@@ -35,6 +39,8 @@ over_every_transport!(
     a_long_sleeper_parks_at_once_and_a_quick_return_waits_park_after,
     a_long_sleeper_whose_head_comes_in_pieces_still_parks_at_once,
     a_woken_service_that_waits_is_answered,
+    a_request_in_pieces_wakes_a_parked_connection_and_keeps_no_worker_busy,
+    a_wake_that_brings_nothing_parks_again_and_keeps_no_worker_busy,
 );
 
 /// Parks after 2 ms and never goes dormant.
@@ -254,5 +260,102 @@ fn a_woken_service_that_waits_is_answered<T: Transport>() {
         }
         let s = srv.stats();
         assert_eq!((s.wakes, s.requests), (4, 6), "{workers} workers: {s:?}");
+    }
+}
+
+/// A server with one worker (which serves a woken connection's first poll
+/// in the lot's task), whose connections park task-less after 2 ms and
+/// never go dormant; a connection parked task-less, sent a request in
+/// pieces, 40 ms apart: the first piece wakes it from the lot's PARKED
+/// slab with its readiness cell, served in place, and it waits in its
+/// task holding the head, where each later piece wakes it; the worker
+/// stays idle between the pieces, and another client is served during
+/// the first pause. Once answered, the
+/// connection parks task-less again; then its last request comes with the
+/// client's half-close, which the cell keeps (a read past it finds the
+/// end): answered, the connection closes.
+fn a_request_in_pieces_wakes_a_parked_connection_and_keeps_no_worker_busy<T: Transport>() {
+    const PAUSE: Duration = Duration::from_millis(40);
+    let srv = T::serve_with_workers(&parked_only(), echo_service(), 1);
+    let mut c = srv.connect();
+    c.send(get("/1").as_bytes());
+    assert_eq!(c.response(), ok("GET /1 read="));
+    srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
+    srv.wait_tasks(1);
+    let request = b"POST /2 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi";
+    let mut others = Vec::new();
+    let mut start = 0;
+    for cut in [1, 7, 20, 46] {
+        c.send(&request[start..cut]);
+        start = cut;
+        srv.pause_idle(PAUSE, &format!("after the piece that ends at {cut}"));
+        if others.is_empty() {
+            let mut other = srv.connect();
+            other.send(get("/other").as_bytes());
+            assert_eq!(other.response(), ok("GET /other read="));
+            others.push(other);
+        }
+    }
+    c.send(&request[start..]);
+    assert_eq!(c.response(), ok("POST /2 read=hi"));
+    srv.wait_for("both parked task-less", |s| s.parked == 2 && s.active == 0);
+    srv.wait_tasks(1);
+    let s = srv.stats();
+    assert_eq!((s.wakes, s.dormant), (5, 0), "a wake per piece: {s:?}");
+
+    c.send(b"GET /3 HTTP/1.1\r\nHost: x\r\n\r\n");
+    c.stream.close_write().unwrap();
+    let (got, end) = c.read_to_end();
+    assert_eq!((got, end), (ok("GET /3 read="), End::Clean));
+    srv.wait_for("closed", |s| s.parked == 1 && s.active == 0);
+    srv.pause_idle(PAUSE, "after the half-close");
+}
+
+/// A connection parked task-less (PARKED, and DORMANT) on a server with
+/// one worker, sent a byte of urgent data (`MSG_OOB`), which a read skips:
+/// on a Unix socket the lot sees it readable and hands the connection
+/// back, whose read finds nothing; over TCP (and TLS over it) the kernel
+/// reports nothing readable, and the connection sleeps on. Either way the
+/// connection goes back to the lot with its readiness cell waiting for
+/// the next event, the worker stays idle, another client is served, and
+/// the next request is answered. (A cell left ready by that read would
+/// send the connection round its park step, which the lot refuses, for
+/// ever: the worker, stuck in that poll, runs nothing else.)
+fn a_wake_that_brings_nothing_parks_again_and_keeps_no_worker_busy<T: Transport>() {
+    const PAUSE: Duration = Duration::from_millis(40);
+    for dormant_after in [None, Some(Duration::from_millis(2))] {
+        let mut b = dormant::Server::builder();
+        b.park_after(Duration::from_millis(2))
+            .dormant_after(dormant_after);
+        let srv = T::serve_with_workers(&b, echo_service(), 1);
+        let mut c = srv.connect();
+        c.send(get("/1").as_bytes());
+        assert_eq!(c.response(), ok("GET /1 read="));
+        let rung = |s: &dormant::Stats| match dormant_after {
+            None => s.parked,
+            Some(_) => s.dormant,
+        };
+        srv.wait_for("asleep", |s| rung(s) == 1 && s.active == 0);
+        srv.wait_tasks(1);
+        let mut others = Vec::new();
+        for i in 0..3 {
+            let urgent = socket2::SockRef::from(&c.stream.socket()).send_out_of_band(b"!");
+            if let Err(e) = urgent {
+                // A kernel without urgent data on Unix sockets.
+                assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");
+                return;
+            }
+            srv.pause_idle(PAUSE, &format!("{dormant_after:?}: after urgent byte {i}"));
+            if others.is_empty() {
+                let mut other = srv.connect();
+                other.send(get("/other").as_bytes());
+                assert_eq!(other.response(), ok("GET /other read="));
+                others.push(other);
+            }
+            srv.wait_for("asleep again", |s| rung(s) == 2 && s.active == 0);
+        }
+        c.send(get("/2").as_bytes());
+        assert_eq!(c.response(), ok("GET /2 read="), "{dormant_after:?}");
+        srv.pause_idle(PAUSE, &format!("{dormant_after:?}: answered"));
     }
 }

@@ -10,6 +10,14 @@
 //! waker stored), makes the system call, and on `WouldBlock` clears the
 //! flag only if the tick did not move, so an event that came in between is
 //! never lost.
+//!
+//! A read that finds the socket empty, or drains it (a short read),
+//! clears the flag: a reader that waits again waits for the next event.
+//! The flag stays only when a read may have left bytes (a full read), or
+//! for the peer's close, which every later read finds. A flag left set
+//! by a read that found nothing would end every wait at once (tests:
+//! tests/taskless_park.rs,
+//! `a_wake_that_brings_nothing_parks_again_and_keeps_no_worker_busy`).
 
 use std::io;
 use std::os::fd::BorrowedFd;

@@ -27,6 +27,11 @@ pub(crate) trait Stream: Read + Write + Send + Sized + 'static {
     /// The client's own address, as the server sees it as its peer: over
     /// TCP; `None` over a Unix socket, whose clients are unnamed.
     fn local(&self) -> Option<std::net::SocketAddr>;
+
+    #[allow(dead_code, reason = "only the tests of empty wakes send urgent data")]
+    /// The socket under the stream (TCP under TLS), for what only a
+    /// socket does (urgent data).
+    fn socket(&self) -> std::os::fd::BorrowedFd<'_>;
 }
 
 impl Stream for TcpStream {
@@ -41,6 +46,10 @@ impl Stream for TcpStream {
     fn local(&self) -> Option<std::net::SocketAddr> {
         self.local_addr().ok()
     }
+
+    fn socket(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(self)
+    }
 }
 
 impl Stream for UnixStream {
@@ -54,6 +63,10 @@ impl Stream for UnixStream {
 
     fn local(&self) -> Option<std::net::SocketAddr> {
         None
+    }
+
+    fn socket(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(self)
     }
 }
 

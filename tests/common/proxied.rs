@@ -162,6 +162,10 @@ impl<S: Stream> Stream for Prefixed<S> {
     fn local(&self) -> Option<SocketAddr> {
         self.stream.local()
     }
+
+    fn socket(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.stream.socket()
+    }
 }
 
 /// Sends `header` on a plain socket as `send` says; the client sends what

@@ -92,11 +92,13 @@ impl<A> Serve<A> {
 
     /// Waits `pause`, and fails the test if the server's workers were busy
     /// for half of it or more (tokio's `worker_total_busy_duration`, of
-    /// every worker): a connection that waits for the rest of a message
-    /// must wait for its socket, not be polled again and again. (A task
+    /// every worker), or if a task spawned on the server's runtime then
+    /// does not run: a connection that waits for the rest of a message
+    /// must wait for its socket, not be polled again and again. A task
     /// that wakes itself every poll leaves the other tasks their turns, so
-    /// only its worker's time shows it; a poll that never returns is seen
-    /// by the next client, which the worker never serves.)
+    /// only its worker's time shows it; a poll that never returns keeps
+    /// its worker from counting that time, and from running any other
+    /// task.
     #[allow(
         dead_code,
         reason = "only the tests of messages in pieces time the workers"
@@ -115,6 +117,11 @@ impl<A> Serve<A> {
             spent < pause / 2,
             "{what}: the server's workers were busy {spent:?} of a pause of {pause:?}: {:?}",
             self.stats()
+        );
+        let probe = self.runtime.spawn(async {});
+        self.wait_until(
+            &format!("{what}: a task spawned on the server's runtime to run"),
+            || probe.is_finished(),
         );
     }
 

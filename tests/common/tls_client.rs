@@ -108,4 +108,8 @@ impl Stream for TlsStream {
     fn local(&self) -> Option<SocketAddr> {
         self.tls.get_ref().0.tcp.local_addr().ok()
     }
+
+    fn socket(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.tls.get_ref().0.tcp)
+    }
 }
