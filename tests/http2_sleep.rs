@@ -1242,10 +1242,11 @@ async fn send_in_pieces<T: Transport>(
 /// bytes do not yet tell HTTP/2 from HTTP/1), a HEADERS frame to a
 /// DORMANT connection (over TCP and a Unix socket the lot reads its first
 /// byte, which it cannot answer where the connection sleeps, and wakes
-/// it), a PING to a connection asleep again, and the DATA of a request in
-/// flight; the frames cut in their header and in their payload. While the
-/// connection waits for the rest, awake, the worker stays idle and serves
-/// another client.
+/// it), a PING to a connection asleep again, a whole PING with the first
+/// byte of the next frame (the lot wakes the connection with both), and
+/// the DATA of a request in flight; the frames cut in their header and in
+/// their payload. While the connection waits for the rest, awake, the
+/// worker stays idle and serves another client.
 fn a_frame_in_pieces_does_not_stop_another_connection<T: Transport>() {
     let srv = T::serve_with_workers(&in_pieces(), mirror_service(), 1);
     client_runtime().block_on(async {
@@ -1269,6 +1270,7 @@ fn a_frame_in_pieces_does_not_stop_another_connection<T: Transport>() {
         woke(&srv, Rung::Dormant, before);
 
         sleep_until(&srv, Rung::Dormant, before);
+        let before = srv.stats();
         let ping = frame(PING, 0, 0, b"in parts");
         let write = async |piece: &[u8]| client.send(piece).await;
         send_in_pieces::<T>(&srv, write, &ping, &[1, 9, 13]).await;
@@ -1280,16 +1282,24 @@ fn a_frame_in_pieces_does_not_stop_another_connection<T: Transport>() {
             }
         }
 
-        // POST / on stream 5, its body to come: `:method: POST`, `:scheme:
+        // A PING the lot could answer, and the first byte of a HEADERS
+        // frame, which it cannot: it wakes the connection with both.
+        sleep_until(&srv, Rung::Dormant, before);
+        let both = [frame(PING, 0, 0, b"together"), get_frame(5, "/bytes/30")].concat();
+        let write = async |piece: &[u8]| client.send(piece).await;
+        send_in_pieces::<T>(&srv, write, &both, &[18, 26]).await;
+        assert_eq!(body_of(&mut client, 5, usize::MAX).await, pattern(30, 0));
+
+        // POST / on stream 7, its body to come: `:method: POST`, `:scheme:
         // http` and `:path: /` from HPACK's static table, and
         // `:authority: localhost` as a literal that enters no table.
         let mut block = vec![0x83, 0x86, 0x84, 0x01, 9];
         block.extend_from_slice(b"localhost");
-        client.send(&frame(HEADERS, END_HEADERS, 5, &block)).await;
-        let data = frame(DATA, END_STREAM, 5, b"hello");
+        client.send(&frame(HEADERS, END_HEADERS, 7, &block)).await;
+        let data = frame(DATA, END_STREAM, 7, b"hello");
         let write = async |piece: &[u8]| client.send(piece).await;
         send_in_pieces::<T>(&srv, write, &data, &[1, 9, 11]).await;
-        assert_eq!(body_of(&mut client, 5, usize::MAX).await, b"hello");
+        assert_eq!(body_of(&mut client, 7, usize::MAX).await, b"hello");
         srv.pause_idle(PAUSE, "every request answered");
         drop(client);
         all_closed(&srv);
