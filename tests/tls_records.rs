@@ -215,6 +215,16 @@ fn server_config(cert: &Cert, tickets: bool, alpn: &[&[u8]]) -> ServerConfig {
 /// dormant, over `via`, with tickets or not, serving both protocols (ALPN)
 /// with `workers` worker threads.
 fn dormant(via: Via, tickets: bool, workers: usize) -> Target {
+    let (server, ca) = serve_dormant(via, tickets, workers);
+    Target {
+        reach: server.addr.clone(),
+        ca,
+        _server: Box::new(server),
+    }
+}
+
+/// [`dormant`]'s server, and its certificate's PEM file.
+fn serve_dormant(via: Via, tickets: bool, workers: usize) -> (Serve<Reach>, PathBuf) {
     let mut builder = dormant::Server::builder();
     builder
         .park_after(Duration::from_millis(1))
@@ -244,11 +254,7 @@ fn dormant(via: Via, tickets: bool, workers: usize) -> Target {
         }
         Via::Proxied => proxied(&builder, service, workers, cert, config),
     };
-    Target {
-        reach: server.addr.clone(),
-        ca,
-        _server: Box::new(server),
-    }
+    (server, ca)
 }
 
 #[cfg(feature = "proxy-protocol")]
@@ -1180,21 +1186,26 @@ fn every_split_of_every_message_after_the_handshake_gets_what_rustls_gives_it() 
 }
 
 /// A key update split over two records, its first record alone on the
-/// wire: the session waits for the second, whatever rung it is on, while
-/// the only worker serves another client.
+/// wire: the session waits for the second, whatever rung it is on, keeping
+/// its only worker idle (`pause_idle`: a task that wakes itself would not
+/// stop another client from being served, but would keep the worker
+/// busy), while another client is served.
 #[test]
 fn a_message_in_pieces_does_not_stop_another_connection() {
     for tickets in [true, false] {
         for via in VIAS {
-            let target = dormant(via, tickets, 1);
+            let (server, ca) = serve_dormant(via, tickets, 1);
             for proto in [Proto::Http1, Proto::H2] {
-                let config = chacha_client(&target.ca, proto);
-                let mut raw = Raw::connect(&target.reach, &config, proto);
+                let config = chacha_client(&ca, proto);
+                let mut raw = Raw::connect(&server.addr, &config, proto);
                 let first = raw.seal(23, 22, &[24, 0], false);
                 raw.sock.write_all(&first).unwrap();
-                std::thread::sleep(PAUSE);
+                server.pause_idle(
+                    Duration::from_millis(40),
+                    &format!("half a key update ({via:?}, tickets {tickets}, {proto:?})"),
+                );
 
-                let other = Raw::connect(&target.reach, &config, proto);
+                let other = Raw::connect(&server.addr, &config, proto);
                 let answered = run(other, &[Piece::Request(50)], 0, 1);
                 assert_eq!(answered.closed, "closed", "{via:?} {tickets} {proto:?}");
                 assert!(
