@@ -13,8 +13,8 @@ impl<S: Sync> FromRequestParts<S> for WebSocketUpgrade {
     type Rejection = Rejection;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Rejection> {
-        let (accept, offered) = check(&parts.method, parts.version, &parts.headers)?;
-        WebSocketUpgrade::new(accept, offered, &mut parts.extensions, parts.version)
+        let offered = check(&parts.method, parts.version, &parts.headers)?;
+        WebSocketUpgrade::new(offered, &mut parts.extensions, parts.version)
     }
 }
 

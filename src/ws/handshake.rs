@@ -144,6 +144,7 @@ fn base64(bytes: &[u8]) -> String {
 pub(crate) fn response<B: Default>(
     accept: HeaderValue,
     protocol: Option<HeaderValue>,
+    extensions: Option<HeaderValue>,
 ) -> Response<B> {
     let mut response = Response::new(B::default());
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
@@ -153,6 +154,9 @@ pub(crate) fn response<B: Default>(
     headers.insert(http::header::SEC_WEBSOCKET_ACCEPT, accept);
     if let Some(protocol) = protocol {
         headers.insert(http::header::SEC_WEBSOCKET_PROTOCOL, protocol);
+    }
+    if let Some(extensions) = extensions {
+        headers.insert(http::header::SEC_WEBSOCKET_EXTENSIONS, extensions);
     }
     response
 }

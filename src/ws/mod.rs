@@ -80,9 +80,12 @@
 //! handshakes (within its grace period). The handler's last call is
 //! always [`Message::Close`], whatever ended the socket.
 //!
-//! Compression (`permessage-deflate`) is declined: a compressor keeps a
-//! 32 KiB window per socket (with context takeover) or compresses each
-//! message alone (without), and neither fits a socket that keeps nothing.
+//! Compression (`permessage-deflate`, feature `ws-deflate`) is negotiated
+//! with no context takeover both ways: each message is compressed alone,
+//! so a sleeping socket keeps no compressor, and a [`Frame`] is compressed
+//! once for every socket that sends it (see
+//! [`compression`](WebSocketUpgrade::compression)). Without the feature,
+//! offers are declined.
 //! WebSockets over HTTP/2 (RFC 8441) are not served: the request gets
 //! `426`, and browsers fall back to HTTP/1.1.
 //!
@@ -125,9 +128,12 @@
 
 #[cfg(feature = "axum")]
 mod axum;
+#[cfg(feature = "ws-deflate")]
+mod deflate;
 mod frame;
 mod handshake;
 mod message;
+mod reader;
 mod socket;
 
 use std::borrow::Cow;
@@ -143,22 +149,35 @@ pub use handshake::Rejection;
 pub use message::{CloseCode, CloseFrame, Message};
 pub use socket::{SendError, Sender, WhenFull};
 
-use frame::Limits;
+use reader::Rules;
 use socket::{Link, Settings, keep_alive_millis};
 
-/// Checks the handshake: the accept value and the offered subprotocols.
+/// What a checked upgrade request offers.
+#[derive(Debug)]
+pub(crate) struct Offered {
+    /// The `Sec-WebSocket-Accept` value of its key.
+    accept: HeaderValue,
+    /// Its `Sec-WebSocket-Protocol` values.
+    protocols: Vec<HeaderValue>,
+    /// Its `Sec-WebSocket-Extensions` values.
+    #[cfg(feature = "ws-deflate")]
+    extensions: Vec<HeaderValue>,
+}
+
+/// Checks the handshake: what the request offers.
 pub(crate) fn check(
     method: &http::Method,
     version: http::Version,
     headers: &http::HeaderMap,
-) -> Result<(HeaderValue, Vec<HeaderValue>), Rejection> {
+) -> Result<Offered, Rejection> {
     let accept = handshake::check(method, version, headers)?;
-    let offered = headers
-        .get_all(http::header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .cloned()
-        .collect();
-    Ok((accept, offered))
+    let all = |name| headers.get_all(name).iter().cloned().collect();
+    Ok(Offered {
+        accept,
+        protocols: all(http::header::SEC_WEBSOCKET_PROTOCOL),
+        #[cfg(feature = "ws-deflate")]
+        extensions: all(http::header::SEC_WEBSOCKET_EXTENSIONS),
+    })
 }
 
 /// A request to upgrade to a WebSocket, checked: answer it with
@@ -167,10 +186,11 @@ pub(crate) fn check(
 #[must_use = "the upgrade happens only when answered with `on_message`"]
 pub struct WebSocketUpgrade {
     upgrade: crate::upgrade::OnUpgrade,
-    accept: HeaderValue,
-    /// The client's `Sec-WebSocket-Protocol` values.
-    offered: Vec<HeaderValue>,
+    offered: Offered,
     protocol: Option<HeaderValue>,
+    /// Whether `permessage-deflate` may be negotiated.
+    #[cfg(feature = "ws-deflate")]
+    compression: bool,
     settings: Settings,
     ping_interval: Option<Duration>,
     ping_timeout: Duration,
@@ -190,23 +210,23 @@ impl WebSocketUpgrade {
     /// no valid `Sec-WebSocket-Key` (`400`); and for a request that did not
     /// come through a dormant server (`426`: the socket could not sleep).
     pub fn from_request<B>(req: &mut Request<B>) -> Result<Self, Rejection> {
-        let (accept, offered) = check(req.method(), req.version(), req.headers())?;
+        let offered = check(req.method(), req.version(), req.headers())?;
         let version = req.version();
-        Self::new(accept, offered, req.extensions_mut(), version)
+        Self::new(offered, req.extensions_mut(), version)
     }
 
     pub(crate) fn new(
-        accept: HeaderValue,
-        offered: Vec<HeaderValue>,
+        offered: Offered,
         extensions: &mut http::Extensions,
         version: http::Version,
     ) -> Result<Self, Rejection> {
         let upgrade = crate::upgrade::on_extensions(extensions, version)
             .map_err(|_| Rejection::upgrade("the request did not come through a dormant server"))?;
         let settings = Settings {
-            limits: Limits {
+            rules: Rules {
                 frame: 16 << 20,
                 message: 64 << 20,
+                inflate: false,
             },
             max_queued: 1 << 20,
             close_timeout: 5_000,
@@ -214,9 +234,10 @@ impl WebSocketUpgrade {
         };
         Ok(WebSocketUpgrade {
             upgrade,
-            accept,
             offered,
             protocol: None,
+            #[cfg(feature = "ws-deflate")]
+            compression: true,
             settings,
             ping_interval: None,
             ping_timeout: Duration::from_secs(20),
@@ -235,7 +256,7 @@ impl WebSocketUpgrade {
         I::Item: Into<Cow<'static, str>>,
     {
         let ours: Vec<Cow<'static, str>> = protocols.into_iter().map(Into::into).collect();
-        self.protocol = handshake::choose_protocol(&self.offered, &ours);
+        self.protocol = handshake::choose_protocol(&self.offered.protocols, &ours);
         self
     }
 
@@ -249,7 +270,7 @@ impl WebSocketUpgrade {
     ///
     /// Default is 64 MiB.
     pub fn max_message_size(mut self, bytes: usize) -> Self {
-        self.settings.limits.message = u32::try_from(bytes).unwrap_or(u32::MAX);
+        self.settings.rules.message = u32::try_from(bytes).unwrap_or(u32::MAX);
         self
     }
 
@@ -258,7 +279,7 @@ impl WebSocketUpgrade {
     ///
     /// Default is 16 MiB.
     pub fn max_frame_size(mut self, bytes: usize) -> Self {
-        self.settings.limits.frame = u32::try_from(bytes).unwrap_or(u32::MAX);
+        self.settings.rules.frame = u32::try_from(bytes).unwrap_or(u32::MAX);
         self
     }
 
@@ -319,6 +340,21 @@ impl WebSocketUpgrade {
         self
     }
 
+    /// Sets whether the socket may be compressed (`permessage-deflate`,
+    /// RFC 7692), when the client offers it (browsers do): negotiated with
+    /// no context takeover both ways, so that a sleeping socket keeps no
+    /// compressor, the client's messages may come compressed, and the
+    /// server's messages go compressed when that makes them smaller, each
+    /// compressed once for every socket ([`Frame`]). A client that limits
+    /// the server's window gets them uncompressed.
+    ///
+    /// Default is `true`.
+    #[cfg(feature = "ws-deflate")]
+    pub fn compression(mut self, on: bool) -> Self {
+        self.compression = on;
+        self
+    }
+
     /// Sets what a send does when the socket's queue is full.
     ///
     /// Default is [`WhenFull::Close`].
@@ -355,15 +391,31 @@ impl WebSocketUpgrade {
     {
         let WebSocketUpgrade {
             upgrade,
-            accept,
+            offered,
             protocol,
             settings,
             ping_interval,
             ping_timeout,
             idle_timeout,
             link,
-            ..
+            #[cfg(feature = "ws-deflate")]
+            compression,
         } = self;
+        #[cfg(feature = "ws-deflate")]
+        let (settings, extensions) = {
+            let mut settings = settings;
+            let (negotiated, answer) = match compression {
+                true => deflate::negotiate(&offered.extensions),
+                false => (deflate::Negotiated::Off, None),
+            };
+            if let deflate::Negotiated::On { send } = negotiated {
+                settings.rules.inflate = true;
+                link.send_compressed(send);
+            }
+            (settings, answer)
+        };
+        #[cfg(not(feature = "ws-deflate"))]
+        let extensions = None;
         link.set_settings(settings);
         link.keep_alive.set(
             keep_alive_millis(ping_interval),
@@ -371,7 +423,11 @@ impl WebSocketUpgrade {
             keep_alive_millis(idle_timeout),
         );
         tokio::spawn(socket::upgraded(link, state, handler, upgrade));
-        Accepted { accept, protocol }
+        Accepted {
+            accept: offered.accept,
+            protocol,
+            extensions,
+        }
     }
 }
 
@@ -385,12 +441,14 @@ impl WebSocketUpgrade {
 pub struct Accepted {
     accept: HeaderValue,
     protocol: Option<HeaderValue>,
+    /// The `Sec-WebSocket-Extensions` answer, if one was negotiated.
+    extensions: Option<HeaderValue>,
 }
 
 impl Accepted {
     /// The response, with an empty body.
     pub fn into_response<B: Default>(self) -> Response<B> {
-        handshake::response(self.accept, self.protocol)
+        handshake::response(self.accept, self.protocol, self.extensions)
     }
 }
 

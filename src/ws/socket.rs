@@ -42,8 +42,8 @@ use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::{Context, Poll, Waker, ready};
 use std::time::{Duration, Instant};
@@ -51,14 +51,24 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use super::frame::{Event, Frame, Limits, Reader, Refused};
+use super::frame::Frame;
 use super::message::{CloseCode, CloseFrame, Message};
+use super::reader::{Event, Reader, Refused, Rules};
 use crate::lot::Wrote;
 use crate::upgrade::{self, Drain, Lot, Upgraded, Woken};
 
-/// How long a closing socket waits for more of what its client still
-/// sends before it lets the connection go (see [`Awake::finish`]).
-const LINGER: Duration = Duration::from_millis(200);
+/// What a closing socket reads at most beyond its limits: its client's
+/// close frame comes after the rest of the frame in flight (a message it
+/// refused), which may be as large as the limits, and after what the client
+/// sent before it saw the server's close frame.
+const CLOSING_READ: usize = 1 << 20;
+
+/// The most a closing socket reads: its limits (at most 64 MiB) and
+/// [`CLOSING_READ`].
+fn closing_budget(rules: Rules) -> usize {
+    let limits = rules.frame.max(rules.message) as usize;
+    limits.min(64 << 20) + CLOSING_READ
+}
 
 /// What a send does when the socket's queue is full (see [`Sender`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -98,7 +108,7 @@ impl std::error::Error for SendError {}
 /// A socket's settings, which its senders read under the link's lock.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Settings {
-    pub(crate) limits: Limits,
+    pub(crate) rules: Rules,
     pub(crate) max_queued: u32,
     /// Milliseconds (see `WebSocketUpgrade::close_timeout`).
     pub(crate) close_timeout: u32,
@@ -209,6 +219,10 @@ impl KeepAlive {
 pub(crate) struct Link {
     state: Mutex<State>,
     pub(crate) keep_alive: KeepAlive,
+    /// The socket negotiated compression for the server's messages: a
+    /// send takes a [`Frame`]'s compressed bytes (compressing it first, if
+    /// no socket did yet), before it takes the lock.
+    send_compressed: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -287,7 +301,15 @@ impl Link {
                 settings,
             }),
             keep_alive: KeepAlive::default(),
+            send_compressed: AtomicBool::new(false),
         })
+    }
+
+    /// Sets whether the server's messages go compressed (set at the
+    /// upgrade, before the socket first sleeps).
+    #[cfg(feature = "ws-deflate")]
+    pub(crate) fn send_compressed(&self, on: bool) {
+        self.send_compressed.store(on, Relaxed);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -378,13 +400,13 @@ impl Sender {
 
     fn push(&self, frame: Frame) -> Result<(), SendError> {
         let link = &self.0;
+        let bytes = frame.bytes(link.send_compressed.load(Relaxed));
         let mut guard = link.lock();
         let state = &mut *guard;
         if state.closing {
             return Err(SendError::Closed);
         }
         if let (At::Asleep(key), Some(lot)) = (state.at, &state.lot) {
-            let bytes = frame.bytes();
             let (wrote, id) = (lot.write_to(key, link.id(), bytes), link.id());
             let woken = |state: &State| state.lot.as_ref().is_some_and(|lot| lot.wake(key, id));
             match wrote {
@@ -417,7 +439,7 @@ impl Sender {
         // An empty queue takes a frame of any size: a message larger than
         // the bound can be sent, one at a time.
         let queued = state.queued();
-        if queued > 0 && queued + frame.len() > state.settings.max_queued as usize {
+        if queued > 0 && queued + bytes.len() > state.settings.max_queued as usize {
             if state.settings.when_full == WhenFull::Close {
                 state.overflowed = true;
                 state.closing = true;
@@ -426,7 +448,7 @@ impl Sender {
             return Err(SendError::Full);
         }
         state.closing = frame.is_close();
-        state.push(frame.bytes().clone());
+        state.push(bytes.clone());
         Ok(())
     }
 }
@@ -550,6 +572,82 @@ impl<S, F> From<Sleeper<S, F>> for Awake<S, F> {
     }
 }
 
+/// How far a closing socket goes.
+struct Bounds {
+    deadline: tokio::time::Instant,
+    /// Bytes it may still read.
+    budget: usize,
+}
+
+impl Bounds {
+    /// Takes `n` bytes read from the budget: false if they were more.
+    fn take(&mut self, n: usize) -> bool {
+        match self.budget.checked_sub(n) {
+            Some(left) => {
+                self.budget = left;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// How a socket's connection ended, and the goodbye still owed to it.
+struct Ended {
+    end: End,
+    goodbye: Option<Goodbye>,
+}
+
+impl From<End> for Ended {
+    /// An end that owes no goodbye: the connection is gone.
+    fn from(end: End) -> Ended {
+        Ended { end, goodbye: None }
+    }
+}
+
+/// A connection's last words, said after the handler heard of its end
+/// (see [`Goodbye::say`]).
+struct Goodbye {
+    stream: Upgraded,
+    bounds: Bounds,
+    /// The client's close frame did not come (and will not be read): read
+    /// until the client closes its side.
+    until_eof: bool,
+}
+
+impl Goodbye {
+    /// The transport's own goodbye (TLS: `close_notify`) and the end of
+    /// the stream (the server closes the connection first, RFC 6455,
+    /// 7.1.1); then what the client sent is read and dropped, so that the
+    /// socket is not closed with bytes unread (the kernel would answer
+    /// with a reset, which can destroy the close frame on its way): what
+    /// is there, once the client's close frame came (nothing should follow
+    /// it); else everything until the client, which now has the server's
+    /// close frame and end, closes its side. Within the bounds, not until
+    /// a pause: a client still sending a large message pauses as it likes.
+    async fn say(mut self) {
+        let deadline = self.bounds.deadline;
+        let bounds = &mut self.bounds;
+        let stream = &mut self.stream;
+        let until_eof = self.until_eof;
+        let goodbye = async {
+            stream.shutdown().await?;
+            loop {
+                let read = match until_eof {
+                    true => stream.read_pooled().await?,
+                    false => stream.read_pooled_now().await?,
+                };
+                match read {
+                    Some(bytes) if bounds.take(bytes.len()) => {}
+                    _ => break,
+                }
+            }
+            io::Result::Ok(())
+        };
+        let _ = tokio::time::timeout_at(deadline, goodbye).await;
+    }
+}
+
 /// How a socket's connection ends.
 enum End {
     /// The client sent its close frame (the server answered it, if it had
@@ -574,70 +672,64 @@ where
             std::mem::take(&mut state.woken_to_write)
         };
         let expired = self.link.keep_alive.expired();
-        let end = match woken {
-            Woken::Readable(mut stream) | Woken::Eof(mut stream) if expired.is_some() => {
+        let ended = match woken {
+            Woken::Readable(stream) | Woken::Eof(stream) if expired.is_some() => {
                 let reason = expired.unwrap_or_default();
-                // Best effort: a client that stopped answering may not read
-                // it either.
+                // A client that stopped answering may not answer this
+                // either: the handler hears of the end at once, and the
+                // goodbye waits (bounded) for the client to close.
                 self.push_control(Frame::close(CloseCode::GOING_AWAY, reason));
-                self.finish(&mut stream).await;
-                End::Lost
+                self.hang_up(stream).await
             }
             Woken::Readable(mut stream) | Woken::Eof(mut stream) => {
                 let served = if to_write {
                     // Woken by a send, not by bytes: write, then sleep (the
                     // lot wakes it at once if bytes came meanwhile).
-                    self.write_queue(&mut stream)
-                        .await
-                        .map(|()| stream)
-                        .map_err(|_| End::Lost)
+                    match self.write_queue(&mut stream).await {
+                        Ok(()) => Ok(stream),
+                        Err(_) => Err(End::Lost.into()),
+                    }
                 } else {
                     self.serve(stream).await
                 };
                 match served {
                     Ok(stream) => return self.sleep(stream).await,
-                    Err(end) => end,
+                    Err(ended) => ended,
                 }
             }
             Woken::Shutdown(stream) => self.shut_down(stream, drain.as_ref()).await,
-            Woken::Failed(_) => End::Lost,
+            Woken::Failed(_) => End::Lost.into(),
         };
-        self.end(end).await;
+        self.end(ended).await;
     }
 
     /// Reads and handles what arrived until a read finds nothing: the
     /// stream, to sleep again; or how the connection ended.
-    async fn serve(&mut self, mut stream: Upgraded) -> Result<Upgraded, End> {
+    async fn serve(&mut self, mut stream: Upgraded) -> Result<Upgraded, Ended> {
         // The first read waits for the readiness that woke the socket: its
         // stream was just registered with tokio, which has not seen it yet.
         let mut read = stream.read_pooled().await;
         // Set before the socket first slept: read once a wake.
-        let limits = self.link.lock().settings.limits;
+        let rules = self.link.lock().settings.rules;
         loop {
             let bytes = match read {
                 Ok(Some(bytes)) => bytes,
-                Ok(None) | Err(_) => return Err(End::Lost),
+                Ok(None) | Err(_) => return Err(End::Lost.into()),
             };
             self.link.keep_alive.heard();
             let mut input = &bytes[..];
             loop {
-                match self.reader.read(&mut input, limits) {
-                    Ok(Some(event)) => {
-                        if let Some(end) = self.handle(event, &mut stream).await {
-                            return Err(end);
-                        }
-                    }
+                match self.reader.read(&mut input, rules) {
+                    Ok(Some(Event::Close(frame))) => return Err(self.closed(frame, stream).await),
+                    Ok(Some(event)) => self.handle(event).await,
                     Ok(None) => break,
-                    Err(refused) => {
-                        self.refuse(refused, &mut stream).await;
-                        return Err(End::Lost);
-                    }
+                    Err(refused) => return Err(self.refuse(refused, stream, input).await),
                 }
             }
             let full = bytes.is_full();
             drop(bytes);
             if self.write_queue(&mut stream).await.is_err() {
-                return Err(End::Lost);
+                return Err(End::Lost.into());
             }
             if !full {
                 // Likely all there was: the lot's registration reports
@@ -652,8 +744,8 @@ where
         }
     }
 
-    /// Acts on one event: `Some` when it ends the connection.
-    async fn handle(&mut self, event: Event, stream: &mut Upgraded) -> Option<End> {
+    /// Acts on a message, a ping or a pong.
+    async fn handle(&mut self, event: Event) {
         let closing = self.link.lock().closing;
         match event {
             // After its close frame, the server discards what comes.
@@ -667,18 +759,28 @@ where
                     self.push_control(Frame::pong(&payload));
                 }
             }
-            Event::Pong => {}
-            Event::Close(frame) => {
-                if !closing {
-                    // The answer echoes the code (RFC 6455, 5.5.1).
-                    let code = frame.as_ref().map_or(CloseCode::NONE, |f| f.code);
-                    self.push_control(Frame::close(code, ""));
-                }
-                self.finish(stream).await;
-                return Some(End::Closed(frame));
-            }
+            Event::Pong | Event::Close(_) => {}
         }
-        None
+    }
+
+    /// The client's close frame came: the server answers it (unless it
+    /// sent its own first), and says goodbye.
+    async fn closed(&mut self, frame: Option<CloseFrame>, mut stream: Upgraded) -> Ended {
+        if !self.link.lock().closing {
+            // The answer echoes the code (RFC 6455, 5.5.1).
+            let code = frame.as_ref().map_or(CloseCode::NONE, |f| f.code);
+            self.push_control(Frame::close(code, ""));
+        }
+        let bounds = self.bounds();
+        let _ = tokio::time::timeout_at(bounds.deadline, self.write_queue(&mut stream)).await;
+        Ended {
+            end: End::Closed(frame),
+            goodbye: Some(Goodbye {
+                stream,
+                bounds,
+                until_eof: false,
+            }),
+        }
     }
 
     /// Runs the handler on a message: the state moves through it.
@@ -689,13 +791,14 @@ where
         }
     }
 
-    /// Answers a client that broke the protocol with the close code for
-    /// it, then lets the connection go (RFC 6455, 7.1.7).
-    async fn refuse(&mut self, refused: Refused, stream: &mut Upgraded) {
+    /// Answers a client that broke the protocol or a limit with the close
+    /// code for it (RFC 6455, 7.1.7), then waits for its close frame (the
+    /// rest of this read, `rest`, first), as [`await_close`](Self::await_close).
+    async fn refuse(&mut self, refused: Refused, stream: Upgraded, rest: &[u8]) -> Ended {
         if !self.link.lock().closing {
             self.push_control(Frame::close(refused.code, refused.reason));
         }
-        self.finish(stream).await;
+        self.await_close(stream, rest, Some(refused)).await
     }
 
     /// Queues a control frame the protocol owes (a pong, a close), past
@@ -703,25 +806,27 @@ where
     fn push_control(&self, frame: Frame) {
         let mut state = self.link.lock();
         state.closing |= frame.is_close();
-        state.push(frame.bytes().clone());
+        state.push(frame.bytes(false).clone());
     }
 
     /// The server shuts down: a close frame (1001) after what is queued,
-    /// and a short wait for the client's answer, cut short when the
-    /// server's grace period is over.
-    async fn shut_down(&mut self, mut stream: Upgraded, drain: Option<&Drain>) -> End {
+    /// and a wait for the client's answer, cut short when the server's
+    /// grace period is over (then no goodbye either).
+    async fn shut_down(&mut self, mut stream: Upgraded, drain: Option<&Drain>) -> Ended {
         if !self.link.lock().closing {
             self.push_control(Frame::close(
                 CloseCode::GOING_AWAY,
                 "the server is shutting down",
             ));
         }
-        let within = self.close_within();
+        self.reader.closing(None);
+        let mut bounds = self.bounds();
+        let deadline = bounds.deadline;
         let answer = async {
             if self.write_queue(&mut stream).await.is_err() {
                 return End::Lost;
             }
-            self.client_close(&mut stream).await
+            self.client_close(&mut stream, &mut bounds).await
         };
         let forced = async {
             match drain {
@@ -730,73 +835,125 @@ where
             }
         };
         let end = tokio::select! {
-            answered = tokio::time::timeout(within, answer) => answered.unwrap_or(End::Lost),
+            answered = tokio::time::timeout_at(deadline, answer) => answered.unwrap_or(End::Lost),
             () = forced => End::Lost,
         };
         // The transport's goodbye (TLS: `close_notify`), unless the grace
         // period is over.
-        if drain.is_none_or(|drain| !drain.is_forced()) {
-            self.finish(&mut stream).await;
+        let goodbye = drain
+            .is_none_or(|drain| !drain.is_forced())
+            .then_some(Goodbye {
+                stream,
+                bounds,
+                until_eof: false,
+            });
+        Ended { end, goodbye }
+    }
+
+    /// How far a closing socket goes: until its close timeout
+    /// (`WebSocketUpgrade::close_timeout`), reading at most its
+    /// [`closing_budget`].
+    fn bounds(&self) -> Bounds {
+        let settings = self.link.lock().settings;
+        let within = Duration::from_millis(settings.close_timeout.into());
+        Bounds {
+            deadline: tokio::time::Instant::now() + within,
+            budget: closing_budget(settings.rules),
         }
-        end
     }
 
-    /// How long a closing socket waits for its client
-    /// (`WebSocketUpgrade::close_timeout`).
-    fn close_within(&self) -> Duration {
-        let millis = self.link.lock().settings.close_timeout;
-        Duration::from_millis(millis.into())
+    /// The server sent (or queued) its close frame, maybe refusing what
+    /// the client sent (`refused`): writes what is queued, then reads and
+    /// drops what the client still sends (`rest` first: the rest of a
+    /// refused message, what the client sent before it saw the close
+    /// frame) until its close frame, within the close timeout and the
+    /// closing budget. After a refusal of the client's framing itself
+    /// (1002), its close frame cannot be found: the server hangs up at
+    /// once ([`hang_up`](Self::hang_up)).
+    async fn await_close(
+        &mut self,
+        mut stream: Upgraded,
+        rest: &[u8],
+        refused: Option<Refused>,
+    ) -> Ended {
+        self.reader.closing(refused);
+        if self.reader.is_dropping() {
+            return self.hang_up(stream).await;
+        }
+        let mut bounds = self.bounds();
+        let end = match self.close_frame_in(rest) {
+            Some(end) => {
+                let _ =
+                    tokio::time::timeout_at(bounds.deadline, self.write_queue(&mut stream)).await;
+                end
+            }
+            None => {
+                let deadline = bounds.deadline;
+                let answer = async {
+                    if self.write_queue(&mut stream).await.is_err() {
+                        return End::Lost;
+                    }
+                    self.client_close(&mut stream, &mut bounds).await
+                };
+                tokio::time::timeout_at(deadline, answer)
+                    .await
+                    .unwrap_or(End::Lost)
+            }
+        };
+        Ended {
+            end,
+            goodbye: Some(Goodbye {
+                stream,
+                bounds,
+                until_eof: false,
+            }),
+        }
     }
 
-    /// The server sent its close frame: waits (bounded) for the client's,
-    /// then lets the connection go.
-    async fn await_close(&mut self, stream: &mut Upgraded) -> End {
-        let end = tokio::time::timeout(self.close_within(), self.client_close(stream))
-            .await
-            .unwrap_or(End::Lost);
-        self.finish(stream).await;
-        end
+    /// Writes the close frame queued, and ends the socket without waiting
+    /// for the client's: the goodbye reads until the client closes its
+    /// side.
+    async fn hang_up(&mut self, mut stream: Upgraded) -> Ended {
+        let bounds = self.bounds();
+        let _ = tokio::time::timeout_at(bounds.deadline, self.write_queue(&mut stream)).await;
+        Ended {
+            end: End::Lost,
+            goodbye: Some(Goodbye {
+                stream,
+                bounds,
+                until_eof: true,
+            }),
+        }
     }
 
-    /// Reads (and drops) what the client sends until its close frame.
-    async fn client_close(&mut self, stream: &mut Upgraded) -> End {
-        let limits = self.link.lock().settings.limits;
+    /// Reads (and drops) what the client sends until its close frame, the
+    /// reader closing.
+    async fn client_close(&mut self, stream: &mut Upgraded, bounds: &mut Bounds) -> End {
         loop {
             let Ok(Some(bytes)) = stream.read_pooled().await else {
                 return End::Lost;
             };
-            let mut input = &bytes[..];
-            loop {
-                match self.reader.read(&mut input, limits) {
-                    Ok(Some(Event::Close(frame))) => return End::Closed(frame),
-                    Ok(Some(_)) => {}
-                    Ok(None) => break,
-                    Err(_) => return End::Lost,
-                }
+            if !bounds.take(bytes.len()) {
+                return End::Lost;
+            }
+            if let Some(end) = self.close_frame_in(&bytes) {
+                return end;
             }
         }
     }
 
-    /// Writes what is queued, then the transport's own goodbye (TLS:
-    /// `close_notify`) and the end of the stream; then reads and drops
-    /// what the client still sends (the rest of a refused message, its
-    /// close frame) until it closes its side or pauses for [`LINGER`]: a
-    /// socket closed with bytes unread sends a reset, which can destroy the
-    /// close frame on its way (a lingering close). Bounded in time: the
-    /// connection's last words before it is dropped.
-    async fn finish(&mut self, stream: &mut Upgraded) {
-        let within = self.close_within();
-        let goodbye = async {
-            self.write_queue(stream).await?;
-            stream.shutdown().await?;
-            while let Ok(read) = tokio::time::timeout(LINGER, stream.read_pooled()).await {
-                if read?.is_none() {
-                    break;
-                }
+    /// The client's close frame, if `input` completes it (the reader
+    /// closing); `Some(End::Lost)` if the client broke even that.
+    fn close_frame_in(&mut self, mut input: &[u8]) -> Option<End> {
+        let rules = self.link.lock().settings.rules;
+        loop {
+            match self.reader.read(&mut input, rules) {
+                Ok(Some(Event::Close(frame))) => return Some(End::Closed(frame)),
+                Ok(Some(_)) => {}
+                Ok(None) => return None,
+                Err(_) => return Some(End::Lost),
             }
-            io::Result::Ok(())
-        };
-        let _ = tokio::time::timeout(within, goodbye).await;
+        }
     }
 
     /// Writes the queue until it is empty.
@@ -842,14 +999,14 @@ where
     async fn sleep(mut self, mut stream: Upgraded) {
         loop {
             if self.write_queue(&mut stream).await.is_err() {
-                return self.end(End::Lost).await;
+                return self.end(End::Lost.into()).await;
             }
             if self.link.lock().closing {
                 // Its close frame went out: it waits for the client's
                 // answer rather than sleep (a client that never answers
                 // would keep it forever).
-                let end = self.await_close(&mut stream).await;
-                return self.end(end).await;
+                let ended = self.await_close(stream, &[], None).await;
+                return self.end(ended).await;
             }
             let link = self.link.clone();
             {
@@ -888,18 +1045,21 @@ where
                 }
             }
         }
-        self.end(End::Lost).await;
+        self.end(End::Lost.into()).await;
     }
 
     /// The socket ended: the link closes, the connection is let go, and
     /// the handler gets its last message.
-    async fn end(mut self, end: End) {
+    async fn end(mut self, ended: Ended) {
         self.link.close();
-        let frame = match end {
+        let frame = match ended.end {
             End::Closed(frame) => frame,
             End::Lost => None,
         };
         self.call(Message::Close(frame)).await;
+        if let Some(goodbye) = ended.goodbye {
+            goodbye.say().await;
+        }
     }
 }
 
