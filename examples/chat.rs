@@ -1,7 +1,10 @@
 //! A chat room on `dormant::ws`: what one client says, every client hears.
-//! Between messages a socket sleeps in the parking lot with its member's
-//! id and no task; a message wakes only its sender's socket, and the
-//! broadcast writes to every other socket where it sleeps.
+//! The room is a [`Topic`]: every member's socket joins it, a message is
+//! published to it, and a socket that closes leaves it by itself. Between
+//! messages a socket sleeps in the parking lot with its member's number
+//! and no task; a message wakes only its sender's socket, and the publish
+//! writes to every other socket where it sleeps, without holding the
+//! room's lock while it does.
 //!
 //! ```text
 //! cargo run --release --features ws --example chat [ADDR]   # default 127.0.0.1:3000
@@ -14,58 +17,44 @@
 //! (close code 1008); the others are not held back. Ctrl-C shuts down
 //! gracefully: every socket is sent 1001.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
-use dormant::ws::{Frame, Message, Sender, WebSocketUpgrade};
+use dormant::ws::{Frame, Message, Topic, WebSocketUpgrade};
 use http::header::CONTENT_TYPE;
 use http::{Request, Response, StatusCode};
 use hyper::service::service_fn;
 use tokio::net::TcpListener;
 
-/// The members of the room, by id.
+/// The room: its members' sockets, and the number the next one gets.
 #[derive(Debug, Default)]
 pub struct Room {
-    members: Mutex<HashMap<u64, Sender>>,
-    next_id: AtomicU64,
+    members: Topic,
+    joined: AtomicU64,
 }
 
 impl Room {
-    /// Sends `text` to every member; those whose sockets are gone (or let
-    /// go for not reading) leave.
+    /// Sends `text` to every member.
     pub fn broadcast(&self, text: &str) {
         // Encoded once, for every socket.
-        let frame = Frame::text(text);
-        let mut members = self.members.lock().unwrap();
-        members.retain(|_, member| member.send(&frame).is_ok());
-    }
-
-    fn join(&self, sender: Sender) -> u64 {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        self.members.lock().unwrap().insert(id, sender);
-        id
-    }
-
-    fn leave(&self, id: u64) {
-        self.members.lock().unwrap().remove(&id);
+        self.members.publish(Frame::text(text));
     }
 
     /// How many members the room has.
     pub fn len(&self) -> usize {
-        self.members.lock().unwrap().len()
+        self.members.len()
     }
 
     /// How many members' sockets sleep now (no task serves them).
     pub fn asleep(&self) -> usize {
-        let members = self.members.lock().unwrap();
-        members.values().filter(|member| member.is_asleep()).count()
+        let members = self.members.members();
+        members.iter().filter(|member| member.is_asleep()).count()
     }
 
     /// Whether the room is empty.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.members.is_empty()
     }
 }
 
@@ -87,9 +76,10 @@ pub async fn handle(
         Ok(ws) => ws.max_message_size(4096),
         Err(rejection) => return Ok(rejection.response()),
     };
-    let id = room.join(ws.sender());
+    room.members.subscribe(&ws.sender());
+    let id = room.joined.fetch_add(1, Ordering::Relaxed) + 1;
     room.broadcast(&format!("#{id} joined ({} here)", room.len()));
-    // A member's socket keeps its id between messages, nothing else.
+    // A member's socket keeps its number between messages, nothing else.
     Ok(ws
         .on_message(id, move |id, message, _sender| {
             let room = room.clone();
@@ -97,10 +87,8 @@ pub async fn handle(
                 match message {
                     Message::Text(text) => room.broadcast(&format!("#{id}: {text}")),
                     Message::Binary(_) => {}
-                    Message::Close(_) => {
-                        room.leave(id);
-                        room.broadcast(&format!("#{id} left"));
-                    }
+                    // The socket has left the room already.
+                    Message::Close(_) => room.broadcast(&format!("#{id} left")),
                 }
                 id
             }

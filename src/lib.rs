@@ -138,6 +138,8 @@ pub use pool::PoolStats;
 pub use server::{Builder, Handle, Serve, ServeFuture, Server, WithGracefulShutdown};
 pub use service::PeerAddr;
 pub use shutdown::Shutdown;
+#[cfg(feature = "ws")]
+pub use stats::WebSocketStats;
 pub use stats::{H2SleepDeclines, Stats};
 pub use transport::Transport;
 

@@ -101,6 +101,34 @@ pub struct Stats {
     pub h2_sleep_declines: H2SleepDeclines,
     /// The read buffer pool.
     pub pool: PoolStats,
+    /// The server's WebSockets (`dormant::ws`, feature `ws`).
+    #[cfg(feature = "ws")]
+    pub websockets: WebSocketStats,
+}
+
+/// What a server's WebSockets (`dormant::ws`) are doing: gauges.
+#[cfg(feature = "ws")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WebSocketStats {
+    /// Sockets open (upgraded, not closed yet).
+    pub open: usize,
+    /// Open sockets that sleep in the parking lot: no task serves them.
+    /// The others are awake.
+    pub asleep: usize,
+    /// Bytes waiting in the sockets' queues, for clients that do not read
+    /// as fast as they are sent to.
+    pub queued_bytes: usize,
+}
+
+/// The counters behind [`WebSocketStats`], shared with the parking lot's
+/// sockets.
+#[cfg(feature = "ws")]
+#[derive(Debug, Default)]
+pub(crate) struct WsCounters {
+    pub(crate) open: AtomicUsize,
+    pub(crate) asleep: AtomicUsize,
+    pub(crate) queued: AtomicUsize,
 }
 
 /// Why idle HTTP/2 connections stayed awake when they could have slept
@@ -148,6 +176,8 @@ pub(crate) struct Counters {
     pub(crate) request_limit_closes: AtomicU64,
     pub(crate) h2_declines_window: AtomicU64,
     pub(crate) h2_declines_unacknowledged: AtomicU64,
+    #[cfg(feature = "ws")]
+    pub(crate) ws: std::sync::Arc<WsCounters>,
 }
 
 impl Counters {
@@ -183,6 +213,12 @@ impl Counters {
                 unacknowledged: self.h2_declines_unacknowledged.load(Relaxed),
             },
             pool,
+            #[cfg(feature = "ws")]
+            websockets: WebSocketStats {
+                open: self.ws.open.load(Relaxed),
+                asleep: self.ws.asleep.load(Relaxed),
+                queued_bytes: self.ws.queued.load(Relaxed),
+            },
         }
     }
 }

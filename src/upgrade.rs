@@ -483,6 +483,9 @@ struct LotShared {
     /// task, whatever thread (or other runtime) the write came from.
     #[cfg(feature = "ws")]
     runtime: tokio::runtime::Handle,
+    /// The server's WebSocket gauges.
+    #[cfg(feature = "ws")]
+    ws: Arc<crate::stats::WsCounters>,
 }
 
 /// Keeps a `serve` call's graceful shutdown waiting while an upgraded
@@ -599,9 +602,10 @@ impl Lot {
         lot: StreamLot<T, C>,
         held: Arc<Held>,
         signal: Signal,
+        stats: &crate::stats::Counters,
     ) -> Self {
         #[cfg(not(feature = "ws"))]
-        let _ = (held, signal);
+        let _ = (held, signal, stats);
         Lot(Arc::new(LotShared {
             beds: Box::new(lot),
             #[cfg(feature = "ws")]
@@ -610,7 +614,15 @@ impl Lot {
             signal,
             #[cfg(feature = "ws")]
             runtime: tokio::runtime::Handle::current(),
+            #[cfg(feature = "ws")]
+            ws: stats.ws.clone(),
         }))
+    }
+
+    /// The server's WebSocket gauges.
+    #[cfg(feature = "ws")]
+    pub(crate) fn ws_counters(&self) -> &crate::stats::WsCounters {
+        &self.0.ws
     }
 
     /// Holds the `serve` call's graceful shutdown open until the returned

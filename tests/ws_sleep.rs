@@ -46,6 +46,7 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode as WsCode;
 
 over_every_transport!(
+    topics_reach_sleeping_members_and_lose_the_ones_that_go,
     messages_of_every_size_across_sleeps,
     broadcasts_reach_sleeping_sockets_without_waking_them,
     fragments_arrive_across_sleeps,
@@ -689,4 +690,55 @@ async fn read_head(io: &mut Box<dyn AsyncStream>) -> String {
         head.push(byte[0]);
     }
     String::from_utf8(head).unwrap()
+}
+
+/// A topic's members get what is published to it where they sleep: no
+/// socket wakes for it (the server's gauges say so); a member that leaves
+/// (`leave`), or closes, is no longer one, and a publish after that goes
+/// to the others only.
+fn topics_reach_sleeping_members_and_lose_the_ones_that_go<T: Transport>() {
+    let (room, events) = Room::new();
+    let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+    client_runtime().block_on(async {
+        let mut members = Vec::new();
+        for _ in 0..3 {
+            members.push(connect::<T>(&srv.addr, "/topic").await);
+        }
+        room.wait_asleep(3);
+        assert_eq!(room.topic.len(), 3);
+        for round in 0..3 {
+            let text = format!("news {round}");
+            let published = room.topic.publish(text.as_str());
+            assert_eq!((published.sent, published.failed), (3, 0));
+            let ws = srv.stats().websockets;
+            assert_eq!(
+                (ws.open, ws.asleep, ws.queued_bytes),
+                (3, 3, 0),
+                "none woke"
+            );
+            for member in &mut members {
+                assert_eq!(next(member).await, WsMessage::text(text.as_str()));
+            }
+        }
+        members[0].send(WsMessage::text("leave")).await.unwrap();
+        assert_eq!(next(&mut members[0]).await, WsMessage::text("left"));
+        assert_eq!(room.topic.len(), 2);
+        let mut gone = members.pop().unwrap();
+        gone.close(None).await.unwrap();
+        assert_eq!(next_event(&events), "closed");
+        // The socket left the topic before its handler heard of the end.
+        assert_eq!(room.topic.len(), 1);
+        assert_eq!(room.topic.members(), [room.sender(1)]);
+        wait("the members asleep", || {
+            room.topic
+                .members()
+                .iter()
+                .all(dormant::ws::Sender::is_asleep)
+        });
+        assert_eq!(room.topic.publish("last").sent, 1);
+        assert_eq!(next(&mut members[1]).await, WsMessage::text("last"));
+        // The one that left gets its echo, and nothing published before it.
+        members[0].send(WsMessage::text("echo")).await.unwrap();
+        assert_eq!(next(&mut members[0]).await, WsMessage::text("echo"));
+    });
 }

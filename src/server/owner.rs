@@ -249,7 +249,12 @@ where
         let held = Arc::new(Held::new(shared.config.max_connections));
         ServeState {
             shared: shared.clone(),
-            upgrade_lot: upgrade::Lot::new(lot.clone(), held.clone(), signal.clone()),
+            upgrade_lot: upgrade::Lot::new(
+                lot.clone(),
+                held.clone(),
+                signal.clone(),
+                &shared.stats,
+            ),
             signal,
             lot,
             held,

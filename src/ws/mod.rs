@@ -47,6 +47,16 @@
 //! that stopped reading does not hold the others back. A [`Frame`] encodes
 //! a message once for any number of sockets.
 //!
+//! A [`Topic`] is a set of sockets to publish to: sockets join and leave
+//! from their handlers (or wherever their sender is), a publish sends to
+//! every member without holding the topic's lock while it sends (a join
+//! or another topic's publish never waits for its sends), and a socket
+//! that closes leaves its topics by itself. A [`Sender`] is the socket's
+//! identity ([`Sender::id`], `Eq`, `Hash`) for apps that keep their own
+//! maps; [`Server::stats`](crate::Server::stats) counts the sockets open,
+//! asleep, and the bytes queued for them
+//! ([`WebSocketStats`](crate::WebSocketStats)).
+//!
 //! # Keep-alive and idle sockets
 //!
 //! [`ping_interval`](WebSocketUpgrade::ping_interval) has the parking lot
@@ -135,6 +145,7 @@ mod handshake;
 mod message;
 mod reader;
 mod socket;
+mod topic;
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -148,6 +159,7 @@ pub use frame::Frame;
 pub use handshake::Rejection;
 pub use message::{CloseCode, CloseFrame, Message};
 pub use socket::{SendError, Sender, WhenFull};
+pub use topic::{Published, Topic};
 
 use reader::Rules;
 use socket::{Link, Settings, keep_alive_millis};

@@ -44,7 +44,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU32};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::task::{Context, Poll, Waker, ready};
 use std::time::{Duration, Instant};
 
@@ -54,7 +54,9 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use super::frame::Frame;
 use super::message::{CloseCode, CloseFrame, Message};
 use super::reader::{Event, Reader, Refused, Rules};
+use super::topic::Members;
 use crate::lot::Wrote;
+use crate::stats::WsCounters;
 use crate::upgrade::{self, Drain, Lot, Upgraded, Woken};
 
 /// What a closing socket reads at most beyond its limits: its client's
@@ -217,6 +219,8 @@ impl KeepAlive {
 /// What a socket's senders and its server share.
 #[derive(Debug)]
 pub(crate) struct Link {
+    /// The socket's number, unique in the process: its senders' identity.
+    number: u64,
     state: Mutex<State>,
     pub(crate) keep_alive: KeepAlive,
     /// The socket negotiated compression for the server's messages: a
@@ -240,6 +244,20 @@ struct State {
     /// A send woke the sleeping socket to write what it did not take.
     woken_to_write: bool,
     settings: Settings,
+    /// The topics the socket joined, and its slot in each: it leaves them
+    /// when it closes.
+    #[allow(
+        clippy::box_collection,
+        reason = "one pointer in every socket, where a Vec is three"
+    )]
+    topics: Option<Box<Vec<Membership>>>,
+}
+
+/// A socket's place in a topic.
+#[derive(Debug)]
+struct Membership {
+    topic: Weak<Members>,
+    slot: u32,
 }
 
 /// What waits for an awake socket's task to write.
@@ -256,7 +274,35 @@ impl State {
         self.outbox.as_ref().map_or(0, |outbox| outbox.queued)
     }
 
+    /// The server's WebSocket gauges, once the socket is upgraded.
+    fn counters(&self) -> Option<&WsCounters> {
+        self.lot.as_ref().map(Lot::ws_counters)
+    }
+
+    /// Moves the socket to `at`, keeping the server's gauges.
+    fn set_at(&mut self, at: At) {
+        let was = std::mem::replace(&mut self.at, at);
+        let Some(counters) = self.counters() else {
+            return;
+        };
+        let open = |at: At| matches!(at, At::Awake | At::Asleep(_));
+        let asleep = |at: At| matches!(at, At::Asleep(_));
+        match (open(was), open(at)) {
+            (false, true) => counters.open.fetch_add(1, Relaxed),
+            (true, false) => counters.open.fetch_sub(1, Relaxed),
+            _ => 0,
+        };
+        match (asleep(was), asleep(at)) {
+            (false, true) => counters.asleep.fetch_add(1, Relaxed),
+            (true, false) => counters.asleep.fetch_sub(1, Relaxed),
+            _ => 0,
+        };
+    }
+
     fn push(&mut self, frame: Bytes) {
+        if let Some(counters) = self.counters() {
+            counters.queued.fetch_add(frame.len(), Relaxed);
+        }
         let outbox = self.outbox.get_or_insert_with(Box::default);
         outbox.queued += frame.len();
         outbox.frames.push_back(frame);
@@ -266,7 +312,19 @@ impl State {
         let outbox = self.outbox.as_mut()?;
         let frame = outbox.frames.pop_front()?;
         outbox.queued -= frame.len();
+        if let Some(counters) = self.counters() {
+            counters.queued.fetch_sub(frame.len(), Relaxed);
+        }
         Some(frame)
+    }
+
+    /// Drops what waits to be written.
+    fn clear_outbox(&mut self) {
+        let queued = self.queued();
+        if let (Some(counters), true) = (self.counters(), queued > 0) {
+            counters.queued.fetch_sub(queued, Relaxed);
+        }
+        self.outbox = None;
     }
 
     fn is_empty(&self) -> bool {
@@ -290,7 +348,9 @@ enum At {
 
 impl Link {
     pub(crate) fn new(settings: Settings) -> Arc<Link> {
+        static NUMBERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Arc::new(Link {
+            number: NUMBERS.fetch_add(1, Relaxed),
             state: Mutex::new(State {
                 at: At::Upgrading,
                 lot: None,
@@ -299,6 +359,7 @@ impl Link {
                 overflowed: false,
                 woken_to_write: false,
                 settings,
+                topics: None,
             }),
             keep_alive: KeepAlive::default(),
             send_compressed: AtomicBool::new(false),
@@ -326,12 +387,21 @@ impl Link {
         self.lock().settings = settings;
     }
 
-    /// The socket ended: senders fail from now on.
+    /// The socket ended: senders fail from now on, and it leaves its
+    /// topics.
     fn close(&self) {
-        let mut state = self.lock();
-        state.at = At::Closed;
-        state.closing = true;
-        state.outbox = None;
+        let topics = {
+            let mut state = self.lock();
+            state.set_at(At::Closed);
+            state.closing = true;
+            state.clear_outbox();
+            state.topics.take()
+        };
+        for membership in topics.into_iter().flat_map(|topics| *topics) {
+            if let Some(topic) = membership.topic.upgrade() {
+                topic.leave(membership.slot, self.number);
+            }
+        }
     }
 }
 
@@ -348,12 +418,74 @@ impl Link {
 ///
 /// A handler's own sends (an answer to the message it handles) are queued
 /// and written once it returns, in order with everyone else's.
+///
+/// Senders of one socket are equal, and hash alike: an app that keeps its
+/// own map of sockets keys it by [`id`](Self::id), or by `Sender` (which
+/// hashes that number alone; clippy's `mutable_key_type` cannot tell, and
+/// may be allowed there).
 #[derive(Clone, Debug)]
 pub struct Sender(Arc<Link>);
+
+impl PartialEq for Sender {
+    fn eq(&self, other: &Sender) -> bool {
+        self.0.number == other.0.number
+    }
+}
+
+impl Eq for Sender {}
+
+impl std::hash::Hash for Sender {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.number.hash(state);
+    }
+}
 
 impl Sender {
     pub(crate) fn new(link: Arc<Link>) -> Self {
         Sender(link)
+    }
+
+    /// Returns the socket's number: unique among the process's sockets,
+    /// for as long as it runs (not reused after a socket closes).
+    pub fn id(&self) -> u64 {
+        self.0.number
+    }
+
+    /// Closes the socket's link, as its end does.
+    #[cfg(test)]
+    pub(crate) fn close_link(&self) {
+        self.0.close();
+    }
+
+    /// Joins the topic `members` with the slot `insert` gives it, unless
+    /// the socket is closed or a member already: whether it joined.
+    pub(crate) fn join(&self, members: &Arc<Members>, insert: impl FnOnce() -> u32) -> bool {
+        let mut state = self.0.lock();
+        if state.closing || state.at == At::Closed {
+            return false;
+        }
+        let topics = state.topics.get_or_insert_with(Box::default);
+        let member = |m: &Membership| std::ptr::eq(m.topic.as_ptr(), Arc::as_ptr(members));
+        if topics.iter().any(member) {
+            return false;
+        }
+        // The topic's lock under the link's, as everywhere.
+        let slot = insert();
+        topics.push(Membership {
+            topic: Arc::downgrade(members),
+            slot,
+        });
+        true
+    }
+
+    /// Leaves the topic `members`: the slot it had, if it was a member.
+    pub(crate) fn leave(&self, members: &Arc<Members>) -> Option<u32> {
+        let mut state = self.0.lock();
+        let topics = state.topics.as_mut()?;
+        let at = topics
+            .iter()
+            .position(|m| std::ptr::eq(m.topic.as_ptr(), Arc::as_ptr(members)))?;
+        Some(topics.swap_remove(at).slot)
     }
 
     /// Sends a message: a [`Frame`], or what converts into one (`&str`,
@@ -422,18 +554,18 @@ impl Sender {
                     if taken < bytes.len() {
                         state.push(bytes.slice(taken..));
                     }
-                    state.at = At::Awake;
+                    state.set_at(At::Awake);
                     state.woken_to_write = woken(state);
                     return Ok(());
                 }
                 Some(Err(_)) => {
                     // The socket failed: its task finds out and ends it.
-                    state.at = At::Awake;
+                    state.set_at(At::Awake);
                     state.woken_to_write = woken(state);
                     return Err(SendError::Closed);
                 }
                 // It woke meanwhile: its task takes the queue.
-                None => state.at = At::Awake,
+                None => state.set_at(At::Awake),
             }
         }
         // An empty queue takes a frame of any size: a message larger than
@@ -485,9 +617,14 @@ pub(crate) async fn upgraded<S, F, Fut>(
         }
     };
     {
-        let mut at = link.lock();
-        at.lot = Some(parts.lot.clone());
-        at.at = At::Awake;
+        let mut link = link.lock();
+        link.lot = Some(parts.lot.clone());
+        // What was sent before the upgrade counts from now on.
+        let queued = link.queued();
+        if let Some(counters) = link.counters() {
+            counters.queued.fetch_add(queued, Relaxed);
+        }
+        link.set_at(At::Awake);
     }
     let sleeper = Sleeper {
         link,
@@ -668,7 +805,7 @@ where
     async fn woken(mut self, woken: Woken, drain: Option<Drain>) {
         let to_write = {
             let mut state = self.link.lock();
-            state.at = At::Awake;
+            state.set_at(At::Awake);
             std::mem::take(&mut state.woken_to_write)
         };
         let expired = self.link.keep_alive.expired();
@@ -990,7 +1127,7 @@ where
         // What the transport holds (TLS records) goes out too.
         unless_overflowed(link, |cx| Pin::new(&mut *stream).poll_flush(cx)).await?;
         // Written: a socket that sleeps keeps no queue.
-        link.lock().outbox = None;
+        link.lock().clear_outbox();
         Ok(())
     }
 
@@ -1037,10 +1174,11 @@ where
                     // Under the link's lock: a send finds the socket awake,
                     // or asleep at its key.
                     let after = link.keep_alive.period();
-                    state.at = match lot.sleep_boxed(stream, sleeper, after) {
+                    let at = match lot.sleep_boxed(stream, sleeper, after) {
                         Some(key) => At::Asleep(key),
                         None => At::Awake,
                     };
+                    state.set_at(at);
                     return;
                 }
             }

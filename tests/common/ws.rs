@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dormant::ws::{CloseCode, Message, Sender, WebSocketUpgrade};
+use dormant::ws::{CloseCode, Message, Sender, Topic, WebSocketUpgrade};
 use http::Request;
 use hyper::service::service_fn;
 
@@ -27,6 +27,8 @@ pub(crate) const PING_EVERY: Duration = Duration::from_millis(20);
 pub(crate) struct Room {
     pub(crate) senders: Arc<Mutex<Vec<Sender>>>,
     events: Arc<Mutex<mpsc::Sender<String>>>,
+    /// The topic the sockets of `/topic` join.
+    pub(crate) topic: Topic,
 }
 
 impl Room {
@@ -35,6 +37,7 @@ impl Room {
         let room = Room {
             senders: Arc::default(),
             events: Arc::new(Mutex::new(tx)),
+            topic: Topic::new(),
         };
         (room, rx)
     }
@@ -52,7 +55,9 @@ impl Room {
 }
 
 /// Echoes every message; `close CODE` closes with that code. `/small`
-/// refuses messages over [`SMALL`] and queues at most 256 KiB.
+/// refuses messages over [`SMALL`] and queues at most 256 KiB. A socket of
+/// `/topic` joins the room's topic, and `leave` has it leave (answered
+/// `left`).
 pub(crate) fn echo(room: Room) -> impl Servable<String> {
     service_fn(move |mut req: Request<dormant::Body>| {
         let room = room.clone();
@@ -74,12 +79,20 @@ pub(crate) fn echo(room: Room) -> impl Servable<String> {
                 _ => ws,
             };
             room.senders.lock().unwrap().push(ws.sender());
+            if req.uri().path() == "/topic" {
+                room.topic.subscribe(&ws.sender());
+            }
             let events = room.events.clone();
+            let topic = room.topic.clone();
             Ok(ws
                 .on_message((), move |(), message, sender| {
-                    let events = events.clone();
+                    let (events, topic) = (events.clone(), topic.clone());
                     async move {
                         match message {
+                            Message::Text(text) if text == "leave" => {
+                                assert!(topic.unsubscribe(&sender), "a member");
+                                sender.send("left").unwrap();
+                            }
                             Message::Text(text) => match text.strip_prefix("close ") {
                                 Some(code) => {
                                     let code = CloseCode::from(code.parse::<u16>().unwrap());
