@@ -142,6 +142,7 @@ mod axum;
 mod deflate;
 mod frame;
 mod handshake;
+mod link;
 mod message;
 mod reader;
 mod socket;
@@ -157,12 +158,12 @@ use http::{Request, Response};
 
 pub use frame::Frame;
 pub use handshake::Rejection;
+pub use link::{SendError, Sender, WhenFull};
 pub use message::{CloseCode, CloseFrame, Message};
-pub use socket::{SendError, Sender, WhenFull};
 pub use topic::{Published, Topic};
 
+use link::{Link, Settings, keep_alive_millis};
 use reader::Rules;
-use socket::{Link, Settings, keep_alive_millis};
 
 /// What a checked upgrade request offers.
 #[derive(Debug)]

@@ -27,7 +27,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::frame::Frame;
-use super::socket::Sender;
+use super::link::Sender;
 
 /// A set of sockets a message is published to: clone it to share it (a
 /// reference count). Sockets join from their handlers, or from wherever
@@ -192,8 +192,8 @@ impl fmt::Debug for Topic {
 
 #[cfg(test)]
 mod tests {
+    use super::super::link::{Link, Settings};
     use super::super::reader::Rules;
-    use super::super::socket::{Link, Settings};
     use super::super::{Frame, WhenFull};
     use super::*;
 
