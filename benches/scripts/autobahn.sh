@@ -28,8 +28,9 @@
 # verdicts differ. The reports stay in OUT (default
 # $AUTOBAHN_DIR/runs/DATE): SERVER/reports/clients/index.html for a
 # browser, index.json, and each server's and wstest's log. Also printed:
-# the sum of the cases' own durations, and of the 9.* cases' (messages up
-# to 16 MiB, 1,000 messages in a row: the only ones that measure speed).
+# the server's CPU time, the sum of the cases' own durations, and of the
+# 9.* cases' (messages up to 16 MiB, 1,000 messages in a row: the only
+# ones that measure speed).
 # Here (2 cores) a full run takes about 20 s per server (8 s of it the
 # four 6.4.* cases, which wait 2 s each), 40 s per server with SLOW=1,
 # and the first install about a minute more.
@@ -229,6 +230,10 @@ EOF
         echo "autobahn.sh: $name's server died during the run (see $OUT/$name.log)" >&2
         echo "died" >"$OUT/$name/died"
         STATUS=1
+    else
+        # The server's CPU time (user + system, in clock ticks), to tell
+        # its share of a slow run from wstest's.
+        awk '{ print $14 + $15 }' "/proc/$server_pid/stat" >"$OUT/$name/cpu_ticks"
     fi
     kill "$server_pid" 2>/dev/null || true
     wait "$server_pid" 2>/dev/null || true
@@ -288,7 +293,12 @@ for name in servers:
     cases = sorted(results[name], key=key)
     with open(os.path.join(out, name, "seconds")) as f:
         seconds = f.read().strip()
-    print("\n== %s: %d cases in %s s" % (name, len(cases), seconds))
+    ticks = os.path.join(out, name, "cpu_ticks")
+    cpu = ""
+    if os.path.exists(ticks):
+        with open(ticks) as f:
+            cpu = ", server CPU %.1f s" % (int(f.read()) / os.sysconf("SC_CLK_TCK"))
+    print("\n== %s: %d cases in %s s%s" % (name, len(cases), seconds, cpu))
     if os.path.exists(os.path.join(out, name, "died")):
         print("   THE SERVER DIED DURING THE RUN")
     relay = os.path.join(out, name, "relay")
