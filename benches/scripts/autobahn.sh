@@ -33,7 +33,9 @@
 # ones that measure speed).
 # Here (2 cores) a full run takes about 20 s per server (8 s of it the
 # four 6.4.* cases, which wait 2 s each), 40 s per server with SLOW=1,
-# and the first install about a minute more.
+# 10 minutes for dormant with FEATURES=ws,ws-deflate (the compression
+# cases 12.* and 13.*, mostly wstest's own time), and the first install
+# about a minute more.
 #
 # SLOW=1: wstest writes each frame in one write, so a socket reads whole
 # frames and sleeps only between messages. With SLOW=1 a relay
