@@ -25,7 +25,9 @@
 //!   turns it on.
 //! - **Upgrades**: axum's `WebSocketUpgrade` (and `hyper::upgrade::on`)
 //!   work as on `axum::serve`, on every transport (see
-//!   [`upgrade`](crate::upgrade) for streams that sleep instead).
+//!   [`upgrade`](crate::upgrade) for streams that sleep instead); [`serve`]
+//!   turns on HTTP/2's extended CONNECT, as `axum::serve` does, so that
+//!   WebSockets work over HTTP/2 too (RFC 8441).
 //! - **[`Deadlines`]**: [`Deadlines::of`] finds the request's handle in a
 //!   handler, though axum replaced dormant's [`Body`] with its own.
 //! - Graceful shutdown and [`Handle`](crate::Handle) as for any service:
@@ -62,6 +64,8 @@ use crate::service::PeerAddr;
 pub fn serve<L: Listener>(listener: L, router: Router) -> Serve<L, App> {
     let server = Server::builder()
         .peer_addr(true)
+        // WebSockets over HTTP/2 (RFC 8441), as `axum::serve` has them.
+        .http2_enable_connect_protocol(true)
         .build()
         .expect("dormant's default settings are valid");
     server.serve(listener, App::new(router))

@@ -3,7 +3,9 @@
 //! in place of axum's, served by `dormant::axum` over every transport, with
 //! tokio-tungstenite's client: messages across sleeps, axum's `State`
 //! beside the extractor, the subprotocol chosen, and the rejection of a
-//! request that is not an upgrade.
+//! request that is not an upgrade. And WebSockets over HTTP/2 (RFC 8441)
+//! from an axum app served by `dormant::axum::serve`, with axum's own
+//! extractor and with dormant's, as `axum::serve` serves them.
 #![cfg(all(feature = "ws", feature = "axum"))]
 
 mod common {
@@ -147,5 +149,88 @@ fn a_request_that_is_not_an_upgrade_is_rejected<T: Transport>() {
             ),
             "{response}"
         );
+    });
+}
+
+/// `dormant::axum::serve` turns HTTP/2's extended CONNECT on, as
+/// `axum::serve` does: hyper's HTTP/2 client (h2c, prior knowledge) opens
+/// a WebSocket on a route with axum's own `WebSocketUpgrade` on both
+/// servers, and on a route with dormant's on dormant's; each echoes.
+#[test]
+fn websockets_over_http2_as_axum_serve_has_them() {
+    use axum::extract::ws::{Message as AxumMessage, WebSocketUpgrade as AxumUpgrade};
+    use http_body_util::Empty;
+    use hyper::body::Bytes;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use tokio_tungstenite::WebSocketStream;
+    use tokio_tungstenite::tungstenite::protocol::Role;
+
+    async fn axum_echo(ws: AxumUpgrade) -> impl IntoResponse {
+        ws.on_upgrade(|mut socket| async move {
+            while let Some(Ok(message)) = socket.recv().await {
+                if let AxumMessage::Text(text) = message {
+                    let _ = socket.send(AxumMessage::text(format!("axum {text}"))).await;
+                }
+            }
+        })
+    }
+    async fn dormant_echo(ws: WebSocketUpgrade) -> impl IntoResponse {
+        ws.on_message((), |(), message, sender| async move {
+            if let Message::Text(text) = message {
+                let _ = sender.send(format!("dormant {text}"));
+            }
+        })
+    }
+    let router = || {
+        axum::Router::new()
+            .route("/axum", axum::routing::any(axum_echo))
+            .route("/dormant", axum::routing::any(dormant_echo))
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let ours = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let theirs = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (ours_addr, theirs_addr) = (ours.local_addr().unwrap(), theirs.local_addr().unwrap());
+        tokio::spawn(dormant::axum::serve(ours, router()).into_future());
+        tokio::spawn(axum::serve(theirs, router()).into_future());
+        let cases = [
+            (ours_addr, "/dormant", "dormant hi"),
+            (theirs_addr, "/axum", "axum hi"),
+            (ours_addr, "/axum", "axum hi"),
+        ];
+        for (addr, path, answer) in cases {
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let (mut send, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+                    .await
+                    .expect("the h2 handshake");
+            tokio::spawn(conn);
+            let req = http::Request::builder()
+                .method(http::Method::CONNECT)
+                .uri(format!("http://localhost{path}"))
+                .header("sec-websocket-version", "13")
+                .extension(hyper::ext::Protocol::from_static("websocket"))
+                .body(Empty::<Bytes>::new())
+                .unwrap();
+            let res = timeout(CLIENT_TIMEOUT, send.send_request(req))
+                .await
+                .expect("an answer")
+                .unwrap_or_else(|e| panic!("{path} on {addr}: {e:?}"));
+            assert_eq!(res.status(), StatusCode::OK, "{path} on {addr}");
+            let upgraded = hyper::upgrade::on(res).await.expect("the stream");
+            let mut ws =
+                WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Client, None).await;
+            ws.send(WsMessage::text("hi")).await.unwrap();
+            let echo = timeout(CLIENT_TIMEOUT, ws.next()).await.expect("no echo");
+            assert_eq!(
+                echo.unwrap().unwrap(),
+                WsMessage::text(answer),
+                "{path} on {addr}"
+            );
+        }
     });
 }

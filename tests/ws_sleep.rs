@@ -46,6 +46,7 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode as WsCode;
 
 over_every_transport!(
+    websockets_over_http2_with_an_extended_connect,
     topics_reach_sleeping_members_and_lose_the_ones_that_go,
     messages_of_every_size_across_sleeps,
     broadcasts_reach_sleeping_sockets_without_waking_them,
@@ -741,4 +742,101 @@ fn topics_reach_sleeping_members_and_lose_the_ones_that_go<T: Transport>() {
         members[0].send(WsMessage::text("echo")).await.unwrap();
         assert_eq!(next(&mut members[0]).await, WsMessage::text("echo"));
     });
+}
+
+/// RFC 8441: hyper's HTTP/2 client opens WebSockets with an extended
+/// CONNECT (`:protocol` websocket) on a server with extended CONNECT on;
+/// the answer is `200` with the extensions, the stream carries the frames
+/// (echoed; a publish to a topic reaches them; the server's close), two
+/// sockets on one connection, beside an ordinary request. Without the
+/// setting, hyper refuses the CONNECT as `axum::serve` does not.
+fn websockets_over_http2_with_an_extended_connect<T: Transport>() {
+    use http_body_util::Empty;
+    use hyper::body::Bytes;
+    use tokio_tungstenite::tungstenite::protocol::Role;
+
+    let (room, events) = Room::new();
+    let mut builder = dormant::Server::builder();
+    builder.http2_enable_connect_protocol(true);
+    let srv = T::serve(&builder, echo(room.clone()));
+    client_runtime().block_on(async {
+        let (mut send, _conn) = T::hyper_h2::<Empty<Bytes>>(&srv.addr).await;
+        let mut sockets = Vec::new();
+        for path in ["/topic", "/topic"] {
+            let req = http::Request::builder()
+                .method(http::Method::CONNECT)
+                .uri(format!("https://localhost{path}"))
+                .header("sec-websocket-version", "13")
+                .extension(hyper::ext::Protocol::from_static("websocket"))
+                .body(Empty::new())
+                .unwrap();
+            let res = timeout(CLIENT_TIMEOUT, send.send_request(req))
+                .await
+                .expect("an answer")
+                .expect("the CONNECT");
+            assert_eq!(res.status(), 200);
+            assert!(res.headers().get("sec-websocket-accept").is_none());
+            let upgraded = hyper::upgrade::on(res).await.expect("the stream");
+            let io = hyper_util::rt::TokioIo::new(upgraded);
+            sockets.push(WebSocketStream::from_raw_socket(io, Role::Client, None).await);
+        }
+        for (i, ws) in sockets.iter_mut().enumerate() {
+            let text = format!("over h2 {i}");
+            ws.send(WsMessage::text(text.as_str())).await.unwrap();
+            assert_eq!(next_h2(ws).await, WsMessage::text(text.as_str()));
+        }
+        // An ordinary request on the same connection.
+        let req = http::Request::get("https://localhost/plain")
+            .body(Empty::new())
+            .unwrap();
+        let res = send.send_request(req).await.expect("a plain request");
+        assert_eq!(res.status(), 426, "not a WebSocket request");
+        assert_eq!(room.topic.publish("to all").sent, 2);
+        for ws in &mut sockets {
+            assert_eq!(next_h2(ws).await, WsMessage::text("to all"));
+        }
+        // Not asleep: an HTTP/2 stream stays in its task.
+        assert!(!room.sender(0).is_asleep());
+        sockets[0]
+            .send(WsMessage::text("close 4003"))
+            .await
+            .unwrap();
+        match next_h2(&mut sockets[0]).await {
+            WsMessage::Close(Some(frame)) => assert_eq!(u16::from(frame.code), 4003),
+            other => panic!("{other:?} before the close"),
+        }
+        // tungstenite answers the close frame as it reads on; the server
+        // then ends the stream.
+        let end = timeout(CLIENT_TIMEOUT, sockets[0].next()).await;
+        assert!(matches!(end, Ok(None | Some(Err(_)))), "{end:?}");
+        assert_eq!(next_event(&events), "closed 4003 asked to");
+        sockets[1].send(WsMessage::text("still")).await.unwrap();
+        assert_eq!(next_h2(&mut sockets[1]).await, WsMessage::text("still"));
+    });
+    // Without extended CONNECT, the same request is refused by hyper.
+    let plain = T::serve(&dormant::Server::builder(), echo(Room::new().0));
+    client_runtime().block_on(async {
+        let (mut send, _conn) = T::hyper_h2::<Empty<Bytes>>(&plain.addr).await;
+        let req = http::Request::builder()
+            .method(http::Method::CONNECT)
+            .uri("https://localhost/topic")
+            .header("sec-websocket-version", "13")
+            .extension(hyper::ext::Protocol::from_static("websocket"))
+            .body(Empty::new())
+            .unwrap();
+        let sent = timeout(CLIENT_TIMEOUT, send.send_request(req))
+            .await
+            .expect("an answer");
+        assert!(sent.is_err(), "{sent:?}");
+    });
+}
+
+type H2Socket = WebSocketStream<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
+
+async fn next_h2(ws: &mut H2Socket) -> WsMessage {
+    timeout(CLIENT_TIMEOUT, ws.next())
+        .await
+        .expect("nothing came")
+        .expect("the stream ended")
+        .expect("a message")
 }

@@ -13,7 +13,12 @@ impl<S: Sync> FromRequestParts<S> for WebSocketUpgrade {
     type Rejection = Rejection;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Rejection> {
-        let offered = check(&parts.method, parts.version, &parts.headers)?;
+        let offered = check(
+            &parts.method,
+            parts.version,
+            &parts.headers,
+            &parts.extensions,
+        )?;
         WebSocketUpgrade::new(offered, &mut parts.extensions, parts.version)
     }
 }

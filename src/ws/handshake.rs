@@ -61,10 +61,14 @@ pub(crate) fn check(
     method: &Method,
     version: Version,
     headers: &HeaderMap,
-) -> Result<HeaderValue, Rejection> {
+    protocol: Option<&hyper::ext::Protocol>,
+) -> Result<Opening, Rejection> {
+    if version == Version::HTTP_2 {
+        return check_h2(method, headers, protocol).map(|()| Opening::H2);
+    }
     if version != Version::HTTP_11 {
         return Err(Rejection::upgrade(
-            "WebSockets are served over HTTP/1.1 (RFC 8441's HTTP/2 WebSockets are not)",
+            "WebSockets are served over HTTP/1.1 and HTTP/2",
         ));
     }
     if !has_token(headers, &UPGRADE, "websocket") || !has_token(headers, &CONNECTION, "upgrade") {
@@ -83,12 +87,44 @@ pub(crate) fn check(
     }
     let mut keys = headers.get_all(SEC_WEBSOCKET_KEY).iter();
     match (keys.next(), keys.next()) {
-        (Some(key), None) if is_key(key.as_bytes()) => Ok(accept(key.as_bytes())),
+        (Some(key), None) if is_key(key.as_bytes()) => Ok(Opening::Http1 {
+            accept: accept(key.as_bytes()),
+        }),
         _ => Err(Rejection::new(
             StatusCode::BAD_REQUEST,
             "`Sec-WebSocket-Key` is not one base64-encoded 16-byte value",
         )),
     }
+}
+
+/// How a checked WebSocket opens.
+#[derive(Debug)]
+pub(crate) enum Opening {
+    /// An HTTP/1.1 upgrade: `101`, with the `Sec-WebSocket-Accept` value of
+    /// the client's key.
+    Http1 { accept: HeaderValue },
+    /// An HTTP/2 extended CONNECT (RFC 8441): `200`, on the request's
+    /// stream.
+    H2,
+}
+
+/// Checks an HTTP/2 extended CONNECT for a WebSocket (RFC 8441, 4 and 5):
+/// `:method` CONNECT, `:protocol` websocket, version 13. (There is no key:
+/// the stream is the client's own.)
+fn check_h2(
+    method: &Method,
+    headers: &HeaderMap,
+    protocol: Option<&hyper::ext::Protocol>,
+) -> Result<(), Rejection> {
+    if method != Method::CONNECT || protocol.is_none_or(|p| p.as_str() != "websocket") {
+        return Err(Rejection::upgrade(
+            "not a WebSocket over HTTP/2 (extended CONNECT with `:protocol` websocket, RFC 8441)",
+        ));
+    }
+    if headers.get(SEC_WEBSOCKET_VERSION).is_none_or(|v| v != "13") {
+        return Err(Rejection::upgrade("`Sec-WebSocket-Version` is not 13"));
+    }
+    Ok(())
 }
 
 /// Whether a comma-separated header has `token` (case-insensitive).
@@ -140,18 +176,24 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-/// The `101 Switching Protocols` answer, with the subprotocol chosen.
+/// The answer that opens the socket (`101 Switching Protocols` over
+/// HTTP/1.1, `200` over HTTP/2), with the subprotocol and the extensions
+/// chosen.
 pub(crate) fn response<B: Default>(
-    accept: HeaderValue,
+    opening: Opening,
     protocol: Option<HeaderValue>,
     extensions: Option<HeaderValue>,
 ) -> Response<B> {
     let mut response = Response::new(B::default());
-    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    if let Opening::Http1 { .. } = opening {
+        *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    }
     let headers = response.headers_mut();
-    headers.insert(UPGRADE, HeaderValue::from_static("websocket"));
-    headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
-    headers.insert(http::header::SEC_WEBSOCKET_ACCEPT, accept);
+    if let Opening::Http1 { accept } = opening {
+        headers.insert(UPGRADE, HeaderValue::from_static("websocket"));
+        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+        headers.insert(http::header::SEC_WEBSOCKET_ACCEPT, accept);
+    }
     if let Some(protocol) = protocol {
         headers.insert(http::header::SEC_WEBSOCKET_PROTOCOL, protocol);
     }
@@ -212,7 +254,7 @@ mod tests {
             ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
         ];
         let status = |method: Method, version, pairs: &[_]| {
-            check(&method, version, &headers(pairs))
+            check(&method, version, &headers(pairs), None)
                 .map(|_| ())
                 .map_err(|r| r.status())
         };
@@ -239,6 +281,28 @@ mod tests {
         );
         assert_eq!(
             status(Method::GET, Version::HTTP_11, &good[1..]),
+            Err(StatusCode::UPGRADE_REQUIRED)
+        );
+        // HTTP/2: an extended CONNECT with `:protocol` websocket.
+        let websocket = hyper::ext::Protocol::from_static("websocket");
+        let h2 = |method: &Method, protocol, pairs: &[_]| {
+            check(method, Version::HTTP_2, &headers(pairs), protocol)
+                .map(|opening| matches!(opening, Opening::H2))
+                .map_err(|r| r.status())
+        };
+        let version = [("sec-websocket-version", "13")];
+        assert_eq!(h2(&Method::CONNECT, Some(&websocket), &version), Ok(true));
+        assert_eq!(
+            h2(&Method::CONNECT, None, &version),
+            Err(StatusCode::UPGRADE_REQUIRED)
+        );
+        let other = hyper::ext::Protocol::from_static("webtransport");
+        assert_eq!(
+            h2(&Method::CONNECT, Some(&other), &version),
+            Err(StatusCode::UPGRADE_REQUIRED)
+        );
+        assert_eq!(
+            h2(&Method::CONNECT, Some(&websocket), &[]),
             Err(StatusCode::UPGRADE_REQUIRED)
         );
     }

@@ -331,6 +331,17 @@ impl Link {
         })
     }
 
+    /// Ready once a send queued a frame, or the socket is closing; until
+    /// then, the waker is the one a send wakes.
+    pub(super) fn poll_sent(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut state = self.lock();
+        if !state.is_empty() || state.closing {
+            return Poll::Ready(());
+        }
+        state.outbox.get_or_insert_with(Box::default).waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
     /// Sets whether the server's messages go compressed (set at the
     /// upgrade, before the socket first sleeps).
     #[cfg(feature = "ws-deflate")]
@@ -546,6 +557,8 @@ impl Sender {
         }
         state.closing = frame.is_close();
         state.push(bytes.clone());
+        // A task that waits for sends (a socket over HTTP/2) writes it.
+        state.wake_task();
         Ok(())
     }
 }

@@ -96,8 +96,12 @@
 //! once for every socket that sends it (see
 //! [`compression`](WebSocketUpgrade::compression)). Without the feature,
 //! offers are declined.
-//! WebSockets over HTTP/2 (RFC 8441) are not served: the request gets
-//! `426`, and browsers fall back to HTTP/1.1.
+//! WebSockets over HTTP/2 (RFC 8441: an extended CONNECT, on a server with
+//! [`http2_enable_connect_protocol`](crate::Builder::http2_enable_connect_protocol),
+//! which `dormant::axum::serve` turns on) are served on their stream, awake:
+//! an HTTP/2 stream lives inside hyper's connection, so such a socket keeps
+//! its task between messages, as on any server, and the lot neither pings
+//! it nor counts it; everything else is the same.
 //!
 //! # With axum
 //!
@@ -168,8 +172,9 @@ use reader::Rules;
 /// What a checked upgrade request offers.
 #[derive(Debug)]
 pub(crate) struct Offered {
-    /// The `Sec-WebSocket-Accept` value of its key.
-    accept: HeaderValue,
+    /// How the socket opens: over HTTP/1.1, with the
+    /// `Sec-WebSocket-Accept` value of its key; or over HTTP/2.
+    opening: handshake::Opening,
     /// Its `Sec-WebSocket-Protocol` values.
     protocols: Vec<HeaderValue>,
     /// Its `Sec-WebSocket-Extensions` values.
@@ -182,15 +187,26 @@ pub(crate) fn check(
     method: &http::Method,
     version: http::Version,
     headers: &http::HeaderMap,
+    extensions: &http::Extensions,
 ) -> Result<Offered, Rejection> {
-    let accept = handshake::check(method, version, headers)?;
+    let protocol = extensions.get::<hyper::ext::Protocol>();
+    let opening = handshake::check(method, version, headers, protocol)?;
     let all = |name| headers.get_all(name).iter().cloned().collect();
     Ok(Offered {
-        accept,
+        opening,
         protocols: all(http::header::SEC_WEBSOCKET_PROTOCOL),
         #[cfg(feature = "ws-deflate")]
         extensions: all(http::header::SEC_WEBSOCKET_EXTENSIONS),
     })
+}
+
+/// How the socket's connection is handed over once the answer is written.
+#[derive(Debug)]
+enum Upgrade {
+    /// An HTTP/1.1 upgrade to dormant's lot, where the socket sleeps.
+    Lot(crate::upgrade::OnUpgrade),
+    /// An HTTP/2 stream (RFC 8441), hyper's.
+    H2(hyper::upgrade::OnUpgrade),
 }
 
 /// A request to upgrade to a WebSocket, checked: answer it with
@@ -198,7 +214,7 @@ pub(crate) fn check(
 #[derive(Debug)]
 #[must_use = "the upgrade happens only when answered with `on_message`"]
 pub struct WebSocketUpgrade {
-    upgrade: crate::upgrade::OnUpgrade,
+    upgrade: Upgrade,
     offered: Offered,
     protocol: Option<HeaderValue>,
     /// Whether `permessage-deflate` may be negotiated.
@@ -217,13 +233,14 @@ impl WebSocketUpgrade {
     ///
     /// # Errors
     ///
-    /// A [`Rejection`] to answer with: for a request that is not an
-    /// HTTP/1.1 WebSocket upgrade (`426`, also over HTTP/2), that asks for
-    /// another version than 13 (`426`), that is not a `GET` (`405`) or has
-    /// no valid `Sec-WebSocket-Key` (`400`); and for a request that did not
-    /// come through a dormant server (`426`: the socket could not sleep).
+    /// A [`Rejection`] to answer with: for a request that is neither an
+    /// HTTP/1.1 WebSocket upgrade nor an HTTP/2 extended CONNECT for one
+    /// (`426`), that asks for another version than 13 (`426`), that is not
+    /// a `GET` over HTTP/1.1 (`405`) or has no valid `Sec-WebSocket-Key`
+    /// (`400`); and for a request that did not come through a dormant
+    /// server (`426`: the socket could not sleep).
     pub fn from_request<B>(req: &mut Request<B>) -> Result<Self, Rejection> {
-        let offered = check(req.method(), req.version(), req.headers())?;
+        let offered = check(req.method(), req.version(), req.headers(), req.extensions())?;
         let version = req.version();
         Self::new(offered, req.extensions_mut(), version)
     }
@@ -233,8 +250,19 @@ impl WebSocketUpgrade {
         extensions: &mut http::Extensions,
         version: http::Version,
     ) -> Result<Self, Rejection> {
-        let upgrade = crate::upgrade::on_extensions(extensions, version)
-            .map_err(|_| Rejection::upgrade("the request did not come through a dormant server"))?;
+        let upgrade = match offered.opening {
+            handshake::Opening::H2 => extensions
+                .remove::<hyper::upgrade::OnUpgrade>()
+                .map(Upgrade::H2)
+                .ok_or_else(|| {
+                    Rejection::upgrade("the HTTP/2 connection does not serve extended CONNECT")
+                })?,
+            handshake::Opening::Http1 { .. } => crate::upgrade::on_extensions(extensions, version)
+                .map(Upgrade::Lot)
+                .map_err(|_| {
+                    Rejection::upgrade("the request did not come through a dormant server")
+                })?,
+        };
         let settings = Settings {
             rules: Rules {
                 frame: 16 << 20,
@@ -435,9 +463,12 @@ impl WebSocketUpgrade {
             keep_alive_millis(Some(ping_timeout)),
             keep_alive_millis(idle_timeout),
         );
-        tokio::spawn(socket::upgraded(link, state, handler, upgrade));
+        match upgrade {
+            Upgrade::Lot(upgrade) => tokio::spawn(socket::upgraded(link, state, handler, upgrade)),
+            Upgrade::H2(upgrade) => tokio::spawn(socket::over_h2(link, state, handler, upgrade)),
+        };
         Accepted {
-            accept: offered.accept,
+            opening: offered.opening,
             protocol,
             extensions,
         }
@@ -452,7 +483,7 @@ impl WebSocketUpgrade {
 #[derive(Debug)]
 #[must_use = "the upgrade happens only once this response is sent"]
 pub struct Accepted {
-    accept: HeaderValue,
+    opening: handshake::Opening,
     protocol: Option<HeaderValue>,
     /// The `Sec-WebSocket-Extensions` answer, if one was negotiated.
     extensions: Option<HeaderValue>,
@@ -461,7 +492,7 @@ pub struct Accepted {
 impl Accepted {
     /// The response, with an empty body.
     pub fn into_response<B: Default>(self) -> Response<B> {
-        handshake::response(self.accept, self.protocol, self.extensions)
+        handshake::response(self.opening, self.protocol, self.extensions)
     }
 }
 

@@ -69,6 +69,9 @@ pub(crate) enum Event {
 pub(crate) struct Refused {
     pub(crate) code: CloseCode,
     pub(crate) reason: &'static str,
+    /// What was refused was the client's close frame: it will send no
+    /// other.
+    pub(crate) in_close: bool,
 }
 
 impl Refused {
@@ -76,6 +79,7 @@ impl Refused {
         Refused {
             code: CloseCode::PROTOCOL,
             reason,
+            in_close: false,
         }
     }
 
@@ -83,6 +87,7 @@ impl Refused {
         Refused {
             code: CloseCode::INVALID,
             reason,
+            in_close: false,
         }
     }
 
@@ -90,6 +95,15 @@ impl Refused {
         Refused {
             code: CloseCode::SIZE,
             reason: "message too big",
+            in_close: false,
+        }
+    }
+
+    /// The refusal of a close frame.
+    fn of_close(self) -> Refused {
+        Refused {
+            in_close: true,
+            ..self
         }
     }
 }
@@ -181,13 +195,21 @@ impl Reader {
     /// From now on, looks for the client's close frame only (the server
     /// sent its own): the rest of the frame in flight and every data frame
     /// after it are skipped, their bytes kept nowhere. After `refused`, a
-    /// refusal of the client's framing itself (1002), nothing can be told
-    /// apart any more: every byte is dropped until the connection ends.
+    /// refusal of the client's framing itself (1002), or of a frame whose
+    /// payload had begun (1007 at an invalid byte, 1009 as it inflated: a
+    /// client that sees the close frame may cut that frame short), the
+    /// frames can no longer be told apart: every byte is dropped until the
+    /// connection ends.
     pub(crate) fn closing(&mut self, refused: Option<Refused>) {
         if self.closing == Closing::Drop {
             return;
         }
-        let framing_broken = refused.is_some_and(|refused| refused.code == CloseCode::PROTOCOL);
+        let begun = (self.partial.as_ref())
+            .and_then(|partial| partial.frame)
+            .is_some_and(|frame| frame.read > 0 && frame.left > 0);
+        let framing_broken = refused.is_some_and(|refused| {
+            refused.code == CloseCode::PROTOCOL || begun || refused.in_close
+        });
         if framing_broken {
             self.closing = Closing::Drop;
             self.partial = None;
@@ -421,7 +443,8 @@ impl Partial {
             }
             opcode::CLOSE => close_frame(&std::mem::take(&mut self.control))
                 .map(Event::Close)
-                .map(Some),
+                .map(Some)
+                .map_err(Refused::of_close),
             _ if !frame.fin => Ok(None),
             _ => match self.message.take() {
                 Some(message) => message

@@ -33,12 +33,14 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Poll, ready};
 use std::time::Duration;
 
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use super::frame::Frame;
 use super::link::{At, Link, Sender, overflowed, unless_overflowed};
 use super::message::{CloseCode, CloseFrame, Message};
 use super::reader::{Event, Reader, Refused, Rules};
+use crate::pool::PooledBytes;
 use crate::upgrade::{self, Drain, Lot, Upgraded, Woken};
 
 /// What a closing socket reads at most beyond its limits: its client's
@@ -54,6 +56,87 @@ fn closing_budget(rules: Rules) -> usize {
     limits.min(64 << 20) + CLOSING_READ
 }
 
+/// What a socket is served over.
+pub(crate) enum Wire {
+    /// An upgraded HTTP/1.1 connection of the lot's: the socket sleeps in
+    /// the lot between messages.
+    Lot(Upgraded),
+    /// An HTTP/2 stream (RFC 8441): hyper's, in its connection, so the
+    /// socket stays awake in its task between messages.
+    H2(Box<TokioIo<hyper::upgrade::Upgraded>>),
+}
+
+impl Wire {
+    /// Reads what the client sends, waiting for it: `None` at its end.
+    async fn read(&mut self) -> io::Result<Option<PooledBytes>> {
+        match self {
+            Wire::Lot(stream) => stream.read_pooled().await,
+            Wire::H2(stream) => read_pooled(&mut **stream, true).await,
+        }
+    }
+
+    /// Reads what is there now: `Err(WouldBlock)` if nothing is.
+    async fn read_now(&mut self) -> io::Result<Option<PooledBytes>> {
+        match self {
+            Wire::Lot(stream) => stream.read_pooled_now().await,
+            Wire::H2(stream) => read_pooled(&mut **stream, false).await,
+        }
+    }
+}
+
+/// Reads from `io` into a buffer of the upgraded streams' pool, taken
+/// once bytes are there; waiting for them if `wait`, else
+/// `Err(WouldBlock)` if none are.
+async fn read_pooled(
+    io: &mut (impl AsyncRead + Unpin),
+    wait: bool,
+) -> io::Result<Option<PooledBytes>> {
+    std::future::poll_fn(|cx| {
+        let mut buf = crate::pool::upgraded().take();
+        let mut read = ReadBuf::new(&mut buf);
+        match Pin::new(&mut *io).poll_read(cx, &mut read) {
+            Poll::Pending if wait => Poll::Pending,
+            Poll::Pending => Poll::Ready(Err(io::ErrorKind::WouldBlock.into())),
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(match read.filled().len() {
+                0 => None,
+                n => Some(PooledBytes::new(buf, n)),
+            })),
+        }
+    })
+    .await
+}
+
+impl AsyncWrite for Wire {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Wire::Lot(stream) => Pin::new(stream).poll_write(cx, buf),
+            Wire::H2(stream) => Pin::new(&mut **stream).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Wire::Lot(stream) => Pin::new(stream).poll_flush(cx),
+            Wire::H2(stream) => Pin::new(&mut **stream).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Wire::Lot(stream) => Pin::new(stream).poll_shutdown(cx),
+            Wire::H2(stream) => Pin::new(&mut **stream).poll_shutdown(cx),
+        }
+    }
+}
+
 /// A sleeping socket: what it keeps, boxed in the lot as its handler.
 pub(crate) struct Sleeper<S, F> {
     link: Arc<Link>,
@@ -63,6 +146,40 @@ pub(crate) struct Sleeper<S, F> {
     state: S,
     handler: F,
     reader: Reader,
+}
+
+/// Serves a socket over an HTTP/2 stream (RFC 8441) once the answer is
+/// written: awake in this task for its whole life (an HTTP/2 stream is
+/// hyper's, inside its connection, and cannot sleep in the lot), not in
+/// the server's WebSocket gauges, with no pings or idle timeout from the
+/// lot (HTTP/2's own keep-alive applies to the connection).
+pub(crate) async fn over_h2<S, F, Fut>(
+    link: Arc<Link>,
+    state: S,
+    mut handler: F,
+    upgrade: hyper::upgrade::OnUpgrade,
+) where
+    S: Send + 'static,
+    F: FnMut(S, Message, Sender) -> Fut + Send + 'static,
+    Fut: Future<Output = S> + Send + 'static,
+{
+    let Ok(upgraded) = upgrade.await else {
+        link.close();
+        handler(state, Message::Close(None), Sender(link)).await;
+        return;
+    };
+    link.lock().set_at(At::Awake);
+    let awake = Awake {
+        _closer: Closer(Some(link.clone())),
+        link,
+        lot: None,
+        state: Some(state),
+        handler,
+        reader: Reader::default(),
+    };
+    awake
+        .sleep(Wire::H2(Box::new(TokioIo::new(upgraded))))
+        .await;
 }
 
 /// Serves a socket once its upgrade completes: it sleeps at once (or reads
@@ -102,7 +219,9 @@ pub(crate) async fn upgraded<S, F, Fut>(
         handler,
         reader: Reader::default(),
     };
-    Awake::from(sleeper).sleep(Upgraded::from(parts)).await;
+    Awake::from(sleeper)
+        .sleep(Wire::Lot(Upgraded::from(parts)))
+        .await;
 }
 
 impl<S, F, Fut> upgrade::Handler for Sleeper<S, F>
@@ -138,7 +257,8 @@ where
 /// A socket with a task: what its sleeper kept.
 struct Awake<S, F> {
     link: Arc<Link>,
-    lot: Lot,
+    /// The lot it sleeps in; `None` over HTTP/2, where it never sleeps.
+    lot: Option<Lot>,
     /// `None` only while the handler runs.
     state: Option<S>,
     handler: F,
@@ -170,7 +290,7 @@ impl<S, F> From<Sleeper<S, F>> for Awake<S, F> {
         Awake {
             _closer: Closer(Some(link.clone())),
             link,
-            lot,
+            lot: Some(lot),
             state: Some(state),
             handler,
             reader,
@@ -214,7 +334,7 @@ impl From<End> for Ended {
 /// A connection's last words, said after the handler heard of its end
 /// (see [`Goodbye::say`]).
 struct Goodbye {
-    stream: Upgraded,
+    stream: Wire,
     bounds: Bounds,
     /// The client's close frame did not come (and will not be read): read
     /// until the client closes its side.
@@ -240,8 +360,8 @@ impl Goodbye {
             stream.shutdown().await?;
             loop {
                 let read = match until_eof {
-                    true => stream.read_pooled().await?,
-                    false => stream.read_pooled_now().await?,
+                    true => stream.read().await?,
+                    false => stream.read_now().await?,
                 };
                 match read {
                     Some(bytes) if bounds.take(bytes.len()) => {}
@@ -285,9 +405,10 @@ where
                 // either: the handler hears of the end at once, and the
                 // goodbye waits (bounded) for the client to close.
                 self.push_control(Frame::close(CloseCode::GOING_AWAY, reason));
-                self.hang_up(stream).await
+                self.hang_up(Wire::Lot(stream)).await
             }
-            Woken::Readable(mut stream) | Woken::Eof(mut stream) => {
+            Woken::Readable(stream) | Woken::Eof(stream) => {
+                let mut stream = Wire::Lot(stream);
                 let served = if to_write {
                     // Woken by a send, not by bytes: write, then sleep (the
                     // lot wakes it at once if bytes came meanwhile).
@@ -296,25 +417,31 @@ where
                         Err(_) => Err(End::Lost.into()),
                     }
                 } else {
-                    self.serve(stream).await
+                    // The first read waits for the readiness that woke the
+                    // socket: its stream was just registered with tokio,
+                    // which has not seen it yet.
+                    let read = stream.read().await;
+                    self.serve(stream, read).await
                 };
                 match served {
                     Ok(stream) => return self.sleep(stream).await,
                     Err(ended) => ended,
                 }
             }
-            Woken::Shutdown(stream) => self.shut_down(stream, drain.as_ref()).await,
+            Woken::Shutdown(stream) => self.shut_down(Wire::Lot(stream), drain.as_ref()).await,
             Woken::Failed(_) => End::Lost.into(),
         };
         self.end(ended).await;
     }
 
-    /// Reads and handles what arrived until a read finds nothing: the
-    /// stream, to sleep again; or how the connection ended.
-    async fn serve(&mut self, mut stream: Upgraded) -> Result<Upgraded, Ended> {
-        // The first read waits for the readiness that woke the socket: its
-        // stream was just registered with tokio, which has not seen it yet.
-        let mut read = stream.read_pooled().await;
+    /// Handles what the read `read` brought, and reads and handles what
+    /// arrives after it until a read finds nothing: the stream, to sleep
+    /// again; or how the connection ended.
+    async fn serve(
+        &mut self,
+        mut stream: Wire,
+        mut read: io::Result<Option<PooledBytes>>,
+    ) -> Result<Wire, Ended> {
         // Set before the socket first slept: read once a wake.
         let rules = self.link.lock().settings.rules;
         loop {
@@ -343,7 +470,7 @@ where
                 // buffered records wake it again (`Lot::sleep`).
                 return Ok(stream);
             }
-            read = match stream.read_pooled_now().await {
+            read = match stream.read_now().await {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(stream),
                 read => read,
             };
@@ -371,7 +498,7 @@ where
 
     /// The client's close frame came: the server answers it (unless it
     /// sent its own first), and says goodbye.
-    async fn closed(&mut self, frame: Option<CloseFrame>, mut stream: Upgraded) -> Ended {
+    async fn closed(&mut self, frame: Option<CloseFrame>, mut stream: Wire) -> Ended {
         if !self.link.lock().closing {
             // The answer echoes the code (RFC 6455, 5.5.1).
             let code = frame.as_ref().map_or(CloseCode::NONE, |f| f.code);
@@ -400,7 +527,7 @@ where
     /// Answers a client that broke the protocol or a limit with the close
     /// code for it (RFC 6455, 7.1.7), then waits for its close frame (the
     /// rest of this read, `rest`, first), as [`await_close`](Self::await_close).
-    async fn refuse(&mut self, refused: Refused, stream: Upgraded, rest: &[u8]) -> Ended {
+    async fn refuse(&mut self, refused: Refused, stream: Wire, rest: &[u8]) -> Ended {
         if !self.link.lock().closing {
             self.push_control(Frame::close(refused.code, refused.reason));
         }
@@ -418,7 +545,7 @@ where
     /// The server shuts down: a close frame (1001) after what is queued,
     /// and a wait for the client's answer, cut short when the server's
     /// grace period is over (then no goodbye either).
-    async fn shut_down(&mut self, mut stream: Upgraded, drain: Option<&Drain>) -> Ended {
+    async fn shut_down(&mut self, mut stream: Wire, drain: Option<&Drain>) -> Ended {
         if !self.link.lock().closing {
             self.push_control(Frame::close(
                 CloseCode::GOING_AWAY,
@@ -478,7 +605,7 @@ where
     /// once ([`hang_up`](Self::hang_up)).
     async fn await_close(
         &mut self,
-        mut stream: Upgraded,
+        mut stream: Wire,
         rest: &[u8],
         refused: Option<Refused>,
     ) -> Ended {
@@ -519,7 +646,7 @@ where
     /// Writes the close frame queued, and ends the socket without waiting
     /// for the client's: the goodbye reads until the client closes its
     /// side.
-    async fn hang_up(&mut self, mut stream: Upgraded) -> Ended {
+    async fn hang_up(&mut self, mut stream: Wire) -> Ended {
         let bounds = self.bounds();
         let _ = tokio::time::timeout_at(bounds.deadline, self.write_queue(&mut stream)).await;
         Ended {
@@ -534,9 +661,9 @@ where
 
     /// Reads (and drops) what the client sends until its close frame, the
     /// reader closing.
-    async fn client_close(&mut self, stream: &mut Upgraded, bounds: &mut Bounds) -> End {
+    async fn client_close(&mut self, stream: &mut Wire, bounds: &mut Bounds) -> End {
         loop {
-            let Ok(Some(bytes)) = stream.read_pooled().await else {
+            let Ok(Some(bytes)) = stream.read().await else {
                 return End::Lost;
             };
             if !bounds.take(bytes.len()) {
@@ -568,7 +695,7 @@ where
     ///
     /// When the socket fails, or a send found the queue full and the
     /// policy is to close.
-    async fn write_queue(&mut self, stream: &mut Upgraded) -> io::Result<()> {
+    async fn write_queue(&mut self, stream: &mut (impl AsyncWrite + Unpin)) -> io::Result<()> {
         let link = &self.link;
         loop {
             let next = {
@@ -602,7 +729,43 @@ where
 
     /// Puts the socket to sleep, unless sends came meanwhile (it writes
     /// them first).
-    async fn sleep(mut self, mut stream: Upgraded) {
+    async fn sleep(self, stream: Wire) {
+        match stream {
+            Wire::Lot(stream) => self.sleep_in_lot(stream).await,
+            stream @ Wire::H2(_) => self.stay_awake(stream).await,
+        }
+    }
+
+    /// A socket over HTTP/2 between messages: awake in its task, it waits
+    /// for the client's next bytes, or for a send, which queues and wakes
+    /// the task to write it.
+    async fn stay_awake(mut self, mut stream: Wire) {
+        loop {
+            if self.write_queue(&mut stream).await.is_err() {
+                return self.end(End::Lost.into()).await;
+            }
+            if self.link.lock().closing {
+                let ended = self.await_close(stream, &[], None).await;
+                return self.end(ended).await;
+            }
+            let link = self.link.clone();
+            let read = tokio::select! {
+                read = stream.read() => read,
+                () = std::future::poll_fn(|cx| link.poll_sent(cx)) => continue,
+            };
+            stream = match self.serve(stream, read).await {
+                Ok(stream) => stream,
+                Err(ended) => return self.end(ended).await,
+            };
+        }
+    }
+
+    /// Puts a socket of the lot's to sleep, unless sends came meanwhile (it
+    /// writes them first).
+    async fn sleep_in_lot(mut self, mut stream: Upgraded) {
+        let Some(lot) = self.lot.clone() else {
+            return self.end(End::Lost.into()).await;
+        };
         loop {
             if self.write_queue(&mut stream).await.is_err() {
                 return self.end(End::Lost.into()).await;
@@ -611,7 +774,7 @@ where
                 // Its close frame went out: it waits for the client's
                 // answer rather than sleep (a client that never answers
                 // would keep it forever).
-                let ended = self.await_close(stream, &[], None).await;
+                let ended = self.await_close(Wire::Lot(stream), &[], None).await;
                 return self.end(ended).await;
             }
             let link = self.link.clone();
@@ -626,7 +789,6 @@ where
                 };
                 {
                     let Awake {
-                        lot,
                         handler,
                         reader,
                         mut _closer,
