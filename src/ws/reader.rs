@@ -142,6 +142,9 @@ struct Partial {
     message: Option<InMessage>,
     /// A control frame's payload so far.
     control: Vec<u8>,
+    /// Closing: the client is still sending the message the server
+    /// refused; its frames are skipped until the last.
+    skipping_message: bool,
 }
 
 /// A data message being read.
@@ -194,12 +197,13 @@ impl Reader {
 
     /// From now on, looks for the client's close frame only (the server
     /// sent its own): the rest of the frame in flight and every data frame
-    /// after it are skipped, their bytes kept nowhere. After `refused`, a
-    /// refusal of the client's framing itself (1002), or of a frame whose
-    /// payload had begun (1007 at an invalid byte, 1009 as it inflated: a
-    /// client that sees the close frame may cut that frame short), the
-    /// frames can no longer be told apart: every byte is dropped until the
-    /// connection ends.
+    /// after it are skipped, their bytes kept nowhere (a message refused as
+    /// too big, to its last frame: see [`in_refused_message`](Self::in_refused_message)).
+    /// After `refused`, a refusal of the client's framing itself (1002), of
+    /// its close frame, or of a frame whose payload had begun for another
+    /// reason than its size (1007 at an invalid byte: a client that sees
+    /// the close frame may cut that frame short), the frames can no longer
+    /// be told apart: every byte is dropped until the connection ends.
     pub(crate) fn closing(&mut self, refused: Option<Refused>) {
         if self.closing == Closing::Drop {
             return;
@@ -207,8 +211,12 @@ impl Reader {
         let begun = (self.partial.as_ref())
             .and_then(|partial| partial.frame)
             .is_some_and(|frame| frame.read > 0 && frame.left > 0);
+        // A message over the limit is skipped to its end (its client sends
+        // it whole, whatever comes); anything else inside a frame is not.
         let framing_broken = refused.is_some_and(|refused| {
-            refused.code == CloseCode::PROTOCOL || begun || refused.in_close
+            refused.code == CloseCode::PROTOCOL
+                || refused.in_close
+                || (begun && refused.code != CloseCode::SIZE)
         });
         if framing_broken {
             self.closing = Closing::Drop;
@@ -217,6 +225,10 @@ impl Reader {
         }
         self.closing = Closing::Skip;
         if let Some(partial) = &mut self.partial {
+            let in_flight = partial.frame.filter(|frame| !is_control(frame.opcode));
+            partial.skipping_message = refused.is_some()
+                && (partial.message.is_some()
+                    || in_flight.is_some_and(|frame| !frame.fin || frame.left > 0));
             partial.message = None;
             if let Some(frame) = &mut partial.frame {
                 frame.skipped = !is_control(frame.opcode);
@@ -225,6 +237,15 @@ impl Reader {
                 self.partial = None;
             }
         }
+    }
+
+    /// Whether the client is still sending the message the server refused
+    /// (closing): a browser that still sends when the close frame comes
+    /// calls the close unclean, so the server sends it after the message.
+    pub(crate) fn in_refused_message(&self) -> bool {
+        self.partial
+            .as_ref()
+            .is_some_and(|partial| partial.skipping_message)
     }
 
     /// Whether the reader drops every byte (the client broke its framing):
@@ -271,7 +292,7 @@ impl Reader {
 
 impl Partial {
     fn is_idle(&self) -> bool {
-        self.have == 0 && self.frame.is_none() && self.message.is_none()
+        self.have == 0 && self.frame.is_none() && self.message.is_none() && !self.skipping_message
     }
 
     /// Reads a header's bytes; once it is whole, checks it and starts its
@@ -339,7 +360,7 @@ impl Partial {
             {
                 // Its payload is skipped if the socket reads on (closing).
                 self.message = None;
-                self.frame = Some(Incoming::skipped(opcode, len));
+                self.frame = Some(Incoming::skipped(opcode, header[0] & 0x80 != 0, len));
                 return Err(Refused::too_big());
             }
             if opcode != opcode::CONTINUATION {
@@ -431,6 +452,9 @@ impl Partial {
             return Ok(None);
         };
         if frame.skipped {
+            if !is_control(frame.opcode) && frame.fin {
+                self.skipping_message = false;
+            }
             return Ok(None);
         }
         match frame.opcode {
@@ -458,10 +482,10 @@ impl Partial {
 
 impl Incoming {
     /// A frame whose payload of `len` bytes is skipped.
-    fn skipped(opcode: u8, len: u64) -> Incoming {
+    fn skipped(opcode: u8, fin: bool, len: u64) -> Incoming {
         Incoming {
             opcode,
-            fin: true,
+            fin,
             mask: [0; 4],
             left: len,
             read: 0,

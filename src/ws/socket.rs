@@ -614,23 +614,32 @@ where
             return self.hang_up(stream).await;
         }
         let mut bounds = self.bounds();
-        let end = match self.close_frame_in(rest) {
-            Some(end) => {
-                let _ =
-                    tokio::time::timeout_at(bounds.deadline, self.write_queue(&mut stream)).await;
-                end
+        let deadline = bounds.deadline;
+        let answer = async {
+            if let Some(end) = self.close_frame_in(rest) {
+                let _ = self.write_queue(&mut stream).await;
+                return end;
             }
-            None => {
-                let deadline = bounds.deadline;
-                let answer = async {
-                    if self.write_queue(&mut stream).await.is_err() {
-                        return End::Lost;
-                    }
-                    self.client_close(&mut stream, &mut bounds).await
-                };
-                tokio::time::timeout_at(deadline, answer)
-                    .await
-                    .unwrap_or(End::Lost)
+            // The close frame waits until the client has sent the rest of
+            // the message the server refused.
+            if let Some(end) = self.skip_refused(&mut stream, &mut bounds).await {
+                let _ = self.write_queue(&mut stream).await;
+                return end;
+            }
+            if self.write_queue(&mut stream).await.is_err() {
+                return End::Lost;
+            }
+            self.client_close(&mut stream, &mut bounds).await
+        };
+        let end = match tokio::time::timeout_at(deadline, answer).await {
+            Ok(end) => end,
+            Err(_) => {
+                // Out of time (a client that never finished its message, or
+                // never answered): the close frame goes, if the socket takes
+                // it now.
+                let write = self.write_queue(&mut stream);
+                let _ = tokio::time::timeout(Duration::from_millis(100), write).await;
+                End::Lost
             }
         };
         Ended {
@@ -657,6 +666,25 @@ where
                 until_eof: true,
             }),
         }
+    }
+
+    /// Reads (and drops) the rest of the message the server refused, while
+    /// the client sends it: `Some` if the connection ended first (the
+    /// client's close frame came, or it closed, or went past the closing
+    /// budget).
+    async fn skip_refused(&mut self, stream: &mut Wire, bounds: &mut Bounds) -> Option<End> {
+        while self.reader.in_refused_message() {
+            let Ok(Some(bytes)) = stream.read().await else {
+                return Some(End::Lost);
+            };
+            if !bounds.take(bytes.len()) {
+                return Some(End::Lost);
+            }
+            if let Some(end) = self.close_frame_in(&bytes) {
+                return Some(end);
+            }
+        }
+        None
     }
 
     /// Reads (and drops) what the client sends until its close frame, the

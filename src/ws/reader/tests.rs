@@ -222,6 +222,10 @@ fn a_closing_reader_skips_to_the_clients_close_frame() {
             assert!(reader.held() < 1024, "skipped, not kept");
         }
         assert_eq!(refused.map(|r| r.code), Some(CloseCode::SIZE));
+        assert!(
+            !reader.in_refused_message(),
+            "the refused frame was skipped"
+        );
         let close = CloseFrame {
             code: CloseCode::NORMAL,
             reason: String::new(),
@@ -490,4 +494,44 @@ fn noise_is_refused_or_waits_within_bounds() {
     }
     // Random bytes are mostly refused (reserved bits, opcodes, no mask).
     assert!(refused > 2000, "{refused}");
+}
+
+#[test]
+fn a_refused_message_is_skipped_to_its_last_frame() {
+    let mask = [2, 4, 6, 8];
+    let rules = Rules {
+        message: 100,
+        ..LIMITS
+    };
+    // Three fragments of 60 bytes: the second takes it past 100 bytes.
+    let mut input = client_frame(0x02, &[1; 60], mask);
+    input.extend(client_frame(0x00, &[2; 60], mask));
+    let third = client_frame(0x80, &[3; 60], mask);
+    let mut reader = Reader::default();
+    let mut piece = &input[..];
+    let refused = loop {
+        match reader.read(&mut piece, rules) {
+            Ok(Some(event)) => panic!("{event:?}"),
+            Ok(None) => panic!("not refused"),
+            Err(refused) => break refused,
+        }
+    };
+    assert_eq!(refused.code, CloseCode::SIZE);
+    reader.closing(Some(refused));
+    assert!(
+        reader.in_refused_message(),
+        "at the second fragment's header"
+    );
+    assert_eq!(reader.read(&mut piece, rules), Ok(None));
+    assert!(reader.in_refused_message(), "the third fragment to come");
+    let mut last = &third[..third.len() - 1];
+    assert_eq!(reader.read(&mut last, rules), Ok(None));
+    assert!(reader.in_refused_message());
+    let mut end = &third[third.len() - 1..];
+    assert_eq!(reader.read(&mut end, rules), Ok(None));
+    assert!(!reader.in_refused_message(), "the message is over");
+    // What comes next is read: the client's close frame.
+    let close = client_frame(0x88, &1000u16.to_be_bytes(), mask);
+    let events = read_all(&mut reader, &close);
+    assert!(matches!(events.as_deref(), Ok([Event::Close(Some(_))])));
 }
