@@ -509,12 +509,9 @@ fn a_refused_message_is_skipped_to_its_last_frame() {
     let third = client_frame(0x80, &[3; 60], mask);
     let mut reader = Reader::default();
     let mut piece = &input[..];
-    let refused = loop {
-        match reader.read(&mut piece, rules) {
-            Ok(Some(event)) => panic!("{event:?}"),
-            Ok(None) => panic!("not refused"),
-            Err(refused) => break refused,
-        }
+    let refused = match reader.read(&mut piece, rules) {
+        Ok(read) => panic!("not refused: {read:?}"),
+        Err(refused) => refused,
     };
     assert_eq!(refused.code, CloseCode::SIZE);
     reader.closing(Some(refused));
