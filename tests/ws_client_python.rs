@@ -12,6 +12,18 @@
 //! `common::ws::echo` and checks the client's answers (exact lines) and
 //! the handler's events.
 //!
+//! websockets offers `permessage-deflate` by default
+//! (`client_max_window_bits`), so with the feature `ws-deflate` every test
+//! here runs compressed; the tests of `mod compression` show that it is:
+//! the server's answer is the one it always gives (no context takeover
+//! either way), compressible texts of 200 B to 1 MB come back whole to a
+//! socket that slept before each, on fewer than a quarter of their bytes
+//! (the client counts what it received), and a decompression bomb (8 MiB
+//! of zeros, about 8 KB on the wire, as the client checks) is refused with
+//! 1009 on `/small`, as it inflates past 1 MiB. Without `ws-deflate` the
+//! server declines the offer, and messages go uncompressed (`mod
+//! declined`).
+//!
 //! Needs `python3` (3.11 or newer) with websockets on `PATH` (or `PYTHON`
 //! set to it): `python3 -m pip install 'websockets==17.4'`.
 #![cfg(feature = "ws")]
@@ -256,6 +268,91 @@ where
         "closed 1001 the server is shutting down"
     );
     client.finish();
+}
+
+/// The tests of `permessage-deflate`, which websockets offers by default.
+#[cfg(feature = "ws-deflate")]
+mod compression {
+    use super::*;
+
+    over_every_transport!(
+        compressed_messages_across_sleeps,
+        a_decompression_bomb_is_refused_with_1009,
+    );
+
+    /// The server's answer to websockets' offer.
+    const ANSWER: &str =
+        "extensions permessage-deflate; server_no_context_takeover; client_no_context_takeover";
+
+    /// The sizes of the compressible texts echoed, in bytes.
+    const SIZES: [usize; 4] = [200, 10_000, 1_000_000, 200];
+
+    /// The server accepts websockets' offer with no context takeover
+    /// either way; compressible texts (a JSON-like line repeated) from
+    /// 200 B to 1 MB, each sent compressed to a socket asleep since the
+    /// last, come back whole, each on fewer than a quarter of its bytes:
+    /// the server inflated the client's message and compressed its echo.
+    fn compressed_messages_across_sleeps<T: Transport>()
+    where
+        T::Addr: Dial,
+    {
+        let (room, _events) = Room::new();
+        let (_srv, mut client) = connected::<T>(&room, "/");
+        client.command("extensions", ANSWER);
+        for len in SIZES {
+            room.wait_asleep(1);
+            client.command(
+                &format!("echo-compressed {len}"),
+                &format!("echo {len} compressed"),
+            );
+        }
+        client.finish();
+    }
+
+    /// 8 MiB of zeros in one binary message on `/small` (1 MiB at most),
+    /// which websockets compresses to about 8 KB (the client checks that
+    /// it wrote fewer than a quarter of them): under the limit on the
+    /// wire, the message is refused with 1009 as it inflates past it, a
+    /// few KB into its frame.
+    fn a_decompression_bomb_is_refused_with_1009<T: Transport>()
+    where
+        T::Addr: Dial,
+    {
+        let (room, events) = Room::new();
+        let (_srv, mut client) = connected::<T>(&room, "/small");
+        client.command("extensions", ANSWER);
+        room.wait_asleep(1);
+        client.command(&format!("send-zeros {}", 8 * SMALL), "sent");
+        client.command("recv", "closed 1009 message too big");
+        // The server skips the rest of the message, then closes; the
+        // handler hears the client's answer, which echoes the code.
+        assert_eq!(next_event(&events), "closed 1009 message too big");
+        wait("the socket closed", || room.sender(0).is_closed());
+        client.finish();
+    }
+}
+
+/// Without `ws-deflate`: websockets' offer is declined.
+#[cfg(not(feature = "ws-deflate"))]
+mod declined {
+    use super::*;
+
+    over_every_transport!(compression_is_declined);
+
+    /// The server answers no extension, and messages go uncompressed.
+    fn compression_is_declined<T: Transport>()
+    where
+        T::Addr: Dial,
+    {
+        let (room, _events) = Room::new();
+        let (_srv, mut client) = connected::<T>(&room, "/");
+        client.command("extensions", "extensions none");
+        room.wait_asleep(1);
+        client.command("echo text 1000", "echo text 1000 ok");
+        room.wait_asleep(1);
+        client.command("echo binary 100000", "echo binary 100000 ok");
+        client.finish();
+    }
 }
 
 /// `$PYTHON`, else `python3` on `PATH`, checked once to have websockets'

@@ -7,15 +7,26 @@ It reads commands from stdin, one a line, and answers each with one line
 on stdout once done, so that the test decides when the socket is left
 idle (to sleep). It opens one connection at a time (TCP, a Unix socket,
 or TLS trusting the server's certificate), with `max_size=None` (16 MiB
-messages) and `ping_interval=None` (the server pings; this client does
-not by itself):
+messages), `ping_interval=None` (the server pings; this client does not
+by itself) and websockets' default compression (it offers
+`permessage-deflate; client_max_window_bits`, and compresses what it
+sends when the server accepts):
 
     connect PATH        opens a connection to PATH; "connected"
+    extensions          the server's `Sec-WebSocket-Extensions` answer (its
+                        lines joined with ", "); "extensions VALUE", or
+                        "extensions none" without one
     echo text N         sends a text of N bytes ("é" repeated, and an "a"
                         if N is odd), checks that the same comes back;
                         "echo text N ok"
     echo binary N       the same with the bytes 0, 1, ..., 255, 0, ...;
                         "echo binary N ok"
+    echo-compressed N   sends a text of N bytes that compresses well (a
+                        JSON-like line repeated), checks that the same
+                        comes back and that fewer than N/4 bytes came on
+                        the connection for it (frame headers included:
+                        the server compressed it); "echo N compressed"
+                        (the count goes to stderr)
     fragment TEXT       sends TEXT (the rest of the line) as the next
                         fragment of a text message (`send` of an async
                         iterable fed by an asyncio.Queue); "fragment sent"
@@ -29,6 +40,12 @@ not by itself):
                         connection closed first
     send-text TEXT      sends TEXT, reads nothing; "sent"
     send-binary N       sends N bytes, reads nothing; "sent"
+    send-zeros N        sends N zero bytes (binary: websockets compresses
+                        8 MiB of them to about 8 KB), reads nothing, checks
+                        that fewer than N/4 bytes were written for it (a
+                        decompression bomb, not a message the server can
+                        refuse by its length); "sent" (the count goes to
+                        stderr)
     send-invalid-utf8   sends a text message of the bytes ff fe; "sent"
     recv                reads the next message: "text TEXT", "binary N
                         bytes", or, when the connection closed, "closed
@@ -75,12 +92,24 @@ class Failed(Exception):
 
 class Counting(ClientConnection):
     """A connection that counts the pings it got (and answered: the
-    protocol queues the pong before the frame gets here)."""
+    protocol queues the pong before the frame gets here), and the bytes it
+    received and wrote (over TLS: the plaintext)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.pings = 0
         self.pinged = asyncio.Event()
+        self.received = 0
+        self.written = 0
+
+    def data_received(self, data):
+        self.received += len(data)
+        super().data_received(data)
+
+    def send_data(self):
+        # What the Sans-I/O protocol queued, which this writes out.
+        self.written += sum(len(data) for data in self.protocol.writes)
+        super().send_data()
 
     def process_event(self, event):
         if isinstance(event, Frame) and event.opcode is Opcode.PING:
@@ -91,6 +120,11 @@ class Counting(ClientConnection):
 
 def text_of(n):
     return "é" * (n // 2) + "a" * (n % 2)
+
+
+def compressible_of(n):
+    line = '{"id":1,"ok":true}\n'
+    return (line * (n // len(line) + 1))[:n]
 
 
 def binary_of(n):
@@ -156,6 +190,39 @@ class Client:
             what = f"{type(got).__name__} of {len(got)}"
             raise Failed(f"echo {kind} {n}: {what} came back, or other bytes")
         return f"echo {kind} {n} ok"
+
+    async def echo_compressed(self, n):
+        message = compressible_of(n)
+        before = self.ws.received
+        await self.ws.send(message)
+        got = await self.ws.recv()
+        received = self.ws.received - before
+        sys.stderr.write(f"ws_client.py: echo-compressed {n}: {received} bytes received\n")
+        if got != message:
+            what = f"{type(got).__name__} of {len(got)}"
+            raise Failed(f"echo-compressed {n}: {what} came back, or other bytes")
+        if received >= n / 4:
+            raise Failed(
+                f"echo-compressed {n}: {received} bytes came for the echo, not fewer "
+                f"than {n / 4}: the server did not compress it"
+            )
+        return f"echo {n} compressed"
+
+    async def send_zeros(self, n):
+        before = self.ws.written
+        answer = await self.send(bytes(n))
+        written = self.ws.written - before
+        sys.stderr.write(f"ws_client.py: send-zeros {n}: {written} bytes written\n")
+        if written >= n / 4:
+            raise Failed(
+                f"send-zeros {n}: {written} bytes written, not fewer than {n / 4}: "
+                "the client did not compress it"
+            )
+        return answer
+
+    def extensions(self):
+        values = self.ws.response.headers.get_all("Sec-WebSocket-Extensions")
+        return f"extensions {', '.join(values) if values else 'none'}"
 
     async def fragment(self, text):
         if self.fragments is None:
@@ -229,6 +296,10 @@ class Client:
             if kind not in ("text", "binary"):
                 raise Failed(f"echo of {kind}")
             return await self.echo(kind, int(n))
+        if line == "extensions":
+            return self.extensions()
+        if command == "echo-compressed":
+            return await self.echo_compressed(int(rest))
         if command == "fragment":
             return await self.fragment(rest)
         if line == "fragments end":
@@ -241,6 +312,8 @@ class Client:
             return await self.send(rest)
         if command == "send-binary":
             return await self.send(binary_of(int(rest)))
+        if command == "send-zeros":
+            return await self.send_zeros(int(rest))
         if line == "send-invalid-utf8":
             return await self.send(b"\xff\xfe", text=True)
         if line == "recv":
