@@ -26,6 +26,19 @@
 //! whole (the server lets the connection go): the client counts it as
 //! sent, and reports the close frame it got.
 //!
+//! With the feature `ws-deflate`, the tests of `mod compression` show the
+//! client's `permessage-deflate` (`-compression`, its
+//! `DialOptions.CompressionMode`; off by default, and in the tests above)
+//! against the server's: the client's offer of context takeover
+//! (`context`: plain `permessage-deflate`) is answered without it either
+//! way, which the client accepts, as it does the answer to its offer of
+//! none (`no-context`); compressible texts of 200 B to 1 MB come back
+//! whole to a socket that slept before each, each read on fewer than a
+//! quarter of its bytes (the client counts what it read); and a
+//! decompression bomb (8 MiB of zeros, about 10 KB on the wire, as the
+//! client checks) is refused with 1009 on `/small` as it inflates past
+//! 1 MiB. Without `ws-deflate` the offer is declined (`mod declined`).
+//!
 //! The Go client is built once per test process (`go build`, from the
 //! module cache or the Go module proxy); without Go, the tests fail saying
 //! how to install it.
@@ -93,11 +106,21 @@ fn connect<T: Transport>(srv: &Serve<T::Addr>, path: &str) -> ChildClient
 where
     T::Addr: GoDial,
 {
+    connect_with::<T>(srv, path, &[])
+}
+
+/// The Go client, started with `flags` too and connected to `path` on
+/// `srv`.
+fn connect_with<T: Transport>(srv: &Serve<T::Addr>, path: &str, flags: &[&str]) -> ChildClient
+where
+    T::Addr: GoDial,
+{
     let mut args = srv.addr.go_args();
     args.extend([
         "-timeout".into(),
         format!("{}s", STEP_TIMEOUT.as_secs() / 2).into(),
     ]);
+    args.extend(flags.iter().map(Into::into));
     let mut client = ChildClient::start("the Go client", go_client(), &args);
     client.command(&format!("connect {path}"), "connected");
     client
@@ -296,6 +319,111 @@ where
         "closed 1001 the server is shutting down"
     );
     srv.wait_stopped();
+}
+
+/// The tests of `permessage-deflate`, which the client offers when told
+/// to (`-compression`).
+#[cfg(feature = "ws-deflate")]
+mod compression {
+    use super::*;
+
+    over_every_transport!(
+        compressed_messages_across_sleeps,
+        compressed_without_context_takeover_offered,
+        a_decompression_bomb_is_refused_with_1009,
+    );
+
+    /// The server's answer to either of the client's offers.
+    const ANSWER: &str =
+        "extensions permessage-deflate; server_no_context_takeover; client_no_context_takeover";
+
+    /// The sizes of the compressible texts echoed, in bytes.
+    const SIZES: [usize; 4] = [200, 10_000, 1_000_000, 200];
+
+    /// The client offers plain `permessage-deflate` (context takeover);
+    /// the server's answer adds `client_no_context_takeover`, which the
+    /// client takes. Compressible texts (a JSON-like line repeated) from
+    /// 200 B to 1 MB, each sent compressed to a socket asleep since the
+    /// last, come back whole, each read on fewer than a quarter of its
+    /// bytes: the server inflated the client's message and compressed its
+    /// echo.
+    fn compressed_messages_across_sleeps<T: Transport>()
+    where
+        T::Addr: GoDial,
+    {
+        let (room, _events) = Room::new();
+        let srv = echo_server::<T>(&room);
+        let mut client = connect_with::<T>(&srv, "/", &["-compression", "context"]);
+        client.command("extensions", ANSWER);
+        for len in SIZES {
+            room.wait_asleep(1);
+            client.command(
+                &format!("echo-compressed {len}"),
+                &format!("echo {len} compressed"),
+            );
+        }
+        client.command("close 1000 done", r#"closed 1000 """#);
+    }
+
+    /// The client offers no context takeover either way: the same answer,
+    /// and a 1 MB text to a sleeping socket comes back compressed.
+    fn compressed_without_context_takeover_offered<T: Transport>()
+    where
+        T::Addr: GoDial,
+    {
+        let (room, _events) = Room::new();
+        let srv = echo_server::<T>(&room);
+        let mut client = connect_with::<T>(&srv, "/", &["-compression", "no-context"]);
+        client.command("extensions", ANSWER);
+        room.wait_asleep(1);
+        client.command("echo-compressed 1000000", "echo 1000000 compressed");
+        client.command("close 1000 done", r#"closed 1000 """#);
+    }
+
+    /// 8 MiB of zeros in one binary message on `/small` (1 MiB at most),
+    /// which the client compresses to about 10 KB (it checks that it wrote
+    /// fewer than a quarter of them): under the limit on the wire, the
+    /// message is refused with 1009 as it inflates past it, a few KB into
+    /// its frame.
+    fn a_decompression_bomb_is_refused_with_1009<T: Transport>()
+    where
+        T::Addr: GoDial,
+    {
+        let (room, events) = Room::new();
+        let srv = echo_server::<T>(&room);
+        let mut client = connect_with::<T>(&srv, "/small", &["-compression", "context"]);
+        client.command("extensions", ANSWER);
+        room.wait_asleep(1);
+        client.command(&format!("send-zeros {}", 8 * SMALL), "sent");
+        client.command("wait-close", r#"closed 1009 "message too big""#);
+        // The server skips the rest of the message, then closes; the
+        // handler hears the client's answer, which echoes the code.
+        assert_eq!(next_event(&events), "closed 1009 message too big");
+        assert!(room.sender(0).is_closed());
+    }
+}
+
+/// Without `ws-deflate`: the client's offer is declined.
+#[cfg(not(feature = "ws-deflate"))]
+mod declined {
+    use super::*;
+
+    over_every_transport!(compression_is_declined);
+
+    /// The server answers no extension, and messages go uncompressed.
+    fn compression_is_declined<T: Transport>()
+    where
+        T::Addr: GoDial,
+    {
+        let (room, _events) = Room::new();
+        let srv = echo_server::<T>(&room);
+        let mut client = connect_with::<T>(&srv, "/", &["-compression", "context"]);
+        client.command("extensions", "extensions none");
+        room.wait_asleep(1);
+        client.command("text 1000", "text 1000 echoed");
+        room.wait_asleep(1);
+        client.command("binary 100000", "binary 100000 echoed");
+    }
 }
 
 // ---- the Go client ----

@@ -8,19 +8,37 @@
 // sleep). It opens at most one connection (over TCP, a Unix socket or TLS,
 // from its flags); a goroutine reads it throughout (answering the server's
 // pings, and reading the pongs Ping waits for) and hands the messages, then
-// how the connection ended, to the command loop.
+// how the connection ended, to the command loop. With -compression context
+// or no-context it offers permessage-deflate (DialOptions.CompressionMode:
+// "permessage-deflate", or with both no_context_takeover parameters; the
+// library compresses messages of 128 or 512 bytes and more); the default,
+// off, offers nothing, as the library's default does.
 //
 //	connect PATH    dials ws://…PATH, then pings (so that the reader is
 //	                known to be reading: see connect); "connected"
+//	extensions      the server's Sec-WebSocket-Extensions (its lines joined
+//	                with ", "); "extensions VALUE", or "extensions none"
 //	text N          a text message of N bytes ("é"s, and an "a" if N is odd),
 //	                then its echo, checked byte for byte; "text N echoed"
 //	binary N        the same with N bytes i%256; "binary N echoed"
 //	echo WORDS      the text WORDS, then its echo; "echoed WORDS"
+//	echo-compressed N  a text of N bytes that compresses well (a JSON-like
+//	                line repeated), then its echo, checked byte for byte,
+//	                which must have come on fewer than N/4 bytes read from
+//	                the connection (frame headers included: the server
+//	                compressed it); "echo N compressed" (the count goes to
+//	                stderr)
 //	send WORDS      the text WORDS, nothing awaited; "sent"
 //	send-binary N   N binary bytes, nothing awaited; "sent", also when the
 //	                write failed because the server closed the connection
 //	                (it refuses a message over its limit before reading
 //	                it, and lets the connection go)
+//	send-zeros N    N zero bytes, binary, nothing awaited, which must have
+//	                been written on fewer than N/4 bytes (compressed: a
+//	                decompression bomb, not a message the server can refuse
+//	                by its length); "sent", also when the write failed
+//	                because the server closed the connection (the count goes
+//	                to stderr)
 //	send-invalid    a text message of the bytes ff fe (not UTF-8); "sent"
 //	fragment WORDS  one frame of a text message (Writer's Write), then a
 //	                ping: coder/websocket writes a frame that is not the
@@ -72,23 +90,38 @@ var (
 	caFile     = flag.String("ca", "", "PEM file of the certificate to trust (with -tls)")
 	serverName = flag.String("servername", "localhost", "TLS server name (with -tls)")
 	timeout    = flag.Duration("timeout", 20*time.Second, "how long one command may take")
+	compress   = flag.String("compression", "off", "permessage-deflate: off, context or no-context")
 )
+
+// compressionModes are -compression's values.
+var compressionModes = map[string]websocket.CompressionMode{
+	"off":        websocket.CompressionDisabled,
+	"context":    websocket.CompressionContextTakeover,
+	"no-context": websocket.CompressionNoContextTakeover,
+}
 
 func fail(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "wsclient: "+format+"\n", args...)
 	os.Exit(1)
 }
 
-// countingConn counts the bytes written to its connection (over TLS: the
-// plaintext, before encryption).
+// countingConn counts the bytes written to its connection and read from it
+// (over TLS: the plaintext, before encryption and after decryption).
 type countingConn struct {
 	net.Conn
 	written *atomic.Int64
+	read    *atomic.Int64
 }
 
 func (c countingConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	c.written.Add(int64(n))
+	return n, err
+}
+
+func (c countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.read.Add(int64(n))
 	return n, err
 }
 
@@ -104,11 +137,14 @@ type client struct {
 	http    *http.Client
 	base    string
 	written atomic.Int64
+	read    atomic.Int64
 	pings   atomic.Int64
 	pongs   chan string
 
 	conn *websocket.Conn
-	msgs chan incoming
+	// The server's Sec-WebSocket-Extensions, its lines joined with ", ".
+	extensions string
+	msgs       chan incoming
 	// The error that ended the connection, once the reader has seen it.
 	ended error
 	// The fragmented message being written, and its text so far.
@@ -122,7 +158,7 @@ func newClient() *client {
 		if err != nil {
 			return nil, err
 		}
-		return countingConn{conn, &c.written}, nil
+		return countingConn{conn, &c.written, &c.read}, nil
 	}
 	transport := &http.Transport{}
 	switch {
@@ -173,7 +209,8 @@ func (c *client) connect(path string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	conn, res, err := websocket.Dial(ctx, c.base+path, &websocket.DialOptions{
-		HTTPClient: c.http,
+		HTTPClient:      c.http,
+		CompressionMode: compressionModes[*compress],
 		OnPingReceived: func(context.Context, []byte) bool {
 			c.pings.Add(1)
 			return true // answer it
@@ -191,6 +228,7 @@ func (c *client) connect(path string) error {
 	if res.StatusCode != http.StatusSwitchingProtocols {
 		return fmt.Errorf("dial: %s", res.Status)
 	}
+	c.extensions = strings.Join(res.Header.Values("Sec-WebSocket-Extensions"), ", ")
 	// net/http's writer goroutine may count the request's bytes (its one
 	// write) after the response came, even after its WroteRequest hook:
 	// the fragments' counts start once it has.
@@ -288,6 +326,13 @@ func text(n int) []byte {
 	return []byte(strings.Repeat("é", n/2) + strings.Repeat("a", n%2))
 }
 
+// compressible is N bytes of text that compresses well: a JSON-like line
+// repeated.
+func compressible(n int) []byte {
+	line := `{"id":1,"ok":true}` + "\n"
+	return []byte(strings.Repeat(line, n/len(line)+1)[:n])
+}
+
 func binary(n int) []byte {
 	b := make([]byte, n)
 	for i := range b {
@@ -365,7 +410,31 @@ func (c *client) run(line string) (string, error) {
 			return "", fmt.Errorf("%s: %w", line, err)
 		}
 		return "echoed " + arg, nil
-	case "send", "send-binary", "send-invalid":
+	case "extensions":
+		if c.extensions == "" {
+			return "extensions none", nil
+		}
+		return "extensions " + c.extensions, nil
+	case "echo-compressed":
+		n, err := number()
+		if err != nil {
+			return "", err
+		}
+		data := compressible(n)
+		before := c.read.Load()
+		if err := c.write(websocket.MessageText, data); err != nil {
+			return "", fmt.Errorf("%s: %w", line, err)
+		}
+		if err := c.expect(websocket.MessageText, data); err != nil {
+			return "", fmt.Errorf("%s: %w", line, err)
+		}
+		read := c.read.Load() - before
+		fmt.Fprintf(os.Stderr, "wsclient: %s: %d B read\n", line, read)
+		if read*4 >= int64(n) {
+			return "", fmt.Errorf("%s: %d B read for the echo, not fewer than N/4: the server did not compress it", line, read)
+		}
+		return fmt.Sprintf("echo %d compressed", n), nil
+	case "send", "send-binary", "send-zeros", "send-invalid":
 		typ, data := websocket.MessageText, []byte(arg)
 		switch cmd {
 		case "send-binary":
@@ -374,17 +443,31 @@ func (c *client) run(line string) (string, error) {
 				return "", err
 			}
 			typ, data = websocket.MessageBinary, binary(n)
+		case "send-zeros":
+			n, err := number()
+			if err != nil {
+				return "", err
+			}
+			typ, data = websocket.MessageBinary, make([]byte, n)
 		case "send-invalid":
 			// coder/websocket does not check that text is UTF-8.
 			data = []byte{0xff, 0xfe}
 		}
+		before := c.written.Load()
 		err := c.write(typ, data)
-		if cmd == "send-binary" && refused(err) {
+		if (cmd == "send-binary" || cmd == "send-zeros") && refused(err) {
 			fmt.Fprintf(os.Stderr, "wsclient: %s: the server closed the connection during the write (%v)\n", line, err)
 			err = nil
 		}
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", line, err)
+		}
+		if cmd == "send-zeros" {
+			written := c.written.Load() - before
+			fmt.Fprintf(os.Stderr, "wsclient: %s: %d B written\n", line, written)
+			if written*4 >= int64(len(data)) {
+				return "", fmt.Errorf("%s: %d B written, not fewer than N/4: the client did not compress it", line, written)
+			}
 		}
 		return "sent", nil
 	case "fragment":
@@ -467,6 +550,9 @@ func main() {
 	}
 	if *useTLS && (*addr == "" || *caFile == "") {
 		fail("-tls takes -addr and -ca")
+	}
+	if _, ok := compressionModes[*compress]; !ok {
+		fail("-compression %q: give off, context or no-context", *compress)
 	}
 	c := newClient()
 	lines := bufio.NewScanner(os.Stdin)
