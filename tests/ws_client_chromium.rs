@@ -14,6 +14,16 @@
 //! sends 1001 for the sockets of a page that goes) ends the socket (its
 //! handler hears of it, its sender is closed).
 //!
+//! Chromium offers `permessage-deflate` (`client_max_window_bits`), so
+//! with the feature `ws-deflate` every test here runs compressed; the test
+//! of `mod compression` shows that it is: the page's `ws.extensions` is
+//! the server's answer (no context takeover either way, which the browser
+//! takes), and compressible texts of 200 B to 1 MB, which the browser
+//! sends compressed, come back whole to a socket that slept before each,
+//! in frames marked compressed (RSV1) whose payloads are fewer than a
+//! quarter of their bytes (the browser's net log shows the frames'
+//! headers, both ways).
+//!
 //! Over TCP (`ws://127.0.0.1:PORT`) and TLS (`wss://localhost:PORT`, the
 //! name the server's self-signed certificate is for; Chromium runs with
 //! `--ignore-certificate-errors`). Not over a Unix socket: a browser's
@@ -313,6 +323,46 @@ where
     assert_eq!(next_event(&events), "closed");
     assert!(room.sender(0).is_closed());
     // Node is killed with the test's `Browser` (its browser is gone).
+}
+
+/// The test of `permessage-deflate`, which Chromium offers.
+#[cfg(feature = "ws-deflate")]
+mod compression {
+    use super::*;
+
+    over_tcp_and_tls!(compressed_messages_across_sleeps);
+
+    /// The sizes of the compressible texts echoed, in bytes.
+    const SIZES: [usize; 4] = [200, 10_000, 1_000_000, 200];
+
+    /// The browser takes the server's answer (no context takeover either
+    /// way); compressible texts (a JSON-like line repeated) from 200 B to
+    /// 1 MB, each sent compressed (RSV1, as the net log shows) to a socket
+    /// asleep since the last, come back whole, each in compressed frames
+    /// of fewer than a quarter of its bytes: the server inflated the
+    /// browser's message and compressed its echo.
+    fn compressed_messages_across_sleeps<T: Transport>()
+    where
+        T::Addr: WsUrl,
+    {
+        let (room, _events) = Room::new();
+        let srv = T::serve(&dormant::Server::builder(), echo(room.clone()));
+        let mut browser = Browser::start(&srv.addr);
+        browser.open("/");
+        browser.command(
+            "extensions",
+            "extensions permessage-deflate; server_no_context_takeover; client_no_context_takeover",
+        );
+        for len in SIZES {
+            room.wait_asleep(1);
+            browser.command(
+                &format!("echo-compressed {len}"),
+                &format!("echo {len} compressed"),
+            );
+        }
+        assert!(!room.sender(0).is_closed());
+        browser.finish();
+    }
 }
 
 /// Graceful shutdown with the socket asleep: the page's close event has

@@ -10,12 +10,22 @@
 // their answers:
 //
 //   open PATH          a new WebSocket to BASE + PATH   → `open`
+//   extensions         the extensions the server answered (`ws.extensions`)
+//                                        → `extensions VALUE` (or `none`)
 //   text N             sends N bytes of UTF-8 text ("é"s, an "a" if N is
 //                      odd), and checks the next message is the same
 //                                                        → `text N ok`
 //   binary N           sends N bytes (byte i is i % 256) as an ArrayBuffer,
 //                      and checks the next message byte for byte
 //                                                        → `binary N ok`
+//   echo-compressed N  sends N bytes of text that compresses well (a
+//                      JSON-like line repeated), checks the next message is
+//                      the same, and that it went compressed (RSV1 set on
+//                      its first frame) and came back compressed, in frames
+//                      whose payloads add up to fewer than N/4 bytes (as
+//                      the browser's net log shows them: the page cannot
+//                      see them)
+//                                                        → `echo N compressed`
 //   send-binary N      the same bytes, not waiting for an answer → `sent`
 //   send TEXT          a text message, not waiting for an answer → `sent`
 //   read MS            waits MS ms (the browser reads, and answers the
@@ -131,6 +141,10 @@ const page = `window.t = {
   text(n) {
     return "é".repeat(n >> 1) + (n % 2 ? "a" : "");
   },
+  compressible(n) {
+    const line = '{"id":1,"ok":true}\\n';
+    return line.repeat(Math.ceil(n / line.length)).slice(0, n);
+  },
   bytes(n) {
     const bytes = new Uint8Array(n);
     for (let i = 0; i < n; i++) bytes[i] = i & 255;
@@ -148,6 +162,12 @@ const page = `window.t = {
     t.ws.send(sent);
     const got = await t.next();
     return got === sent ? "text " + n + " ok" : "text " + n + " got " + t.what(got);
+  },
+  async echoCompressible(n) {
+    const sent = t.compressible(n);
+    t.ws.send(sent);
+    const got = await t.next();
+    return got === sent ? "ok" : "echo-compressed " + n + " got " + t.what(got);
   },
   async echoBinary(n) {
     const sent = t.bytes(n);
@@ -213,28 +233,28 @@ function browserProcesses() {
   return [...found.filter(network), ...found.filter((pid) => !network(pid))];
 }
 
-// The pings the browser received and the pongs it sent so far, from the
-// frame headers in its net log (written as it goes, an event a line,
-// after the constants that name the event types).
+// The frame headers the browser received and sent so far, in its net log
+// (written as it goes, an event a line, after the constants that name the
+// event types): `{ received, sent }`, each a list of the headers' params
+// (`opcode`, `final`, `reserved1`, `payload_length`, ...).
 let headerTypes;
-function pingsAndPongs() {
+function frameHeaders() {
+  const headers = { received: [], sent: [] };
   let text;
   try {
     text = readFileSync(netlog, "utf8");
   } catch {
-    return { pings: 0, pongs: 0 };
+    return headers;
   }
   if (!headerTypes) {
     const types = /"logEventTypes":(\{[^}]*\})/.exec(text);
-    if (!types) return { pings: 0, pongs: 0 };
+    if (!types) return headers;
     const ids = JSON.parse(types[1]);
     headerTypes = {
       received: ids.WEBSOCKET_RECV_FRAME_HEADER,
       sent: ids.WEBSOCKET_SENT_FRAME_HEADER,
     };
   }
-  let pings = 0;
-  let pongs = 0;
   for (const line of text.split("\n")) {
     if (!line.includes('"opcode":')) continue;
     let event;
@@ -243,10 +263,61 @@ function pingsAndPongs() {
     } catch {
       continue; // The last line, half written.
     }
-    if (event.type === headerTypes.received && event.params?.opcode === 9) pings++;
-    if (event.type === headerTypes.sent && event.params?.opcode === 10) pongs++;
+    if (event.type === headerTypes.received) headers.received.push(event.params);
+    if (event.type === headerTypes.sent) headers.sent.push(event.params);
   }
-  return { pings, pongs };
+  return headers;
+}
+
+// The pings the browser received and the pongs it sent so far.
+function pingsAndPongs() {
+  const { received, sent } = frameHeaders();
+  return {
+    pings: received.filter((h) => h.opcode === 9).length,
+    pongs: sent.filter((h) => h.opcode === 10).length,
+  };
+}
+
+// The data frames (text, binary, continuation) the browser received and
+// sent, after the first `skip.received` and `skip.sent`.
+function dataFrames(skip = { received: 0, sent: 0 }) {
+  const { received, sent } = frameHeaders();
+  const data = (h) => h.opcode <= 2;
+  return {
+    received: received.filter(data).slice(skip.received),
+    sent: sent.filter(data).slice(skip.sent),
+  };
+}
+
+// A message's frames, as an answer tells them.
+function described(frames) {
+  const payload = frames.reduce((sum, h) => sum + h.payload_length, 0);
+  const flags = frames.map((h) => (h.reserved1 ? 1 : 0)).join("");
+  return `${frames.length} frames, RSV1 ${flags}, ${payload} bytes of payload`;
+}
+
+// The echo of a compressible text of `n` bytes, checked in the page, and
+// the frames it went and came in, checked in the net log (waited for: the
+// log is written a moment after the page has the message).
+async function echoCompressed(n) {
+  const { received, sent } = dataFrames();
+  const skip = { received: received.length, sent: sent.length };
+  const echoed = await evaluate(`t.echoCompressible(${n})`);
+  if (echoed !== "ok") return echoed;
+  const deadline = Date.now() + 10_000;
+  let frames = dataFrames(skip);
+  while (!frames.received.some((h) => h.final)) {
+    if (Date.now() > deadline) return `echo-compressed ${n}: its frames are not in the net log`;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    frames = dataFrames(skip);
+  }
+  const what = `sent in ${described(frames.sent)}, came back in ${described(frames.received)}`;
+  process.stderr.write(`chromium_ws.mjs: echo-compressed ${n}: ${what}\n`);
+  const payload = frames.received.reduce((sum, h) => sum + h.payload_length, 0);
+  if (!frames.sent[0]?.reserved1 || !frames.received[0].reserved1 || payload >= n / 4) {
+    return `echo-compressed ${n}: ${what}`;
+  }
+  return `echo ${n} compressed`;
 }
 
 let commands = 0;
@@ -258,6 +329,12 @@ for await (const line of createInterface({ input: process.stdin })) {
   switch (command) {
     case "open":
       answer = await evaluate(`t.open(${JSON.stringify(base + args[0])})`);
+      break;
+    case "extensions":
+      answer = `extensions ${(await evaluate("t.ws.extensions")) || "none"}`;
+      break;
+    case "echo-compressed":
+      answer = await echoCompressed(Number(args[0]));
       break;
     case "text":
       answer = await evaluate(`t.echoText(${Number(args[0])})`);
