@@ -276,14 +276,16 @@ where
 /// A 2 MiB binary message on `/small` (at most 1 MiB), ten times: the page
 /// sees the server's 1009 and a clean close every time, the handler hears
 /// the browser's answer (it echoes the code), the sender is closed.
-/// Chromium sends the message in frames of 131,000 B and the server
-/// refuses it at the header of the frame that takes it past 1 MiB: the
-/// server reads on after its close frame, skipping the rest of the message
-/// without keeping it, until the browser's close frame, and only then
-/// closes. Before it did, the kernel reset the connection on the unread
-/// rest, and the browser saw 1006 in most rounds over TCP; while it waited
-/// only for a pause in what the browser sent, Chromium 156 saw an unclean
-/// 1009 on a loaded machine.
+/// Chromium sends the message in frames of 131,000 B (or, compressed, in
+/// one small frame) and the server refuses it at the header of the frame
+/// that takes it past 1 MiB (or as it inflates): the server skips the rest
+/// of the message without keeping it, sends its close frame once the
+/// message is over, reads the browser's, and only then closes. Chromium
+/// calls a close unclean when the server's close frame comes while the page
+/// still hands it the message (its `bufferedAmount` is not zero): when the
+/// server answered at once, a release build saw that in every run. Before
+/// the server read after its close frame at all, the kernel reset the
+/// connection on the unread rest, and the browser saw 1006.
 fn a_message_over_the_limit_is_refused_with_1009<T: Transport>()
 where
     T::Addr: WsUrl,

@@ -225,10 +225,14 @@ impl Reader {
         }
         self.closing = Closing::Skip;
         if let Some(partial) = &mut self.partial {
-            let in_flight = partial.frame.filter(|frame| !is_control(frame.opcode));
-            partial.skipping_message = refused.is_some()
-                && (partial.message.is_some()
-                    || in_flight.is_some_and(|frame| !frame.fin || frame.left > 0));
+            // A message refused for its size goes on: the rest of the frame
+            // in flight, and the frames after it if it was not the last.
+            let continues = match partial.frame.filter(|frame| !is_control(frame.opcode)) {
+                Some(frame) => !frame.fin || frame.left > 0,
+                None => partial.message.is_some(),
+            };
+            partial.skipping_message =
+                refused.is_some_and(|refused| refused.code == CloseCode::SIZE) && continues;
             partial.message = None;
             if let Some(frame) = &mut partial.frame {
                 frame.skipped = !is_control(frame.opcode);
