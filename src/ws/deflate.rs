@@ -41,8 +41,6 @@ use std::cell::RefCell;
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress};
 use http::HeaderValue;
 
-use super::reader::Refused;
-
 /// The extension's name.
 const NAME: &str = "permessage-deflate";
 
@@ -142,6 +140,15 @@ fn window_bits(value: &str) -> Option<u8> {
     (8..=15).contains(&bits).then_some(bits)
 }
 
+/// Why a message did not inflate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Uninflated {
+    /// It would grow past the limit (nothing past it was kept).
+    TooBig,
+    /// Its bytes are not deflate.
+    Invalid,
+}
+
 /// Inflates one compressed message: a raw deflate stream whose last four
 /// bytes the client left out.
 #[derive(Debug)]
@@ -170,26 +177,26 @@ impl Inflater {
     ///
     /// # Errors
     ///
-    /// 1009 when the message would grow past `limit` (nothing past it is
-    /// kept); 1007 when the bytes do not inflate.
+    /// When the message would grow past `limit` (nothing past it is kept),
+    /// or the bytes do not inflate.
     pub(crate) fn inflate(
         &mut self,
         mut input: &[u8],
         out: &mut Vec<u8>,
         limit: usize,
-    ) -> Result<(), Refused> {
+    ) -> Result<(), Uninflated> {
         let mut chunk = [0; 4096];
         loop {
             let (before_in, before_out) = (self.0.total_in(), self.0.total_out());
             let status = self
                 .0
                 .decompress(input, &mut chunk, FlushDecompress::Sync)
-                .map_err(|_| Refused::invalid("a compressed message that does not inflate"))?;
+                .map_err(|_| Uninflated::Invalid)?;
             let took = (self.0.total_in() - before_in) as usize;
             let made = (self.0.total_out() - before_out) as usize;
             input = &input[took..];
             if out.len() + made > limit {
-                return Err(Refused::too_big());
+                return Err(Uninflated::TooBig);
             }
             out.extend_from_slice(&chunk[..made]);
             let stuck = took == 0 && made == 0;
@@ -206,7 +213,7 @@ impl Inflater {
     /// # Errors
     ///
     /// As [`inflate`](Self::inflate).
-    pub(crate) fn finish(&mut self, out: &mut Vec<u8>, limit: usize) -> Result<(), Refused> {
+    pub(crate) fn finish(&mut self, out: &mut Vec<u8>, limit: usize) -> Result<(), Uninflated> {
         self.inflate(&TAIL, out, limit)
     }
 }
@@ -329,13 +336,13 @@ mod tests {
         let mut out = Vec::new();
         let mut inflater = Inflater::take();
         let refused = inflater.inflate(&bomb, &mut out, 64 * 1024).unwrap_err();
-        assert_eq!(refused, Refused::too_big());
+        assert_eq!(refused, Uninflated::TooBig);
         assert!(out.len() <= 64 * 1024, "{}", out.len());
         // Bytes that are not deflate.
         let mut out = Vec::new();
         let refused = Inflater::take()
             .inflate(&[0xFF; 64], &mut out, 1 << 20)
             .unwrap_err();
-        assert_eq!(refused.code, super::super::message::CloseCode::INVALID);
+        assert_eq!(refused, Uninflated::Invalid);
     }
 }

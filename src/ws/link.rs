@@ -32,7 +32,6 @@ use bytes::Bytes;
 use super::frame::Frame;
 use super::message::CloseCode;
 use super::reader::Rules;
-use super::topic::Members;
 use crate::lot::Wrote;
 use crate::stats::WsCounters;
 use crate::upgrade::Lot;
@@ -218,11 +217,32 @@ pub(super) struct State {
     topics: Option<Box<Vec<Membership>>>,
 }
 
+/// A set of sockets a socket can join (a topic, see
+/// [`Topic`](super::Topic)): what the socket's link needs of it to leave
+/// it when it closes.
+pub(crate) trait Group: Send + Sync {
+    /// Removes the member at `slot`, if it is the socket `id`.
+    fn leave(&self, slot: u32, id: u64);
+}
+
 /// A socket's place in a topic.
-#[derive(Debug)]
 struct Membership {
-    topic: Weak<Members>,
+    topic: Weak<dyn Group>,
     slot: u32,
+}
+
+impl std::fmt::Debug for Membership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Membership")
+            .field("slot", &self.slot)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Membership {
+    fn of(&self, group: &Arc<impl Group + 'static>) -> bool {
+        std::ptr::addr_eq(self.topic.as_ptr(), Arc::as_ptr(group))
+    }
 }
 
 /// What waits for an awake socket's task to write.
@@ -435,32 +455,31 @@ impl Sender {
 
     /// Joins the topic `members` with the slot `insert` gives it, unless
     /// the socket is closed or a member already: whether it joined.
-    pub(crate) fn join(&self, members: &Arc<Members>, insert: impl FnOnce() -> u32) -> bool {
+    pub(crate) fn join<G: Group + 'static>(
+        &self,
+        members: &Arc<G>,
+        insert: impl FnOnce() -> u32,
+    ) -> bool {
         let mut state = self.0.lock();
         if state.closing || state.at == At::Closed {
             return false;
         }
         let topics = state.topics.get_or_insert_with(Box::default);
-        let member = |m: &Membership| std::ptr::eq(m.topic.as_ptr(), Arc::as_ptr(members));
-        if topics.iter().any(member) {
+        if topics.iter().any(|m| m.of(members)) {
             return false;
         }
         // The topic's lock under the link's, as everywhere.
         let slot = insert();
-        topics.push(Membership {
-            topic: Arc::downgrade(members),
-            slot,
-        });
+        let weak: Weak<G> = Arc::downgrade(members);
+        topics.push(Membership { topic: weak, slot });
         true
     }
 
     /// Leaves the topic `members`: the slot it had, if it was a member.
-    pub(crate) fn leave(&self, members: &Arc<Members>) -> Option<u32> {
+    pub(crate) fn leave<G: Group + 'static>(&self, members: &Arc<G>) -> Option<u32> {
         let mut state = self.0.lock();
         let topics = state.topics.as_mut()?;
-        let at = topics
-            .iter()
-            .position(|m| std::ptr::eq(m.topic.as_ptr(), Arc::as_ptr(members)))?;
+        let at = topics.iter().position(|m| m.of(members))?;
         Some(topics.swap_remove(at).slot)
     }
 

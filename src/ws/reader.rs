@@ -33,7 +33,7 @@
 use bytes::Bytes;
 
 #[cfg(feature = "ws-deflate")]
-use super::deflate::Inflater;
+use super::deflate::{Inflater, Uninflated};
 use super::frame::{MAX_CONTROL, opcode};
 use super::message::{CloseCode, CloseFrame, Message};
 
@@ -104,6 +104,16 @@ impl Refused {
         Refused {
             in_close: true,
             ..self
+        }
+    }
+}
+
+#[cfg(feature = "ws-deflate")]
+impl From<Uninflated> for Refused {
+    fn from(uninflated: Uninflated) -> Refused {
+        match uninflated {
+            Uninflated::TooBig => Refused::too_big(),
+            Uninflated::Invalid => Refused::invalid("a compressed message that does not inflate"),
         }
     }
 }
@@ -531,7 +541,9 @@ impl InMessage {
                 piece.copy_from_slice(chunk);
                 unmask(piece, mask, at);
                 at += chunk.len() as u64;
-                inflater.inflate(piece, &mut self.data, rules.message as usize)?;
+                inflater
+                    .inflate(piece, &mut self.data, rules.message as usize)
+                    .map_err(Refused::from)?;
                 self.check_text(false)?;
             }
             self.inflater = Some(inflater);
@@ -562,7 +574,9 @@ impl InMessage {
     fn end(mut self, rules: Rules) -> Result<Message, Refused> {
         #[cfg(feature = "ws-deflate")]
         if let Some(mut inflater) = self.inflater.take() {
-            inflater.finish(&mut self.data, rules.message as usize)?;
+            inflater
+                .finish(&mut self.data, rules.message as usize)
+                .map_err(Refused::from)?;
             inflater.give();
         }
         let _ = rules;

@@ -27,7 +27,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::frame::Frame;
-use super::link::Sender;
+use super::link::{Group, Sender};
 
 /// A set of sockets a message is published to: clone it to share it (a
 /// reference count). Sockets join from their handlers, or from wherever
@@ -71,9 +71,10 @@ impl Members {
         // Every step under the lock leaves the slots whole.
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
 
-    /// Removes the member at `slot`, if it is the socket `id`.
-    pub(crate) fn leave(&self, slot: u32, id: u64) {
+impl Group for Members {
+    fn leave(&self, slot: u32, id: u64) {
         let mut slots = self.lock();
         let Some(at) = slots.slots.get_mut(slot as usize) else {
             return;
@@ -132,7 +133,7 @@ impl Topic {
     pub fn unsubscribe(&self, sender: &Sender) -> bool {
         match sender.leave(&self.0) {
             Some(slot) => {
-                self.0.leave(slot, sender.id());
+                Group::leave(&*self.0, slot, sender.id());
                 true
             }
             None => false,
