@@ -484,11 +484,11 @@ impl Sender {
     }
 
     /// Sends a message: a [`Frame`], or what converts into one (`&str`,
-    /// `String`, `Bytes`, `Vec<u8>`, [`Message`]). A broadcast makes one
+    /// `String`, `Bytes`, `Vec<u8>`, [`Message`](super::Message)). A broadcast makes one
     /// [`Frame`] and sends a reference to it to every socket, so the
     /// message is encoded once.
     ///
-    /// A close frame ([`Frame::close`], [`Message::Close`]) starts the
+    /// A close frame ([`Frame::close`], [`Message::Close`](super::Message::Close)) starts the
     /// closing handshake: nothing more can be sent, and the connection
     /// closes once the client answers.
     ///

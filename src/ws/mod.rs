@@ -93,9 +93,8 @@
 //! Compression (`permessage-deflate`, feature `ws-deflate`) is negotiated
 //! with no context takeover both ways: each message is compressed alone,
 //! so a sleeping socket keeps no compressor, and a [`Frame`] is compressed
-//! once for every socket that sends it (see
-//! [`compression`](WebSocketUpgrade::compression)). Without the feature,
-//! offers are declined.
+//! once for every socket that sends it (see `WebSocketUpgrade::compression`,
+//! with the feature). Without the feature, offers are declined.
 //! WebSockets over HTTP/2 (RFC 8441: an extended CONNECT, on a server with
 //! [`http2_enable_connect_protocol`](crate::Builder::http2_enable_connect_protocol),
 //! which `dormant::axum::serve` turns on) are served on their stream, awake:
