@@ -3,9 +3,9 @@
 
 use std::io::Read;
 
-/// Reads the response head on `s`; fails the bench unless it is a `101`
-/// with no bytes after it.
-pub(crate) fn read_switching_head(s: &mut impl Read) {
+/// Reads the response head on `s` and returns it; fails the bench unless
+/// it is a `101` with no bytes after it.
+pub(crate) fn read_switching_head(s: &mut impl Read) -> Vec<u8> {
     let mut buf = Vec::with_capacity(256);
     let mut chunk = [0u8; 256];
     let head_end = loop {
@@ -18,4 +18,5 @@ pub(crate) fn read_switching_head(s: &mut impl Read) {
     };
     assert!(buf.starts_with(b"HTTP/1.1 101"), "not a 101");
     assert_eq!(head_end, buf.len(), "unexpected bytes after the 101");
+    buf
 }

@@ -9,6 +9,7 @@
 //! cargo bench --features axum,ws --bench ws_memory
 //! WS_N=10000 WS_REPEAT=3 cargo bench --features tls,axum,ws --bench ws_memory
 //! WS_KINDS=tokio-tungstenite,dormant-ws cargo bench --features axum,ws --bench ws_memory
+//! WS_N=10000 WS_KINDS=tokio-tungstenite,dormant-ws,dormant-ws-deflate cargo bench --features axum,ws-deflate --bench ws_memory
 //! ```
 //!
 //! Under `cargo test --benches` (no `--bench` argument) it only checks that
@@ -33,6 +34,15 @@
 //!   `TcpStream`, a task per socket echoing, its default configuration;
 //! - `dormant-ws`: `dormant::ws::WebSocketUpgrade` in the same axum router,
 //!   served by `dormant::axum::serve`: an echo handler whose state is `()`;
+//! - `dormant-ws-deflate` (feature `ws-deflate`): the same server, whose
+//!   client offers compression as browsers do (`permessage-deflate;
+//!   client_max_window_bits`; the bench fails unless the `101` accepts it)
+//!   and sends its one message compressed (RSV1, raw deflate without the
+//!   last four bytes): a 94-byte JSON text, long enough that the server
+//!   compresses its echo too, which the client inflates and checks. So the
+//!   socket has inflated one message and compressed one before it sleeps;
+//!   the server's inflaters and compressor are per thread, paid in the
+//!   warm-up;
 //! - `tls-tokio-tungstenite`, `tls-dormant-ws`: the same two over TLS 1.3
 //!   (tokio-rustls's `TlsAcceptor`, dormant's `TlsListener`; the same rustls
 //!   configuration, a self-signed certificate).
@@ -53,6 +63,8 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+#[path = "../common/deflate.rs"]
+mod deflate;
 #[path = "../common/memory.rs"]
 mod memory;
 #[path = "../common/procs.rs"]
@@ -61,28 +73,36 @@ mod procs;
 mod switching;
 
 use memory::wait_until;
-use procs::{Bench, Conn, Endpoint, Listen, UnderTest, WARMUP};
+use procs::{Bench, Conn, Connect, Endpoint, Listen, UnderTest, WARMUP};
 
-static BENCH: Bench<fn(&mut Conn)> = Bench {
+static BENCH: Bench<Exchange> = Bench {
     prefix: "WS",
     title: "memory per idle WebSocket",
-    kinds: &[
-        "axum-serve",
-        "dormant",
-        "axum-serve-4k",
-        "dormant-4k",
-        "tokio-tungstenite",
-        "dormant-ws",
-        "tls-tokio-tungstenite",
-        "tls-dormant-ws",
-    ],
+    kinds: KINDS,
     kind_width: 21,
     ratios: &[
         ("dormant", "dormant, axum's WebSocket"),
         ("dormant-ws", "dormant::ws"),
+        #[cfg(feature = "ws-deflate")]
+        ("dormant-ws-deflate", "dormant::ws, compressed"),
     ],
-    connect: handshake_and_echo,
+    connect: Exchange,
 };
+
+/// The kinds, in the order they run; `dormant-ws-deflate` with
+/// `ws-deflate` only (without it the server declines compression).
+const KINDS: &[&str] = &[
+    "axum-serve",
+    "dormant",
+    "axum-serve-4k",
+    "dormant-4k",
+    "tokio-tungstenite",
+    "dormant-ws",
+    #[cfg(feature = "ws-deflate")]
+    "dormant-ws-deflate",
+    "tls-tokio-tungstenite",
+    "tls-dormant-ws",
+];
 
 fn main() {
     procs::main(&BENCH, || procs::serve(&BENCH, start_server));
@@ -208,12 +228,16 @@ fn start_server(
                 .await
                 .expect("serve");
         }),
-        ("dormant-ws", Listening::Tcp(listener)) => tokio::spawn(async move {
-            dormant::axum::serve(listener, dormant_ws_app())
-                .with_graceful_shutdown(shutdown)
-                .await
-                .expect("serve");
-        }),
+        // Compression is on by default: with `ws-deflate`, the server
+        // accepts `dormant-ws-deflate`'s offer.
+        ("dormant-ws" | "dormant-ws-deflate", Listening::Tcp(listener)) => {
+            tokio::spawn(async move {
+                dormant::axum::serve(listener, dormant_ws_app())
+                    .with_graceful_shutdown(shutdown)
+                    .await
+                    .expect("serve");
+            })
+        }
         ("tokio-tungstenite", Listening::Tcp(listener)) => tokio::spawn(async move {
             let mut shutdown = std::pin::pin!(shutdown);
             loop {
@@ -269,21 +293,94 @@ fn start_server(
 // Client process
 // ---------------------------------------------------------------------------
 
-/// Opens a WebSocket on `/ws`, sends `ping` (masked, as a client must)
-/// and reads its echo.
-fn handshake_and_echo(s: &mut Conn) {
-    s.write_all(
-        b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+/// The client's exchange on each connection: [`handshake_and_echo`], or
+/// [`compressed_echo`] for `dormant-ws-deflate`.
+struct Exchange;
+
+impl Connect for Exchange {
+    type Open = Conn;
+
+    fn connect(&self, kind: &str, to: &Endpoint) -> Conn {
+        let mut conn = Conn::open(to);
+        match kind {
+            "dormant-ws-deflate" => compressed_echo(&mut conn),
+            _ => handshake_and_echo(&mut conn),
+        }
+        conn
+    }
+}
+
+/// The upgrade request, with `extra` header lines.
+fn upgrade_request(extra: &str) -> Vec<u8> {
+    format!(
+        "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{extra}\r\n"
     )
-    .expect("write");
-    switching::read_switching_head(s);
+    .into_bytes()
+}
+
+/// A client's frame: final, masked (as a client must), with `first` as
+/// its first byte (FIN, RSV1, the opcode); payloads under 126 bytes.
+fn masked(first: u8, payload: &[u8]) -> Vec<u8> {
+    assert!(payload.len() < 126);
     let mask = [1, 2, 3, 4];
-    let mut frame = vec![0x81, 0x80 | 4];
+    let mut frame = vec![first, 0x80 | payload.len() as u8];
     frame.extend_from_slice(&mask);
-    frame.extend(b"ping".iter().zip(mask.iter().cycle()).map(|(b, m)| b ^ m));
-    s.write_all(&frame).expect("write");
+    frame.extend(payload.iter().zip(mask.iter().cycle()).map(|(b, m)| b ^ m));
+    frame
+}
+
+/// Opens a WebSocket on `/ws`, sends `ping` and reads its echo.
+fn handshake_and_echo(s: &mut Conn) {
+    s.write_all(&upgrade_request("")).expect("write");
+    switching::read_switching_head(s);
+    s.write_all(&masked(0x81, b"ping")).expect("write");
     let mut echo = [0u8; 6];
     s.read_exact(&mut echo).expect("echo");
     assert_eq!(&echo, b"\x81\x04ping");
+}
+
+/// `dormant-ws-deflate`'s message: long enough (over 64 bytes) for the
+/// server to compress its echo.
+const JSON: &[u8] =
+    br#"{"type":"hello","user":"ada","room":"lobby","client":"bench/1.0","text":"hello, hello, hello"}"#;
+
+/// Opens a WebSocket on `/ws` offering compression, checks the `101`
+/// accepted it, sends [`JSON`] compressed and reads its echo, which comes
+/// compressed, and inflates it.
+fn compressed_echo(s: &mut Conn) {
+    s.write_all(&upgrade_request(deflate::OFFER))
+        .expect("write");
+    let head = switching::read_switching_head(s);
+    assert!(
+        deflate::accepted(&head),
+        "the 101 did not accept compression (built without ws-deflate?): {}",
+        String::from_utf8_lossy(&head)
+    );
+    let compressed = deflate::deflate(JSON);
+    s.write_all(&masked(0x80 | deflate::RSV1 | 0x1, &compressed))
+        .expect("write");
+    let mut header = [0u8; 2];
+    s.read_exact(&mut header).expect("echo");
+    assert_eq!(header[0] & !deflate::RSV1, 0x81, "a final text frame");
+    let len = match header[1] {
+        126 => {
+            let mut len = [0u8; 2];
+            s.read_exact(&mut len).expect("echo");
+            u16::from_be_bytes(len) as usize
+        }
+        len => len as usize,
+    };
+    let mut payload = vec![0; len];
+    s.read_exact(&mut payload).expect("echo");
+    // The server compresses what compression makes smaller; this message
+    // is, so the socket compressed one before it sleeps (as documented).
+    assert!(
+        header[0] & deflate::RSV1 != 0,
+        "the echo came uncompressed: the method says it is compressed"
+    );
+    let mut text = Vec::new();
+    deflate::Inflater::new().inflate(&payload, &mut text);
+    payload = text;
+    assert_eq!(payload, JSON, "the echo");
 }
