@@ -36,8 +36,9 @@ pub(crate) fn cpu_ns() -> u64 {
         .sum()
 }
 
-/// Connects to `addr`, sends `request` and reads the `101` head.
-pub(crate) async fn upgrade(addr: SocketAddr, request: &[u8]) -> tokio::net::TcpStream {
+/// Connects to `addr`, sends `request` and reads the `101` head: the
+/// stream and the head.
+pub(crate) async fn upgrade(addr: SocketAddr, request: &[u8]) -> (tokio::net::TcpStream, Vec<u8>) {
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
     s.set_nodelay(true).expect("nodelay");
     s.write_all(request).await.expect("write");
@@ -48,5 +49,5 @@ pub(crate) async fn upgrade(addr: SocketAddr, request: &[u8]) -> tokio::net::Tcp
         head.push(byte[0]);
     }
     assert!(head.starts_with(b"HTTP/1.1 101"), "not a 101");
-    s
+    (s, head)
 }

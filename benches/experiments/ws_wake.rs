@@ -373,7 +373,7 @@ async fn connect(addr: SocketAddr, ws: bool) -> tokio::net::TcpStream {
     } else {
         b"GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n"
     };
-    upgrade(addr, request).await
+    upgrade(addr, request).await.0
 }
 
 /// Sends a message every `think` from `first` on, reads its echo; returns
