@@ -471,6 +471,13 @@ impl Sender {
         // The topic's lock under the link's, as everywhere.
         let slot = insert();
         let weak: Weak<G> = Arc::downgrade(members);
+        // Room for one at first: most sockets join one topic, and a
+        // `Vec`'s first push reserves four (a 112-byte chunk for 24-byte
+        // memberships, where one takes a 32-byte one). Later pushes grow
+        // it as usual.
+        if topics.capacity() == 0 {
+            topics.reserve_exact(1);
+        }
         topics.push(Membership { topic: weak, slot });
         true
     }
