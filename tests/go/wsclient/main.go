@@ -52,7 +52,8 @@
 //	                client's count of its pings); "pong PAYLOAD"
 //	pings N         waits until the server has pinged at least N times
 //	                (each answered by the reader); "pinged N times"
-//	close CODE WORDS  Close(CODE, WORDS), then the code and reason the
+//	close CODE WORDS  a ping (its pong puts the reader back in Read), then
+//	                Close(CODE, WORDS), then the code and reason the
 //	                server's close frame had; "closed CODE \"REASON\""
 //	wait-close      waits for the server's close frame; "closed CODE
 //	                \"REASON\"" (or "ended: ERROR" without one)
@@ -530,6 +531,14 @@ func (c *client) run(line string) (string, error) {
 		n, err := strconv.Atoi(code)
 		if err != nil {
 			return "", fmt.Errorf("%q: %w", line, err)
+		}
+		// The reader must be in Read when Close is called (see
+		// connect): it left Read to hand over the last message, and a
+		// ping's pong, which only the reader reads, says it is back.
+		// Else Close may read the server's close frame itself and the
+		// reader find only the closed connection, without the code.
+		if _, err := c.ping(); err != nil {
+			return "", fmt.Errorf("%s: the ping before it: %w", line, err)
 		}
 		// Close returns once the server's close frame came (with the
 		// same code: else it says so), or after 5 s.
