@@ -2,6 +2,7 @@
 //! them, and on the deadlines of task-less connections, in batches.
 
 use std::io;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Poll as Ready, Waker};
 use std::time::Duration;
@@ -9,24 +10,24 @@ use std::time::Duration;
 use bytes::Bytes;
 use mio::event::Event;
 use mio::{Events, Poll};
-use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
 use tracing::{debug, trace};
 
 use super::queue::{Millis, before, millis};
 use super::ready::{Registration, Report};
+use super::relief::{Relieve, Rouser};
 use super::{
-    Callback, Carried, Carry, Closed, Inner, Lot, Parkable, Ping, Rung, Slept, Slot, Turn, Wakeup,
-    Woke,
+    Callback, Carried, Carry, Closed, Inner, Lot, Parkable, Ping, Rung, Shared, Slept, Slot, Turn,
+    Wakeup, Woke,
 };
-
-/// Events collected per `epoll_wait`.
-const EVENTS: usize = 256;
 
 /// The most a task-less carrying connection's read takes, for its
 /// protocol to answer where it sleeps ([`Carry::answer`]): a read that
 /// fills it may have left more, and wakes the connection.
 const ANSWER_READ: usize = 256;
+
+/// The rouser of a lot's poll (`relief.rs`).
+type LotRouser<T, W, C> = Rouser<Shared<T, W, C>>;
 
 /// What a batch of events asks for once the lot's lock is released.
 struct Batch<T: Parkable, W, C> {
@@ -81,9 +82,21 @@ impl<T: Parkable, W, C> Default for Batch<T, W, C> {
     }
 }
 
+/// A relief acts on a batch as the lot's task does, except that every
+/// connection it wakes is served in a task of its own (`relief.rs`).
+impl<T: Parkable, W: Callback<T>, C: Carry> Relieve for Shared<T, W, C> {
+    fn relieve(self: Arc<Self>, rouser: &Rouser<Self>, waker: &Waker) -> Ready<io::Result<bool>> {
+        let lot = Lot(self);
+        let mut batch = Batch::default();
+        let collected = rouser.collect(waker, |events| lot.on_events(events, &mut batch));
+        lot.hand_over(&mut batch, None);
+        collected
+    }
+}
+
 impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
-    /// Acts on a batch of events under the lot's lock, then on what needs
-    /// no lock, left in `batch`.
+    /// Acts on a batch of events under the lot's lock, leaving in `batch`
+    /// what needs no lock ([`hand_over`](Self::hand_over)).
     fn on_events(&self, events: &Events, batch: &mut Batch<T, W, C>) {
         // Read once per batch, when a parked connection wakes.
         let mut now = None;
@@ -94,8 +107,6 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             }
         }
         inner.shrink_if_empty();
-        drop(inner);
-        self.hand_over(batch);
     }
 
     /// Acts on one event of the connection at `key`: sets a served one's
@@ -251,8 +262,11 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
 
     /// What a batch of events left to do without the lot's lock: wakes
     /// tasks, closes connections, calls sleepers back, and hands woken
-    /// connections to the owner.
-    fn hand_over(&self, batch: &mut Batch<T, W, C>) {
+    /// connections to the owner. With `rouser` (the lot's task), the last
+    /// of them is handed over as [`Turn::Last`], which the owner may poll
+    /// in place, while readiness goes to a relief (`relief.rs`); without
+    /// (a relief), each is [`Turn::Before`].
+    fn hand_over(&self, batch: &mut Batch<T, W, C>, rouser: Option<&Arc<LotRouser<T, W, C>>>) {
         let shared = &self.0;
         batch.wake.drain(..).for_each(Waker::wake);
         for (conn, from, why) in batch.gone.drain(..) {
@@ -267,13 +281,17 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         // Last: the owner may serve the last one here, in the lot's task.
         let n = batch.woken.len();
         for (i, (conn, carried, slept, unread)) in batch.woken.drain(..).enumerate() {
-            let turn = if i + 1 == n { Turn::Last } else { Turn::Before };
-            let woke = Woke {
+            let woke = |turn| Woke {
                 slept,
                 turn,
                 unread,
             };
-            shared.owner.woken(conn, carried, woke);
+            match rouser {
+                Some(rouser) if i + 1 == n => {
+                    rouser.in_place(|| shared.owner.woken(conn, carried, woke(Turn::Last)));
+                }
+                _ => shared.owner.woken(conn, carried, woke(Turn::Before)),
+            }
         }
     }
 
@@ -636,13 +654,8 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// a few thousand times a second woke its task and tokio's timer once
     /// for nearly every park (BENCHMARKS.md, "Instructions per request").
     pub(crate) async fn drive(&self, poll: Poll) -> io::Result<()> {
-        // Deprecated in tokio 1.54 because an arbitrary `AsRawFd` type might
-        // close or swap its fd while registered; `mio::Poll` owns its epoll
-        // fd for its whole life and always returns that one, which is the
-        // condition the `unsafe` replacement asks callers to promise.
-        #[allow(deprecated)]
-        let mut poll = AsyncFd::with_interest(poll, tokio::io::Interest::READABLE)?;
-        let mut events = Events::with_capacity(EVENTS);
+        let rouser = Rouser::new(&self.0, poll)?;
+        let rouse = Waker::from(rouser.clone());
         let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
         let mut batch = Batch::default();
         let driver = std::future::poll_fn(|cx| Ready::Ready(cx.waker().clone())).await;
@@ -659,6 +672,21 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             }
         });
         let mut new_front = std::pin::pin!(new_front);
+        // Readiness of the lot's poll wakes the rouser, which wakes this
+        // task (or a relief, while this one polls in place: `relief.rs`).
+        let events = std::future::poll_fn(|cx| {
+            rouser.set_task(cx.waker());
+            match rouser.collect(&rouse, |events| self.on_events(events, &mut batch)) {
+                Ready::Ready(Ok(true)) => {
+                    self.hand_over(&mut batch, Some(&rouser));
+                    Ready::Ready(Ok(()))
+                }
+                Ready::Ready(Err(error)) => Ready::Ready(Err(error)),
+                // A relief collects now; it wakes this task when done.
+                Ready::Ready(Ok(false)) | Ready::Pending => Ready::Pending,
+            }
+        });
+        let mut events = std::pin::pin!(events);
         // Deadlines are looked at when the timer fires or a new front
         // comes, not after every batch of events: events add none (a park
         // that does signals `new_front`).
@@ -680,21 +708,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             }
             tokio::select! {
                 biased;
-                guard = poll.readable_mut() => {
-                    let mut guard = guard?;
-                    events.clear();
-                    match guard.get_inner_mut().poll(&mut events, Some(Duration::ZERO)) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(e),
-                    }
-                    // A full batch may have left events behind: look again
-                    // before waiting for the next edge.
-                    if events.iter().count() < EVENTS {
-                        guard.clear_ready();
-                    }
-                    self.on_events(&events, &mut batch);
-                }
+                res = events.as_mut() => res?,
                 () = &mut timer, if next.is_some() => deadlines_due = true,
                 // Also with a timer set: a task-less PARKED connection's
                 // deadline may come before the dormant front.

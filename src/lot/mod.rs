@@ -115,6 +115,7 @@
 mod driver;
 mod queue;
 mod ready;
+mod relief;
 mod slab;
 
 use std::io;

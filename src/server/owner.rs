@@ -40,7 +40,10 @@ use crate::upgrade;
 /// last of a batch of events, which tokio would run next on this worker
 /// too (the task spawned last takes the worker's LIFO slot, out of other
 /// workers' reach), while the others are spawned first for idle workers to
-/// take.
+/// take. The in-place poll runs the application's handler in the lot's
+/// task; while it runs, the lot's readiness goes to a relief task, so a
+/// handler that spins there holds up no other connection's wake (the
+/// lot's `relief.rs`).
 fn serve_woken<T, S, B>(
     state: &Arc<ServeState<T>>,
     stream: T,

@@ -125,6 +125,27 @@ impl<A> Serve<A> {
         );
     }
 
+    /// Keeps the server's runtime busy until the returned guard drops: a
+    /// thread outside it spawns an empty task on it every millisecond, as
+    /// requests and timers do on a server with work to do. Each spawn
+    /// unparks an idle worker, which then parks on tokio's I/O driver if
+    /// no other holds it. (A tokio worker that took the driver's events
+    /// and then runs a task that spins leaves the driver unpolled while the
+    /// other workers wait on a condition variable: the spin then holds up
+    /// every socket's readiness, on any tokio server.)
+    #[allow(dead_code, reason = "only the first-poll tests keep workers busy")]
+    pub(crate) fn ticking(&self) -> Ticking {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (ticker, runtime) = (stop.clone(), self.runtime.clone());
+        let thread = std::thread::spawn(move || {
+            while !ticker.load(std::sync::atomic::Ordering::SeqCst) {
+                drop(runtime.spawn(async {}));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        Ticking(stop, Some(thread))
+    }
+
     /// Polls `done` until it holds (bounded); panics saying what it waited
     /// for, with the server's stats, otherwise.
     fn wait_until(&self, what: &str, done: impl Fn() -> bool) {
@@ -136,6 +157,22 @@ impl<A> Serve<A> {
                 self.stats()
             );
             std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// Keeps a server's runtime busy ([`Serve::ticking`]) until dropped.
+#[allow(dead_code, reason = "only the first-poll tests keep workers busy")]
+pub(crate) struct Ticking(
+    Arc<std::sync::atomic::AtomicBool>,
+    Option<std::thread::JoinHandle<()>>,
+);
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(thread) = self.1.take() {
+            let _ = thread.join();
         }
     }
 }
