@@ -11,10 +11,10 @@ use super::{ContextExt, RequestContext};
 /// One slot: a key's typed cell, kept from request to request.
 ///
 /// Reaching the value costs one indirect call (`Any::type_id`, the downcast
-/// check). A `trait Slot { fn as_any(&self) -> &dyn Any; .. }` object would
+/// check). A `trait KeySlot { fn as_any(&self) -> &dyn Any; .. }` object would
 /// cost two (`as_any`, then `type_id`); trait upcasting would avoid that but
 /// needs Rust 1.86.
-struct Slot {
+struct KeySlot {
     /// A `Box<Option<T>>` once the slot's key has stored a value in this
     /// context; before that a `Box<()>` (which allocates nothing).
     cell: Box<dyn Any + Send + Sync>,
@@ -29,10 +29,10 @@ struct Slot {
     drop_value: Option<fn(&mut (dyn Any + Send + Sync))>,
 }
 
-impl Slot {
+impl KeySlot {
     /// A slot never used in its context: never equal to the generation.
     fn vacant() -> Self {
-        Slot {
+        KeySlot {
             cell: Box::new(()),
             generation: 0,
             drop_value: None,
@@ -57,7 +57,7 @@ fn drop_value<T: 'static>(cell: &mut (dyn Any + Send + Sync)) {
 pub struct Context {
     /// Indexed by key index. A slot keeps its cell (and its allocation)
     /// for the next value under its key.
-    slots: Vec<Slot>,
+    slots: Vec<KeySlot>,
     /// One bit per slot: set when a value with drop glue was stored there
     /// since the last clear, so the clear visits only those slots.
     needs_drop: Vec<u64>,
@@ -138,7 +138,7 @@ impl Context {
     #[inline(never)]
     fn insert_new<T: Send + Sync + 'static>(&mut self, index: usize, value: T) {
         if index >= self.slots.len() {
-            self.slots.resize_with(index + 1, Slot::vacant);
+            self.slots.resize_with(index + 1, KeySlot::vacant);
             self.needs_drop.resize(self.slots.len().div_ceil(64), 0);
         }
         let slot = &mut self.slots[index];

@@ -17,7 +17,7 @@ use super::queue::{Millis, before, millis};
 use super::ready::{Registration, Report};
 use super::relief::{Relieve, Rouser};
 use super::{
-    Callback, Carried, Carry, Closed, Inner, Lot, Parkable, Ping, Rung, Shared, Slept, Slot, Turn,
+    Callback, Carried, Carry, Closed, Core, Lot, Parkable, Ping, Rung, Slept, Slot, Synced, Turn,
     Wakeup, Woke,
 };
 
@@ -27,7 +27,7 @@ use super::{
 const ANSWER_READ: usize = 256;
 
 /// The rouser of a lot's poll (`relief.rs`).
-type LotRouser<T, W, C> = Rouser<Shared<T, W, C>>;
+type LotRouser<T, W, C> = Rouser<Core<T, W, C>>;
 
 /// What a batch of events asks for once the lot's lock is released.
 struct Batch<T: Parkable, W, C> {
@@ -58,7 +58,7 @@ enum InPlace {
 
 /// What an event says of a task-less connection or a sleeper it takes
 /// out of its slot.
-struct Waking {
+struct Checked {
     /// The peer closed it, or it failed.
     gone: Option<Closed>,
     failure: Option<io::Error>,
@@ -84,7 +84,7 @@ impl<T: Parkable, W, C> Default for Batch<T, W, C> {
 
 /// A relief acts on a batch as the lot's task does, except that every
 /// connection it wakes is served in a task of its own (`relief.rs`).
-impl<T: Parkable, W: Callback<T>, C: Carry> Relieve for Shared<T, W, C> {
+impl<T: Parkable, W: Callback<T>, C: Carry> Relieve for Core<T, W, C> {
     fn relieve(self: Arc<Self>, rouser: &Rouser<Self>, waker: &Waker) -> Ready<io::Result<bool>> {
         let lot = Lot(self);
         let mut batch = Batch::default();
@@ -114,7 +114,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// (unless its protocol answers its bytes where it sleeps).
     fn on_event(
         &self,
-        inner: &mut Inner<T::Dormant, W, C>,
+        inner: &mut Synced<T::Dormant, W, C>,
         key: u32,
         event: &Event,
         batch: &mut Batch<T, W, C>,
@@ -153,7 +153,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         // An event without the peer's close means bytes: no peek, the
         // reader finds them. With the close, the transport tells bytes sent
         // before it (serve them) from none (close the fd here).
-        let mut woke = Waking {
+        let mut woke = Checked {
             gone: None,
             failure: None,
             read,
@@ -194,10 +194,10 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// ready), closed, or called back.
     fn take_out(
         &self,
-        inner: &mut Inner<T::Dormant, W, C>,
+        inner: &mut Synced<T::Dormant, W, C>,
         key: u32,
         slot: Slot<T::Dormant, W, C>,
-        woke: Waking,
+        woke: Checked,
         batch: &mut Batch<T, W, C>,
         now: &mut Option<Millis>,
     ) {
@@ -303,7 +303,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// ping in flight ends its wait).
     fn answer_in_place(
         &self,
-        inner: &mut Inner<T::Dormant, W, C>,
+        inner: &mut Synced<T::Dormant, W, C>,
         key: u32,
         now: &mut Option<Millis>,
     ) -> InPlace {
@@ -404,7 +404,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// of the slab to be woken (returned).
     fn expire_sleepers(
         &self,
-        inner: &mut Inner<T::Dormant, W, C>,
+        inner: &mut Synced<T::Dormant, W, C>,
         now: Millis,
     ) -> Vec<(W, T::Dormant)> {
         let mut due = Vec::new();
@@ -443,7 +443,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// slab, into `idle`.
     fn expire_dormant(
         &self,
-        inner: &mut Inner<T::Dormant, W, C>,
+        inner: &mut Synced<T::Dormant, W, C>,
         now: Millis,
         idle: &mut Aged<T::Dormant, W, C>,
     ) {
@@ -468,7 +468,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// ([`Carry::went_dormant`]), out of the slab.
     fn expire_parked(
         &self,
-        inner: &mut Inner<T::Dormant, W, C>,
+        inner: &mut Synced<T::Dormant, W, C>,
         now: Millis,
         idle: &mut Aged<T::Dormant, W, C>,
     ) -> (usize, Vec<(T::Dormant, C)>) {
@@ -557,7 +557,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// on the lot's clock.
     fn sweep(
         &self,
-        inner: &mut Inner<T::Dormant, W, C>,
+        inner: &mut Synced<T::Dormant, W, C>,
         now: Millis,
         instant: Instant,
     ) -> Aged<T::Dormant, W, C> {
@@ -598,7 +598,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
     /// ping; says what it closed in `closed`.
     fn ping(
         &self,
-        inner: &mut Inner<T::Dormant, W, C>,
+        inner: &mut Synced<T::Dormant, W, C>,
         now: Millis,
         closed: &mut Vec<(Rung, Closed, usize)>,
     ) {

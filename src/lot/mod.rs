@@ -112,116 +112,44 @@
 //! runtime shut down), sleeping streams are closed and their callbacks
 //! dropped uncalled.
 
+mod contract;
 mod driver;
 mod queue;
 mod ready;
 mod relief;
 mod slab;
+mod slots;
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll as Ready, Waker};
 use std::time::Duration;
 
-use bytes::Bytes;
 use mio::unix::SourceFd;
 use mio::{Interest, Token};
 use tokio::time::Instant;
 
-use queue::{Clock, Deadlines, Millis, earliest};
+use queue::{Clock, Fifo, earliest};
 pub(crate) use ready::Direction;
 #[expect(
     unreachable_pub,
     reason = "named by the sealed `Parkable` and `Register`, which `Transport` reaches"
 )]
 pub use ready::Registration;
-use ready::{Cell, Table};
+use ready::Table;
 use slab::Slab;
+use slots::{Carried, Ping, SleeperSlot, Slot, Synced};
 
-/// A slab at most this long is kept when it empties.
-const SLOTS_KEEP: usize = 64;
-
-/// Readiness cells made at a time (see [`Inner::new_cell`]).
-const CELL_RUN: usize = 64;
-
-/// What the lot needs of the connections it holds: a transport's stream,
-/// registered with the lot while a task serves it.
-pub trait Parkable: Send + Sync + Sized + 'static {
-    /// The connection without a task: its fd and whatever state the
-    /// transport keeps beside it (nothing, for plain sockets).
-    type Dormant: AsFd + Send + 'static;
-
-    /// `Ready` once bytes (or the peer's close) may have arrived since
-    /// the last read found none; `Pending` keeps the waker. No system call.
-    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Ready<io::Result<()>>;
-
-    /// Whether a read may find bytes: readiness came since the last read
-    /// found none, or the transport holds bytes of its own.
-    fn read_ready(&self) -> bool;
-
-    /// Gives up the task: the parked form and the registration, or the
-    /// stream back if it holds something that cannot wait for the socket.
-    fn into_dormant(self) -> Result<(Self::Dormant, Registration), Self>;
-
-    /// Back with a task.
-    fn from_dormant(dormant: Self::Dormant, registration: Registration) -> Self;
-
-    /// After an event that may report the peer's close: `Ok(true)` if the
-    /// peer closed with nothing left to read, `Ok(false)` if bytes wait,
-    /// `Err(WouldBlock)` if nothing happened after all. `None` if the
-    /// transport cannot tell without reading.
-    fn peer_closed(dormant: &Self::Dormant) -> Option<io::Result<bool>>;
-
-    /// Closes a connection at shutdown (or a carrying one at its idle
-    /// deadline), saying `goodbye` first (its protocol's last words, such
-    /// as an HTTP/2 GOAWAY; often empty), then the transport's own if it
-    /// has one (TLS: `close_notify`). Best effort, never waits.
-    fn close_dormant(dormant: Self::Dormant, goodbye: &[u8]);
-
-    /// Writes `bytes` (a keep-alive PING of its protocol) to a task-less
-    /// connection, whole and without blocking; `Err` if the socket does
-    /// not take them at once (the peer reads nothing) or the transport
-    /// cannot write from its parked form.
-    fn send_dormant(dormant: &mut Self::Dormant, bytes: &[u8]) -> io::Result<()>;
-
-    /// Writes `bytes` to a task-less connection without blocking, as many
-    /// as its socket takes now (a message to a sleeping upgraded stream).
-    /// A transport that frames what it writes (TLS) takes all of `bytes`
-    /// and holds what the socket did not take of its frames, for its
-    /// stream's first write once it is served again ([`Wrote::held`]).
-    fn write_dormant(dormant: &mut Self::Dormant, bytes: &[u8]) -> io::Result<Wrote>;
-
-    /// Reads bytes that arrived for a task-less connection into `buf`,
-    /// without blocking (`Err(WouldBlock)` if none had); `None` if the
-    /// transport cannot read in its parked form (TLS: the records are the
-    /// session's to decrypt).
-    fn read_dormant(dormant: &mut Self::Dormant, buf: &mut [u8]) -> Option<io::Result<usize>>;
-
-    /// [`close_dormant`](Self::close_dormant) for a served connection,
-    /// without a goodbye of its protocol.
-    fn close(self) {
-        drop(self);
-    }
-}
-
-/// What [`Parkable::write_dormant`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Wrote {
-    /// How many of the bytes the transport took.
-    pub taken: usize,
-    /// Whether the transport holds bytes the socket did not take yet: the
-    /// connection must be served (its stream flushed) before it can sleep.
-    pub held: bool,
-}
-
-/// Registers a new connection with a lot: what a transport sees of it
-/// when dormant starts serving a connection.
-pub(crate) trait Register: Sync {
-    /// See [`Lot::register`].
-    fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration>;
-}
+#[expect(
+    unreachable_pub,
+    reason = "a supertrait of the sealed `Transport`, which users reach"
+)]
+pub use contract::Parkable;
+pub(crate) use contract::{
+    Answered, Callback, Carry, Closed, Due, Owner, Pings, Register, Rung, Slept, Turn, Wakeup,
+    Woke, Wrote,
+};
 
 impl<T: Parkable, W: Callback<T>, C: Carry> Register for Lot<T, W, C> {
     fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration> {
@@ -229,404 +157,8 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Register for Lot<T, W, C> {
     }
 }
 
-/// When the lot acts on a connection that parks (see [`Lot::park`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Due {
-    /// It goes DORMANT.
-    pub(crate) dormant_at: Option<Instant>,
-    /// It is closed.
-    pub(crate) idle_at: Option<Instant>,
-    /// It is pinged (a carrying connection).
-    pub(crate) ping_at: Option<Instant>,
-}
-
-/// Where a connection waited in the lot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Rung {
-    /// Task-less, with its readiness cell.
-    Parked,
-    /// Task-less, its cell freed.
-    Dormant,
-}
-
-/// How long a woken connection waited without its task.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Slept {
-    /// PARKED, for this long (to the lot clock's millisecond).
-    Parked(Duration),
-    /// DORMANT: longer than any connection stays PARKED.
-    Dormant,
-}
-
-/// Why the lot closed connections.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Closed {
-    /// The peer closed the connection (or reset it).
-    ByPeer,
-    /// The idle deadline passed.
-    Idle,
-    /// A keep-alive ping was not answered in time ([`Carry::ping`]).
-    Unanswered,
-    /// The socket failed.
-    Failed,
-    /// [`Lot::close_all`].
-    Shutdown,
-    /// Its end passed ([`Carry::ends_at`]).
-    Age,
-}
-
-/// What the lot reports to whoever made it. Called without the lot's lock
-/// held, from the lot's task.
-pub(crate) trait Owner<T, C>: Send + Sync + 'static {
-    /// A task-less connection turned readable (bytes, or the peer's close,
-    /// which its first read finds): it is served again, with what it
-    /// carried, and how it woke ([`Woke`]: the owner may serve the last of
-    /// a batch of events in the lot's task, see `server::owner`).
-    fn woken(&self, conn: T, carried: Option<C>, woke: Woke);
-    /// The lot closed `n` connections that waited on `from`.
-    fn closed(&self, from: Rung, why: Closed, n: usize);
-    /// `n` connections moved from PARKED to DORMANT.
-    fn went_dormant(&self, n: usize);
-}
-
-/// How a task-less connection woke ([`Owner::woken`]).
-#[derive(Debug)]
-pub(crate) struct Woke {
-    /// How long it slept.
-    pub(crate) slept: Slept,
-    /// Where it comes in its batch of events.
-    pub(crate) turn: Turn,
-    /// Bytes the lot read for its protocol, which did not answer them
-    /// ([`Carry::answer`]): the connection's next bytes, before the
-    /// socket's. Usually none.
-    pub(crate) unread: Bytes,
-}
-
-/// Where a woken connection comes in its batch of events.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Turn {
-    /// Others of the same batch come after it.
-    Before,
-    /// The last of its batch.
-    Last,
-}
-
-/// Why a sleeper's callback is called; carries the stream's parked form,
-/// out of the lot's poll (the lot's side of `upgrade::Woken`).
-#[derive(Debug)]
-pub(crate) enum Wakeup<D> {
-    /// Bytes arrived.
-    Readable(D),
-    /// The peer closed its side, with nothing left to read.
-    Eof(D),
-    /// The lot closed ([`Lot::close_all`]), or was closed when the stream
-    /// came.
-    Shutdown(D),
-    /// Its deadline passed, and its callback asked to be woken
-    /// ([`Callback::due`]).
-    Due(D),
-    /// The socket failed, or the stream could not sleep; it is closed.
-    Failed(io::Error),
-}
-
-/// A sleeper's callback, called exactly once.
-pub(crate) trait Callback<T: Parkable>: Send + 'static {
-    fn call(self, woken: Wakeup<T::Dormant>);
-
-    /// The sleeper's deadline passed ([`Lot::sleep`]'s `after`): acts
-    /// where it sleeps, under the lot's lock (a keep-alive ping written to
-    /// `conn`), and returns when its next deadline is, from now; `None`
-    /// wakes it ([`Wakeup::Due`]).
-    fn due(&mut self, conn: &mut T::Dormant) -> Option<Duration>;
-}
-
-/// A sleeper in its slot: its callback, and its deadline if it has one
-/// (boxed with the callback, so that a plain socket's slot stays small).
-struct Asleep<W> {
-    callback: W,
-    deadline: Option<Millis>,
-}
-
-/// What a task-less connection carries beside its transport across its
-/// wait, for its protocol (a sleeping HTTP/2 connection's facts): handed
-/// back when it wakes.
-pub(crate) trait Carry: Send + 'static {
-    /// What to say before the lot closes the connection (at its idle
-    /// deadline, at shutdown): see [`Parkable::close_dormant`].
-    fn goodbye(&self) -> Vec<u8>;
-
-    /// A keep-alive ping for the client, noted as sent: the lot writes it
-    /// at the time [`Lot::park`] was given, and closes the connection
-    /// (after its goodbye) if it does not turn readable within the lot's
-    /// `answer_within`. The answer wakes the connection, whose protocol
-    /// takes it from there.
-    fn ping(&mut self) -> Vec<u8>;
-
-    /// The connection went DORMANT; `false` closes it (after its goodbye).
-    fn went_dormant(&mut self) -> bool;
-
-    /// Bytes arrived for the task-less connection (`read`, all that had):
-    /// `Some` if its protocol answers all of them where it sleeps (such as
-    /// HTTP/2 PINGs, and the ACKs of the lot's pings), with what it says in
-    /// answer appended to `reply`, for the lot to write; nothing of it is
-    /// noted until [`answered`](Self::answered). `None` wakes the
-    /// connection, which is handed the bytes.
-    fn answer(&self, read: &[u8], reply: &mut Vec<u8>) -> Option<Answered>;
-
-    /// Whether its protocol may answer bytes where it sleeps: if not, the
-    /// lot does not read them, and they wake the connection.
-    fn answers(&self) -> bool;
-
-    /// The lot wrote the reply of [`answer`](Self::answer)'s `answered`.
-    fn answered(&mut self, answered: Answered);
-
-    /// When the connection ends, if it has an end: past it, the lot's
-    /// sweep closes the connection (after its goodbye).
-    fn ends_at(&self) -> Option<Instant>;
-}
-
-/// What a task-less connection's protocol answered where it sleeps
-/// ([`Carry::answer`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Answered {
-    /// Answers to the lot's keep-alive pings among the bytes.
-    pub(crate) pongs: u32,
-}
-
-/// A registered connection, by what it is doing.
-enum Slot<D, W, C> {
-    /// A task serves it: events set its cell.
-    Served(Arc<Cell>),
-    /// Task-less; woken by bytes, moved to DORMANT or closed at the `due`
-    /// time its cell keeps ([`Cell::park`]).
-    Parked { conn: D, cell: Arc<Cell> },
-    /// Task-less, without a cell.
-    Dormant {
-        conn: D,
-        /// The idle deadline; meaningless without an idle timeout.
-        deadline: Millis,
-    },
-    /// An upgraded stream asleep, registered for reading only. The
-    /// callback is boxed again (with the deadline) so that a plain
-    /// socket's slot stays as small as its `Dormant` form: an fd and a
-    /// deadline.
-    Sleeping { conn: D, asleep: Box<Asleep<W>> },
-    /// PARKED, carrying what its protocol keeps; boxed with its cell, so
-    /// that a plain connection's slot stays small.
-    ParkedCarrying {
-        conn: D,
-        with: Box<Carried<C, Arc<Cell>>>,
-    },
-    /// DORMANT, carrying what its protocol keeps; boxed with its idle
-    /// deadline (see `Slot::Dormant`). The box is made anew when the
-    /// connection goes DORMANT, without the cell: a carrying connection
-    /// spends most of its wait here, so this box is the one kept small.
-    DormantCarrying {
-        conn: D,
-        with: Box<Carried<C, Millis>>,
-    },
-}
-
-/// What a carrying connection keeps on its rung `R`: its readiness cell
-/// while PARKED, its idle deadline while DORMANT.
-struct Carried<C, R> {
-    rung: R,
-    ping: Ping,
-    value: C,
-}
-
-impl<D, W, C> Slot<D, W, C> {
-    /// A task-less connection's rung.
-    fn rung(&self) -> Option<Rung> {
-        match self {
-            Slot::Parked { .. } | Slot::ParkedCarrying { .. } => Some(Rung::Parked),
-            Slot::Dormant { .. } | Slot::DormantCarrying { .. } => Some(Rung::Dormant),
-            Slot::Served(_) | Slot::Sleeping { .. } => None,
-        }
-    }
-
-    /// Whether this is a carrying connection whose ping is `ping`.
-    fn pings(&self, ping: Ping) -> bool {
-        match self {
-            Slot::ParkedCarrying { with, .. } => with.ping == ping,
-            Slot::DormantCarrying { with, .. } => with.ping == ping,
-            _ => false,
-        }
-    }
-
-    /// A carrying connection's fd, rung, ping and what it carries.
-    fn carrying(&mut self) -> Option<(&mut D, Rung, &mut Ping, &mut C)> {
-        match self {
-            Slot::ParkedCarrying { conn, with } => {
-                Some((conn, Rung::Parked, &mut with.ping, &mut with.value))
-            }
-            Slot::DormantCarrying { conn, with } => {
-                Some((conn, Rung::Dormant, &mut with.ping, &mut with.value))
-            }
-            _ => None,
-        }
-    }
-}
-
-impl<D, W, C: Carry> Slot<D, W, C> {
-    /// A task-less connection's fd and rung, with what its protocol says
-    /// before it is closed (nothing for one that carries nothing).
-    fn into_goodbye(self) -> Option<(D, Rung, Vec<u8>)> {
-        match self {
-            Slot::Parked { conn, .. } => Some((conn, Rung::Parked, Vec::new())),
-            Slot::Dormant { conn, .. } => Some((conn, Rung::Dormant, Vec::new())),
-            Slot::ParkedCarrying { conn, with } => Some((conn, Rung::Parked, with.value.goodbye())),
-            Slot::DormantCarrying { conn, with } => {
-                Some((conn, Rung::Dormant, with.value.goodbye()))
-            }
-            Slot::Served(_) | Slot::Sleeping { .. } => None,
-        }
-    }
-
-    /// When a carrying connection ends, if what it carries has an end.
-    fn ends_at(&self) -> Option<Instant> {
-        match self {
-            Slot::ParkedCarrying { with, .. } => with.value.ends_at(),
-            Slot::DormantCarrying { with, .. } => with.value.ends_at(),
-            _ => None,
-        }
-    }
-}
-
-/// A carrying connection's keep-alive ping, in 4 bytes: `0` when none is
-/// asked for; otherwise the time it is due (queued in `ping_deadlines`),
-/// which is even, or the time by which it must be answered (queued in
-/// `answer_deadlines`), which is odd. Each is rounded up to its parity
-/// before it is queued, and a queue moves a deadline only to that of its
-/// back entry, of the same parity: an entry of either queue matches the
-/// state it was queued for, and no other. (An enum of the three took 8
-/// bytes, and this one is in every DORMANT carrying connection's box.)
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Ping(Millis);
-
-impl Ping {
-    const OFF: Ping = Ping(0);
-
-    /// Due at `at`, or up to 3 ms later (the next even millisecond but 0).
-    fn due(at: Millis) -> Ping {
-        match at.wrapping_add(1) & !1 {
-            0 => Ping(2),
-            at => Ping(at),
-        }
-    }
-
-    /// Sent, to be answered by `by`, or 1 ms later.
-    fn sent(by: Millis) -> Ping {
-        Ping(by | 1)
-    }
-
-    fn at(self) -> Millis {
-        self.0
-    }
-}
-
-/// How the lot pings carrying connections ([`Carry::ping`]).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Pings {
-    /// From an answer (or any bytes the protocol answers in the lot) to
-    /// the next ping; the first is due when [`Lot::park`] says.
-    pub(crate) every: Duration,
-    /// How long a ping waits for its answer before the lot closes the
-    /// connection.
-    pub(crate) answer_within: Duration,
-}
-
-struct Inner<D, W, C> {
-    slots: Slab<Slot<D, W, C>>,
-    /// When the next sweep for ends is due, while a task-less connection
-    /// has one.
-    next_sweep: Option<Millis>,
-    parked_deadlines: Deadlines,
-    dormant_deadlines: Deadlines,
-    /// (due, key) of carrying connections' pings, and (due, key) of their
-    /// answers: in FIFO order too, as every connection has the same
-    /// keep-alive interval and timeout.
-    ping_deadlines: Deadlines,
-    answer_deadlines: Deadlines,
-    /// (deadline, key) of sleepers, a queue per delay (what
-    /// [`Lot::sleep`] and [`Callback::due`] were given: a few, one per
-    /// keep-alive setting), each in FIFO order.
-    sleeper_deadlines: Vec<(Millis, Deadlines)>,
-    sleeping: usize,
-    closed: bool,
-    /// The waker of the task that drives the lot, told when a deadline
-    /// queue goes from empty to non-empty (`Shared::new_front`).
-    driver: Option<Waker>,
-    /// Cells made ahead of need (see [`Inner::new_cell`]).
-    spare_cells: Vec<Arc<Cell>>,
-}
-
-impl<D, W, C> Inner<D, W, C> {
-    /// A readiness cell for a connection being registered or woken.
-    ///
-    /// Made [`CELL_RUN`] at a time. A cell lives as long as its connection
-    /// (or its PARKED spell), and a connection spends its first moments
-    /// ACTIVE among short-lived blocks: hyper's two 8 KiB buffers, the
-    /// phase's future, its task. Made one at a time, cells land among those
-    /// blocks, and each keeps its page resident once they are freed; made
-    /// in runs, they fill pages of their own, which lowers the resident
-    /// memory of many PARKED connections (BENCHMARKS.md, "Idle memory").
-    /// At most one run's worth of cells waits unused.
-    fn new_cell(&mut self) -> Arc<Cell> {
-        if self.spare_cells.is_empty() {
-            let run = (0..CELL_RUN).map(|_| Arc::new(Cell::default()));
-            self.spare_cells.extend(run);
-        }
-        self.spare_cells.pop().unwrap_or_default()
-    }
-
-    /// Frees the slot at `key`. When the last connection leaves a large
-    /// slab, the slab and its queues are freed: otherwise a burst would
-    /// leave its high-water mark behind. Entries left in the queues would
-    /// name vacant keys.
-    fn remove(&mut self, key: u32) -> Option<Slot<D, W, C>> {
-        let slot = self.slots.remove(key)?;
-        self.shrink_if_empty();
-        Some(slot)
-    }
-
-    /// Frees a large slab once its last connection left (see `remove`).
-    /// Not between a `Slab::remove` and its `Slab::put_back`: that would
-    /// lose the entry put back.
-    fn shrink_if_empty(&mut self) {
-        if self.slots.shrink_if_empty(SLOTS_KEEP) {
-            self.clear_deadlines();
-        }
-    }
-
-    fn clear_deadlines(&mut self) {
-        self.parked_deadlines.clear();
-        self.dormant_deadlines.clear();
-        self.ping_deadlines.clear();
-        self.answer_deadlines.clear();
-        self.sleeper_deadlines = Vec::new();
-    }
-
-    /// Queues a sleeper's deadline `after` from `now`: the deadline as
-    /// queued, and whether its queue was empty (its front is new).
-    fn push_sleeper_deadline(&mut self, now: Millis, after: Duration, key: u32) -> (Millis, bool) {
-        let after = queue::millis(after);
-        let queues = &mut self.sleeper_deadlines;
-        let i = match queues.iter().position(|(delay, _)| *delay == after) {
-            Some(i) => i,
-            None => {
-                queues.push((after, Deadlines::default()));
-                queues.len() - 1
-            }
-        };
-        let queue = &mut queues[i].1;
-        let first = queue.len() == 0;
-        (queue.push(now.wrapping_add(after), key), first)
-    }
-}
-
 /// The lot of one `serve` call. Cloning is cheap: clones share the lot.
-pub(crate) struct Lot<T: Parkable, W, C>(Arc<Shared<T, W, C>>);
+pub(crate) struct Lot<T: Parkable, W, C>(Arc<Core<T, W, C>>);
 
 impl<T: Parkable, W, C> Clone for Lot<T, W, C> {
     fn clone(&self) -> Self {
@@ -634,7 +166,7 @@ impl<T: Parkable, W, C> Clone for Lot<T, W, C> {
     }
 }
 
-struct Shared<T: Parkable, W, C> {
+struct Core<T: Parkable, W, C> {
     registry: mio::Registry,
     /// How late the lot may act on a deadline (see [`Lot::drive`]).
     slack: Duration,
@@ -643,7 +175,7 @@ struct Shared<T: Parkable, W, C> {
     /// How often carrying connections are looked at for their end; `None`
     /// if none has one.
     sweep_every: Option<Duration>,
-    inner: Mutex<Inner<T::Dormant, W, C>>,
+    inner: Mutex<Synced<T::Dormant, W, C>>,
     clock: Clock,
     /// A deadline queue went from empty to non-empty since the driver
     /// last looked: its timer may be too late. Set under the lock, with
@@ -653,8 +185,8 @@ struct Shared<T: Parkable, W, C> {
     owner: Box<dyn Owner<T, C>>,
 }
 
-impl<T: Parkable, W, C> Shared<T, W, C> {
-    fn lock(&self) -> MutexGuard<'_, Inner<T::Dormant, W, C>> {
+impl<T: Parkable, W, C> Core<T, W, C> {
+    fn lock(&self) -> MutexGuard<'_, Synced<T::Dormant, W, C>> {
         // A panic while holding the lock leaves the slab consistent (every
         // step is a single insert, remove or replacement), so poisoning is
         // ignored.
@@ -662,7 +194,7 @@ impl<T: Parkable, W, C> Shared<T, W, C> {
     }
 }
 
-impl<T: Parkable, W: Send + 'static, C: Send + 'static> Table for Shared<T, W, C> {
+impl<T: Parkable, W: Send + 'static, C: Send + 'static> Table for Core<T, W, C> {
     fn release(&self, key: u32) {
         let mut inner = self.lock();
         if let Some(Slot::Served(_)) = inner.slots.get(key) {
@@ -696,18 +228,18 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         sweep_every: Option<Duration>,
         registry: mio::Registry,
     ) -> Self {
-        Lot(Arc::new(Shared {
+        Lot(Arc::new(Core {
             slack,
             pings,
             sweep_every,
             registry,
-            inner: Mutex::new(Inner {
+            inner: Mutex::new(Synced {
                 slots: Slab::default(),
                 next_sweep: None,
-                parked_deadlines: Deadlines::default(),
-                dormant_deadlines: Deadlines::default(),
-                ping_deadlines: Deadlines::default(),
-                answer_deadlines: Deadlines::default(),
+                parked_deadlines: Fifo::default(),
+                dormant_deadlines: Fifo::default(),
+                ping_deadlines: Fifo::default(),
+                answer_deadlines: Fifo::default(),
                 sleeper_deadlines: Vec::new(),
                 sleeping: 0,
                 closed: false,
@@ -812,7 +344,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             // A registration's slot is served until it parks or closes.
             _ => unreachable!("a served connection's slot is not served"),
         }
-        let first = |queue: &Deadlines, queued: bool| queued && queue.len() == 1;
+        let first = |queue: &Fifo, queued: bool| queued && queue.len() == 1;
         let sweep = match shared.sweep_every {
             Some(every) if ends && inner.next_sweep.is_none() => {
                 let at = shared.clock.millis(now + every);
@@ -921,7 +453,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             first = front;
             deadline
         });
-        let asleep = Box::new(Asleep { callback, deadline });
+        let asleep = Box::new(SleeperSlot { callback, deadline });
         let _ = inner.slots.insert(Slot::Sleeping { conn, asleep });
         inner.sleeping += 1;
         if first {
@@ -989,44 +521,5 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
             }
         }
         callback.call(woken);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_plain_socket_takes_16_bytes_of_slab() {
-        // Every registered connection has a slot, whatever its rung: a
-        // DORMANT one keeps nothing else.
-        type Entry = Option<Slot<std::net::TcpStream, Box<dyn FnOnce() + Send>, [u64; 8]>>;
-        assert_eq!(std::mem::size_of::<Entry>(), 16);
-    }
-
-    #[test]
-    fn a_dormant_http2_connection_boxes_32_bytes() {
-        // What a sleeping HTTP/2 connection carries (`kept::Stowed`: 24
-        // bytes, 8-aligned, as this stand-in), boxed with its rung and
-        // ping: most of its cost once DORMANT, beside its slot.
-        type Stowed = [u64; 3];
-        assert_eq!(std::mem::size_of::<Carried<Stowed, Millis>>(), 32);
-        assert_eq!(std::mem::size_of::<Carried<Stowed, Arc<Cell>>>(), 40);
-    }
-
-    #[test]
-    fn pings_due_and_sent_never_match_each_other_or_off() {
-        for at in [0, 1, 2, 3, 1_000, 1_001, u32::MAX - 1, u32::MAX] {
-            let (due, sent) = (Ping::due(at), Ping::sent(at));
-            assert_eq!(due.at() % 2, 0, "{at}");
-            assert_eq!(sent.at() % 2, 1, "{at}");
-            assert_ne!(due, Ping::OFF, "{at}");
-            assert!(due.at().wrapping_sub(at) <= 3 && sent.at().wrapping_sub(at) <= 1);
-        }
-        // A queue moves a deadline to its back entry's, of the same parity.
-        let mut queue = Deadlines::default();
-        let back = queue.push(Ping::due(10).at(), 1);
-        let moved = queue.push(Ping::due(5).at(), 2);
-        assert_eq!((back, moved), (10, 10));
     }
 }

@@ -53,13 +53,15 @@ impl Clock {
     }
 }
 
-/// Deadlines in FIFO order, each naming a slab key.
+/// A deadline queue: deadlines in FIFO order, each naming a slab key. Every
+/// entry of one queue was pushed with the same delay, so pushes come in
+/// deadline order but for races, which `push` evens out.
 #[derive(Debug, Default)]
-pub(crate) struct Deadlines {
+pub(crate) struct Fifo {
     queue: VecDeque<(Millis, u32)>,
 }
 
-impl Deadlines {
+impl Fifo {
     /// Queues `deadline` for `key`; returns the deadline as queued. A
     /// deadline earlier than the back of the queue (two connections raced
     /// to it) is moved to the back's: the queue stays in order, and a
@@ -110,7 +112,7 @@ mod tests {
 
     #[test]
     fn due_entries_leave_in_order() {
-        let mut q = Deadlines::default();
+        let mut q = Fifo::default();
         q.push(10, 1);
         q.push(20, 2);
         q.push(20, 3);
@@ -127,7 +129,7 @@ mod tests {
 
     #[test]
     fn an_earlier_deadline_queues_behind_the_back() {
-        let mut q = Deadlines::default();
+        let mut q = Fifo::default();
         assert_eq!(q.push(30, 1), 30);
         assert_eq!(q.push(25, 2), 30, "raced: never acted on early");
         assert_eq!(q.pop_due(29), None);
@@ -137,7 +139,7 @@ mod tests {
 
     #[test]
     fn a_passed_front_is_due_now() {
-        let mut q = Deadlines::default();
+        let mut q = Fifo::default();
         q.push(10, 1);
         assert_eq!(q.next_in(50), Some(Duration::ZERO));
     }
@@ -145,7 +147,7 @@ mod tests {
     #[test]
     fn the_clock_wraps() {
         let near_end = u32::MAX - 5;
-        let mut q = Deadlines::default();
+        let mut q = Fifo::default();
         q.push(near_end, 1);
         q.push(near_end.wrapping_add(10), 2);
         assert!(before(near_end, near_end.wrapping_add(10)));
@@ -163,7 +165,7 @@ mod tests {
     #[test]
     fn a_deadline_across_the_wrap_keeps_its_order() {
         let wrapped = 3;
-        let mut q = Deadlines::default();
+        let mut q = Fifo::default();
         assert_eq!(q.push(u32::MAX - 2, 1), u32::MAX - 2);
         assert_eq!(q.push(wrapped, 2), wrapped, "later, though smaller");
         assert_eq!(q.push(u32::MAX, 3), wrapped, "earlier, though larger");
@@ -176,7 +178,7 @@ mod tests {
 
     #[test]
     fn a_cleared_queue_has_nothing_due() {
-        let mut q = Deadlines::default();
+        let mut q = Fifo::default();
         q.push(10, 1);
         q.push(20, 2);
         q.clear();

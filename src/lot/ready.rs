@@ -35,7 +35,7 @@ pub(crate) enum Direction {
 }
 
 #[derive(Debug, Default)]
-struct Side {
+struct Half {
     ready: bool,
     /// The peer closed this direction, or the socket failed: final, so
     /// never cleared (a read past the close still finds it).
@@ -57,8 +57,8 @@ pub(crate) enum Report {
 /// cleared by its reader and writer.
 /// A cell's state behind its lock.
 #[derive(Debug, Default)]
-struct State {
-    sides: [Side; 2],
+struct Readiness {
+    sides: [Half; 2],
     /// While the connection is task-less PARKED: when the lot acts on it
     /// (moves it to DORMANT or closes it), and its idle deadline. Kept here
     /// rather than in the lot's slot, which every connection has.
@@ -70,7 +70,7 @@ struct State {
 
 #[derive(Debug, Default)]
 pub(crate) struct Cell {
-    state: Mutex<State>,
+    state: Mutex<Readiness>,
     /// The fd is registered for writing too (see [`Registration::poll_io`]).
     writes_watched: AtomicBool,
 }
@@ -83,7 +83,7 @@ impl Cell {
         self.lock().sides[Direction::Write as usize].ready = true;
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, Readiness> {
         // A panic while holding it leaves flags and wakers consistent.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -21,12 +21,12 @@ use crate::lot::{
 };
 
 /// A Unix socket served through the lot.
-struct Conn {
+struct TestConn {
     io: UnixStream,
     registration: Registration,
 }
 
-impl Parkable for Conn {
+impl Parkable for TestConn {
     type Dormant = UnixStream;
 
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -44,7 +44,7 @@ impl Parkable for Conn {
     }
 
     fn from_dormant(io: UnixStream, registration: Registration) -> Self {
-        Conn { io, registration }
+        TestConn { io, registration }
     }
 
     fn peer_closed(_: &UnixStream) -> Option<io::Result<bool>> {
@@ -84,9 +84,9 @@ enum Told {
 
 /// An owner that notes what it is told.
 #[derive(Clone, Default)]
-struct Notes(Arc<Mutex<Vec<Told>>>);
+struct Reports(Arc<Mutex<Vec<Told>>>);
 
-impl Notes {
+impl Reports {
     /// What the lot said since the last look, but for the reports of no
     /// connection that it makes after every pass.
     fn take(&self) -> Vec<Told> {
@@ -101,8 +101,8 @@ impl Notes {
     }
 }
 
-impl Owner<Conn, Carrying> for Notes {
-    fn woken(&self, _: Conn, _: Option<Carrying>, _: Woke) {
+impl Owner<TestConn, Carrying> for Reports {
+    fn woken(&self, _: TestConn, _: Option<Carrying>, _: Woke) {
         self.note(Told::Woken);
     }
 
@@ -172,7 +172,7 @@ impl Carry for Carrying {
 /// No sleepers here.
 struct NoCallback;
 
-impl Callback<Conn> for NoCallback {
+impl Callback<TestConn> for NoCallback {
     fn call(self, _: Wakeup<UnixStream>) {}
 
     fn due(&mut self, _: &mut UnixStream) -> Option<Duration> {
@@ -182,8 +182,8 @@ impl Callback<Conn> for NoCallback {
 
 /// A lot, its owner's notes, and the time connections park at.
 struct Rig {
-    lot: Lot<Conn, NoCallback, Carrying>,
-    notes: Notes,
+    lot: Lot<TestConn, NoCallback, Carrying>,
+    notes: Reports,
     /// When connections park: the tests' times are milliseconds after it.
     t0: Instant,
 }
@@ -202,7 +202,7 @@ impl Rig {
     fn new(pings: Pings, sweep_every: Option<Duration>) -> Rig {
         let poll = mio::Poll::new().expect("an epoll instance");
         let registry = poll.registry().try_clone().expect("the poll's registry");
-        let notes = Notes::default();
+        let notes = Reports::default();
         let owner = Box::new(notes.clone());
         let lot = Lot::new(owner, Duration::ZERO, pings, sweep_every, registry);
         Rig {
@@ -233,7 +233,7 @@ impl Rig {
         // The key `register` takes.
         let key = self.lot.0.lock().slots.vacant_key().expect("a vacant key");
         let registration = self.lot.register(io.as_fd()).expect("registered");
-        let conn = Conn { io, registration };
+        let conn = TestConn { io, registration };
         let parked = self.lot.park(conn, carries, self.t0, due).is_ok();
         assert!(parked, "a connection with nothing to read parks");
         (key, peer)
@@ -577,7 +577,7 @@ struct Pinger {
     woken: Arc<Mutex<Vec<&'static str>>>,
 }
 
-impl Callback<Conn> for Pinger {
+impl Callback<TestConn> for Pinger {
     fn call(self, woken: Wakeup<UnixStream>) {
         let how = match woken {
             Wakeup::Due(_) => "due",
@@ -601,8 +601,8 @@ impl Callback<Conn> for Pinger {
 fn sleepers_are_asked_at_their_deadlines_and_woken_when_they_ask() {
     let poll = mio::Poll::new().expect("an epoll instance");
     let registry = poll.registry().try_clone().expect("the poll's registry");
-    let lot: Lot<Conn, Pinger, Carrying> = Lot::new(
-        Box::new(Notes::default()),
+    let lot: Lot<TestConn, Pinger, Carrying> = Lot::new(
+        Box::new(Reports::default()),
         Duration::ZERO,
         Pings::default(),
         None,
