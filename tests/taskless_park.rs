@@ -289,6 +289,9 @@ fn a_request_in_pieces_wakes_a_parked_connection_and_keeps_no_worker_busy<T: Tra
         c.send(&request[start..cut]);
         start = cut;
         srv.pause_idle(PAUSE, &format!("after the piece that ends at {cut}"));
+        // Parked again before the next piece, which then wakes it (on a
+        // loaded machine the park may come after the pause).
+        srv.wait_for("parked again", |s| s.active == 0);
         if others.is_empty() {
             let mut other = srv.connect();
             other.send(get("/other").as_bytes());
