@@ -47,6 +47,7 @@ mod h1;
 mod h2;
 mod parked;
 mod phase;
+mod woken;
 
 use std::fmt;
 use std::future::Future;
@@ -70,6 +71,7 @@ use crate::transport::{Alpn, ClientAddr, Seam};
 pub(crate) use parked::closed_while_idle;
 use parked::{ParkedWait, Waited};
 use phase::{Clocks, Ended, Quiet, Timing};
+pub(crate) use woken::{FirstPoll, serve_woken};
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 

@@ -1,106 +1,29 @@
 //! The owner of a `serve` call's parking lot: it makes the call's state and
 //! starts the lot ([`start`]) and drives it until shutdown; it counts what
 //! the lot reports (parks, dormancies, closes) in the server's stats, and
-//! serves the connections the lot hands back, first in place, in the lot's
-//! own task, under `catch_unwind`.
+//! hands the connections the lot wakes back to the driver
+//! (`conn::serve_woken`), saying where their first poll runs.
 
-use std::future::Future;
 use std::io;
 use std::marker::PhantomData;
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::task::{Context, Poll, Waker};
 
 use tracing::error;
 
 use crate::accounting::Held;
-use crate::conn::{self, Origin, Pause};
+use crate::conn::{self, FirstPoll, Origin, Pause};
 use crate::hooks::Hooks;
 use crate::kept::Stowed;
 use crate::lot::{self, Closed, Pings, Rung, Slept, Turn, Woke};
 use crate::service::{HttpService, ResBody, SharedService};
 use crate::shutdown::{Level, Signal};
-use crate::state::{Open, ServeState, Shared, StreamLot};
+use crate::state::{ServeState, Shared, StreamLot};
 use crate::transport::Seam;
 use crate::upgrade;
 
-/// Serves a connection the parking lot handed back with bytes waiting (or
-/// the peer's close). It still counts as held.
-///
-/// With [`FirstPoll::InPlace`], the connection is first polled right
-/// here, in the lot's task, which the readiness that woke it has just woken: what
-/// hyper-util's connection task does in its own. Most wakes end in that
-/// poll (the request answered, the connection parked again), with no task
-/// spawned; one that does not (a service that waits, a response larger than
-/// the socket's buffer) goes on in a task of its own, whose first poll
-/// registers its wakers again. The owner polls in place every
-/// connection on a runtime with one worker, where a spawned task would run
-/// on this thread right after the lot's anyway; with more, only for the
-/// last of a batch of events, which tokio would run next on this worker
-/// too (the task spawned last takes the worker's LIFO slot, out of other
-/// workers' reach), while the others are spawned first for idle workers to
-/// take. The in-place poll runs the application's handler in the lot's
-/// task; while it runs, the lot's readiness goes to a relief task, so a
-/// handler that spins there holds up no other connection's wake (the
-/// lot's `relief.rs`).
-fn serve_woken<T, S, B>(
-    state: &Arc<ServeState<T>>,
-    stream: T,
-    origin: Origin<T::Addr>,
-    service: &Arc<SharedService<S>>,
-    first_poll: FirstPoll,
-) where
-    T: Seam,
-    S: HttpService<B>,
-    B: ResBody,
-{
-    let open = Open::woken(state);
-    // `getpeername` is a system call on every wake: made only for the
-    // `PeerAddr` extension or a connection span that will show it.
-    let wanted = state.shared.config.peer_addr
-        || tracing::enabled!(target: "dormant::conn", tracing::Level::DEBUG);
-    let peer = match wanted.then(|| stream.peer_addr()).transpose() {
-        Ok(peer) => peer,
-        Err(error) => {
-            // The peer reset the connection while it waited.
-            conn::closed_while_idle("woken", Some(&error));
-            return;
-        }
-    };
-    let serve = conn::serve(stream, peer, service.clone(), open, origin);
-    if first_poll == FirstPoll::InTask {
-        tokio::spawn(serve);
-        return;
-    }
-    let mut serve = Box::pin(serve);
-    // Wakers registered in this poll go nowhere: the task spawned if it is
-    // pending polls it again at once, registering its own.
-    let mut cx = Context::from_waker(Waker::noop());
-    match panic::catch_unwind(AssertUnwindSafe(|| serve.as_mut().poll(&mut cx))) {
-        Ok(Poll::Ready(())) => {}
-        Ok(Poll::Pending) => {
-            tokio::spawn(serve);
-        }
-        Err(_) => {
-            // As tokio does with a task that panics: the connection is
-            // dropped (closed, released), the lot's task goes on.
-            error!("a woken connection's service panicked; connection closed");
-        }
-    }
-}
-
-/// Where a woken connection is polled first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FirstPoll {
-    /// In the lot's task, under `catch_unwind` (see [`serve_woken`]).
-    InPlace,
-    /// In a task of its own.
-    InTask,
-}
-
 /// How many workers the runtime has, which decides where woken connections
-/// are polled first (see [`serve_woken`]).
+/// are polled first (see `conn::serve_woken`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Workers {
     /// One: every woken connection is polled in place.
@@ -110,7 +33,7 @@ enum Workers {
 }
 
 /// What the parking lot of a `serve` call reports to: connections it hands
-/// back are served again (see `serve_woken`), and what it closes is
+/// back are served again (see `conn::serve_woken`), and what it closes is
 /// counted. Holds the state weakly: the state keeps the lot, which keeps
 /// this.
 pub(super) struct LotOwner<T: Seam, S, B> {
@@ -174,7 +97,7 @@ where
             (Workers::Many, Turn::Before) => FirstPoll::InTask,
         };
         let origin = Origin::Woken(pause, stowed, unread);
-        serve_woken(&state, conn, origin, &self.service, first_poll);
+        conn::serve_woken(&state, conn, origin, &self.service, first_poll);
     }
 
     fn closed(&self, from: Rung, why: Closed, n: usize) {
