@@ -47,6 +47,11 @@ pub(crate) mod flag {
 /// `SETTINGS_HEADER_TABLE_SIZE` (RFC 9113, 6.5.2).
 pub(crate) const HEADER_TABLE_SIZE: u16 = 0x1;
 
+/// HPACK's initial header table size (RFC 7541, 4.2), which both sides
+/// assume until the decoder's side sets another: h2's decoder's, and the
+/// one a fresh encoder believes.
+pub(crate) const INITIAL_TABLE_SIZE: u32 = 4096;
+
 /// The largest setting identifier the watcher keeps (RFC 9113 defines
 /// 1 to 6; RFC 8441 adds 8, RFC 9218 adds 9). Others are ignored by h2
 /// and need no replay.
@@ -106,15 +111,22 @@ pub(crate) fn settings(out: &mut Vec<u8>, settings: impl IntoIterator<Item = (u1
     out[start..start + HEAD_LEN].copy_from_slice(&head.bytes());
 }
 
-/// Appends a SETTINGS frame that acknowledges the peer's.
-pub(crate) fn settings_ack(out: &mut Vec<u8>) {
+/// Appends a frame of `kind` with `flags` on `stream`, carrying `payload`.
+pub(crate) fn append(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+    let len = u32::try_from(payload.len()).expect("a frame's payload fits its length field");
     Head {
-        len: 0,
-        kind: kind::SETTINGS,
-        flags: flag::ACK,
-        stream: 0,
+        len,
+        kind,
+        flags,
+        stream,
     }
     .write(out);
+    out.extend_from_slice(payload);
+}
+
+/// Appends a SETTINGS frame that acknowledges the peer's.
+pub(crate) fn settings_ack(out: &mut Vec<u8>) {
+    append(out, kind::SETTINGS, flag::ACK, 0, &[]);
 }
 
 /// The payload of dormant's keep-alive PINGs, which h2 never sends: a
@@ -123,38 +135,17 @@ pub(crate) const KEEP_ALIVE_PING: [u8; 8] = *b"dormant!";
 
 /// Appends a PING frame with `payload`.
 pub(crate) fn ping(out: &mut Vec<u8>, payload: [u8; 8]) {
-    Head {
-        len: 8,
-        kind: kind::PING,
-        flags: 0,
-        stream: 0,
-    }
-    .write(out);
-    out.extend_from_slice(&payload);
+    append(out, kind::PING, 0, 0, &payload);
 }
 
 /// Appends the ACK of a PING whose payload was `payload`.
 pub(crate) fn ping_ack(out: &mut Vec<u8>, payload: [u8; 8]) {
-    Head {
-        len: 8,
-        kind: kind::PING,
-        flags: flag::ACK,
-        stream: 0,
-    }
-    .write(out);
-    out.extend_from_slice(&payload);
+    append(out, kind::PING, flag::ACK, 0, &payload);
 }
 
 /// Appends a WINDOW_UPDATE frame for the connection.
 pub(crate) fn window_update(out: &mut Vec<u8>, increment: u32) {
-    Head {
-        len: 4,
-        kind: kind::WINDOW_UPDATE,
-        flags: 0,
-        stream: 0,
-    }
-    .write(out);
-    out.extend_from_slice(&increment.to_be_bytes());
+    append(out, kind::WINDOW_UPDATE, 0, 0, &increment.to_be_bytes());
 }
 
 /// `STREAM_CLOSED`, RST_STREAM's error code for a frame on a closed
@@ -163,28 +154,14 @@ pub(crate) const STREAM_CLOSED: u32 = 0x5;
 
 /// Appends a RST_STREAM frame for `stream` with `error`.
 pub(crate) fn rst_stream(out: &mut Vec<u8>, stream: u32, error: u32) {
-    Head {
-        len: 4,
-        kind: kind::RST_STREAM,
-        flags: 0,
-        stream,
-    }
-    .write(out);
-    out.extend_from_slice(&error.to_be_bytes());
+    append(out, kind::RST_STREAM, 0, stream, &error.to_be_bytes());
 }
 
 /// Appends a GOAWAY frame with `NO_ERROR` that names `last_stream` as the
 /// last stream processed.
 pub(crate) fn goaway(out: &mut Vec<u8>, last_stream: u32) {
-    Head {
-        len: 8,
-        kind: kind::GOAWAY,
-        flags: 0,
-        stream: 0,
-    }
-    .write(out);
-    out.extend_from_slice(&last_stream.to_be_bytes());
-    out.extend_from_slice(&0u32.to_be_bytes());
+    let [a, b, c, d] = last_stream.to_be_bytes();
+    append(out, kind::GOAWAY, 0, 0, &[a, b, c, d, 0, 0, 0, 0]);
 }
 
 /// What the scanner found next in the bytes it was given.

@@ -69,7 +69,7 @@
 //!   ever. So a new connection's fence goes out with its first response,
 //!   right before the frame that ends the last open stream, and so does
 //!   every fence of a connection whose client once left one
-//!   unacknowledged (`FenceTiming`). The table stays empty across wakes, so a connection that wakes for a
+//!   unacknowledged (`fence.rs`). The table stays empty across wakes, so a connection that wakes for a
 //!   request or two sleeps again without a round trip; one that gets busy
 //!   ([`Watch::restore`]) is given its table back, and fenced again before
 //!   its next sleep. The other way, the client's decoder keeps its table
@@ -99,9 +99,34 @@
 //!
 //! When any of this is unknown or does not hold, the connection stays
 //! awake: correct beats small.
+//!
+//! # Files
+//!
+//! One concern a file, the imports one way (down this list):
+//!
+//! - `watch.rs`: the watcher ([`Watch`]), which reads both directions,
+//!   decides what h2 gets of each client frame, and counts the connection
+//!   windows, PINGs and what is half-read or half-written;
+//! - `gate.rs`: the window gate after a wake, the watcher's mechanism (it
+//!   knows the watcher through its `Watcher` trait);
+//! - `asleep.rs`: the sleeping form ([`Asleep`]): the prelude, the
+//!   settling of the fresh connection's answer, and the frames a sleeping
+//!   connection answers or sends;
+//! - `fence.rs`: the fence, the restore and the SETTINGS in flight;
+//! - `streams.rs`: the streams open, reset, and forgotten at a wake;
+//! - `settings.rs`: the client's settings, shared between sleeping
+//!   connections ([`SettingsCache`]);
+//! - `frame.rs`: frames as dormant sees them (the scanner, the fields it
+//!   reads, the frames dormant writes).
 
+mod asleep;
+mod fence;
 mod frame;
 mod gate;
+mod settings;
+mod streams;
 mod watch;
 
-pub(crate) use watch::{Asleep, Decline, HELD, SettingsCache, Unsettled, Watch};
+pub(crate) use asleep::{Asleep, Unsettled};
+pub(crate) use settings::SettingsCache;
+pub(crate) use watch::{Decline, HELD, Watch};

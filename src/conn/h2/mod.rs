@@ -81,7 +81,7 @@ where
     let shared = &state.shared;
     let tracker = Arc::new(Tracker::default());
     let service = phase::service(&stream, peer, service, &tracker, state, life);
-    let wire = Wire::new(asleep.as_deref().map_or_else(Watch::new, Asleep::watch));
+    let wire = Wire::new(asleep.as_deref().map_or_else(Watch::new, Watch::woken));
     let requests_left = service.requests_left;
     let mut driver = Driver::new(shared, life, requests_left, timing.park_after, tracker);
     let mut pins = Pins {
