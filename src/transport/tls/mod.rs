@@ -14,8 +14,9 @@
 //!               dormant connection keeps beside its fd. The session is
 //!               rustls's through the handshake; after a TLS 1.3
 //!               handshake it moves to dormant's record layer
-//!               ([`traffic`]: the provider's ciphers, the traffic
-//!               secrets for key updates, [`secrets`])
+//!               ([`traffic`]: alerts and key updates, over [`record`]:
+//!               the provider's ciphers and their sequence numbers; the
+//!               traffic secrets for key updates, [`secrets`])
 //!   bufs        while bytes move, from a per-thread cache, given back
 //!               when a read finds nothing:
 //!     incoming  ciphertext read and not yet processed: a buffer for the
@@ -56,6 +57,7 @@
 
 mod buffers;
 mod park;
+mod record;
 mod secrets;
 mod session;
 mod traffic;
@@ -80,10 +82,11 @@ use super::tls_info::recording_server_name;
 #[cfg(doc)]
 use crate::lot::Parkable;
 use buffers::{Buffers, JOINING, RECORD, append, room};
+use record::MAX_PLAINTEXT;
 pub(crate) use secrets::RecordSecrets;
 use secrets::recording_secrets;
 use session::{Notes, Served, Session, Tls, tls_error};
-use traffic::{MAX_PLAINTEXT, Opened, Traffic};
+use traffic::{Opened, Traffic};
 
 /// A TLS server connection over a plain transport `IO`.
 pub struct TlsStream<IO> {

@@ -1,5 +1,7 @@
-//! The record layer after the handshake: what a TLS connection keeps once
-//! rustls has done its part.
+//! The session after the handshake, on dormant's record layer: what a TLS
+//! connection keeps once rustls has done its part, and the messages TLS
+//! 1.3 still exchanges (alerts, key updates). The records themselves,
+//! their protection and its limits, are `record.rs`'s.
 //!
 //! When a TLS 1.3 handshake ends (rustls has sent its NewSessionTickets
 //! and read no record of the traffic yet), the session leaves rustls
@@ -9,8 +11,9 @@
 //! updates them from the traffic secrets ([`secrets`](super::secrets)), or
 //! with rustls's `KernelConnection` where it cannot. Records are protected
 //! by the crypto provider's own `MessageEncrypter` and `MessageDecrypter`,
-//! built from those keys exactly as rustls builds them: dormant frames
-//! records and writes no cryptography. The move costs a few microseconds
+//! built from those keys exactly as rustls builds them
+//! ([`record`](super::record)): dormant frames records and writes no
+//! cryptography. The move costs a few microseconds
 //! per connection (keys derived and two ciphers built again); moving
 //! later, at a connection's first sleep, would spare connections that
 //! never sleep, but rustls would by then have read the client's records,
@@ -26,13 +29,9 @@
 //! rustls for the same reason (counted in `Stats::tls_kept_by_rustls`).
 //!
 //! What TLS 1.3 still asks after the handshake is done here as rustls does
-//! it (`common_state.rs`, `conn.rs`, `server/tls13.rs` of rustls 0.23):
+//! it (`common_state.rs`, `conn.rs`, `server/tls13.rs` of rustls 0.23),
+//! beside the record rules of [`record`](super::record):
 //!
-//! - a record's header is checked (content type, version, length) before
-//!   its bytes are waited for: a malformed header (a length beyond the
-//!   protocol's too) is `decode_error`;
-//! - a record that does not decrypt is `bad_record_mac`; a plaintext over
-//!   16 KiB is `record_overflow`;
 //! - alerts: `close_notify` ends the stream; a fatal alert closes; a
 //!   warning other than `user_canceled` is `decode_error`, and four
 //!   `user_canceled` at most are ignored;
@@ -44,8 +43,8 @@
 //!   empty records are data, 32 in a row at most;
 //! - a handshake message split across records admits no other record
 //!   between its pieces;
-//! - the confidentiality limit: before the write keys reach their suite's
-//!   limit, they are updated.
+//! - the write keys' limit ([`Writing::near_limit`]): a key update before
+//!   they reach it.
 //!
 //! Each fatal error queues its alert (encrypted, as every record after the
 //! handshake) and leaves the session failed: nothing more is read or
@@ -54,29 +53,15 @@
 use std::fmt;
 use std::io;
 
-use super::secrets::{self, TrafficSecrets};
-use rustls::crypto::cipher::{
-    AeadKey, InboundOpaqueMessage, Iv, MessageDecrypter, MessageEncrypter, OutboundChunks,
-    OutboundPlainMessage,
-};
+use rustls::crypto::cipher::{AeadKey, Iv};
 use rustls::kernel::KernelConnection;
 use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
 use rustls::{
-    AlertDescription, ConnectionTrafficSecrets, ContentType, ProtocolVersion, SupportedCipherSuite,
-    Tls13CipherSuite,
+    AlertDescription, ConnectionTrafficSecrets, ContentType, SupportedCipherSuite, Tls13CipherSuite,
 };
 
-/// The most plaintext a record carries.
-pub(super) const MAX_PLAINTEXT: usize = 16 * 1024;
-
-/// The most a record's payload may be on the wire: 16 KiB of plaintext and
-/// TLS 1.2's largest expansion (rustls's `MAX_PAYLOAD`, exclusive).
-const MAX_PAYLOAD: usize = 16 * 1024 + 2048;
-
-/// Sequence numbers past which keys are not used: rustls's soft limit
-/// (close, or update the keys) and hard limit (refuse).
-const SEQ_SOFT_LIMIT: u64 = 0xffff_ffff_ffff_0000;
-const SEQ_HARD_LIMIT: u64 = 0xffff_ffff_ffff_fffe;
+use super::record::{Fatal, Header, MAX_PLAINTEXT, Reading, Writing, check_header};
+use super::secrets::{self, TrafficSecrets};
 
 /// Empty records accepted in a row (rustls's and BoringSSL's limit).
 const EMPTY_RECORDS_IN_A_ROW: u8 = 32;
@@ -92,10 +77,7 @@ const MAX_HANDSHAKE_MESSAGE: u32 = 0xffff;
 /// A session after its handshake, on dormant's record layer.
 pub(super) struct Traffic {
     rx: Reading,
-    tx: Box<dyn MessageEncrypter>,
-    tx_seq: u64,
-    /// The sequence number the write keys must not reach.
-    tx_limit: u64,
+    tx: Writing,
     /// The write keys are rustls's and past sequence number 0 (its
     /// NewSessionTickets used them): the first record sent is a
     /// `KeyUpdate` under them, and the next keys start at 0.
@@ -115,8 +97,8 @@ impl fmt::Debug for Traffic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Traffic")
             .field("suite", &self.suite.common.suite)
-            .field("rx_seq", &self.rx.seq)
-            .field("tx_seq", &self.tx_seq)
+            .field("rx_seq", &self.rx.seq())
+            .field("tx_seq", &self.tx.seq())
             .finish_non_exhaustive()
     }
 }
@@ -156,35 +138,6 @@ pub(super) enum Opened {
     Records,
     /// The peer sent `close_notify`: what follows it is not read.
     CloseNotify,
-}
-
-/// A fatal error: the alert to send, if any, and the error to report.
-pub(super) struct Fatal {
-    pub(super) alert: Option<AlertDescription>,
-    pub(super) error: rustls::Error,
-}
-
-impl Fatal {
-    fn alert(alert: AlertDescription, error: impl Into<rustls::Error>) -> Fatal {
-        Fatal {
-            alert: Some(alert),
-            error: error.into(),
-        }
-    }
-
-    fn unexpected(what: &str) -> Fatal {
-        Fatal::alert(
-            AlertDescription::UnexpectedMessage,
-            rustls::Error::General(format!("TLS peer sent {what}")),
-        )
-    }
-
-    fn decode(what: &str) -> Fatal {
-        Fatal::alert(
-            AlertDescription::DecodeError,
-            rustls::Error::General(format!("TLS peer sent {what}")),
-        )
-    }
 }
 
 impl Traffic {
@@ -247,10 +200,8 @@ impl Traffic {
         };
         let traffic = Traffic {
             rx: Reading::new(suite, rx, rx_seq),
-            tx: suite.aead_alg.encrypter(tx.0, tx.1),
+            tx: Writing::new(suite, tx, tx_seq),
             tx_handed_over: tx_seq != 0,
-            tx_seq,
-            tx_limit: SEQ_SOFT_LIMIT.min(suite.common.confidentiality_limit),
             suite,
             next_keys,
             alpn,
@@ -312,33 +263,7 @@ impl Traffic {
             // Never encrypted.
             return Err(change_cipher_spec(&record[5..]));
         }
-        if self.rx.seq >= SEQ_SOFT_LIMIT {
-            // rustls closes before its read keys run out.
-            return Err(Fatal {
-                alert: None,
-                error: rustls::Error::General("TLS read sequence numbers exhausted".into()),
-            });
-        }
-        let message = InboundOpaqueMessage::new(header.typ, header.version, &mut record[5..]);
-        let seq = self.rx.seq;
-        let message =
-            self.rx
-                .cipher(self.suite)
-                .decrypt(message, seq)
-                .map_err(|error| match error {
-                    rustls::Error::DecryptError => {
-                        Fatal::alert(AlertDescription::BadRecordMac, error)
-                    }
-                    rustls::Error::PeerSentOversizedRecord => {
-                        Fatal::alert(AlertDescription::RecordOverflow, error)
-                    }
-                    rustls::Error::PeerMisbehaved(
-                        rustls::PeerMisbehaved::IllegalMiddleboxChangeCipherSpec,
-                    ) => Fatal::alert(AlertDescription::UnexpectedMessage, error),
-                    rustls::Error::PeerMisbehaved(_) => Fatal { alert: None, error },
-                    error => Fatal::alert(AlertDescription::DecodeError, error),
-                })?;
-        self.rx.seq += 1;
+        let message = self.rx.open(self.suite, header, record)?;
         let payload = message.payload;
         if !matches!(self.joining, Joining::None) && message.typ != ContentType::Handshake {
             return Err(Fatal {
@@ -525,7 +450,7 @@ impl Traffic {
     /// current write keys, and moves to the next ones.
     fn update_tx_keys(&mut self, outgoing: &mut Vec<u8>) -> Result<(), Fatal> {
         self.tx_handed_over = false;
-        let (key, iv) = self
+        let keys = self
             .next_keys
             .next(self.suite, Side::Server)
             .map_err(internal)?;
@@ -535,8 +460,7 @@ impl Traffic {
             outgoing,
         )
         .map_err(internal)?;
-        self.tx = self.suite.aead_alg.encrypter(key, iv);
-        self.tx_seq = 0;
+        self.tx.rekey(self.suite, keys);
         Ok(())
     }
 
@@ -551,7 +475,7 @@ impl Traffic {
     /// of `data` it took.
     pub(super) fn seal(&mut self, data: &[u8], outgoing: &mut Vec<u8>) -> io::Result<usize> {
         let chunk = &data[..data.len().min(MAX_PLAINTEXT)];
-        if self.tx_seq + 1 >= self.tx_limit {
+        if self.tx.near_limit() {
             self.update_tx_keys(outgoing)
                 .map_err(|fatal| io::Error::new(io::ErrorKind::InvalidData, fatal.error))?;
         }
@@ -581,22 +505,7 @@ impl Traffic {
         if self.tx_handed_over {
             self.update_tx_keys(outgoing).map_err(|fatal| fatal.error)?;
         }
-        if self.tx_seq >= SEQ_HARD_LIMIT {
-            return Err(rustls::Error::EncryptError);
-        }
-        let message = OutboundPlainMessage {
-            typ,
-            version: ProtocolVersion::TLSv1_2,
-            payload: OutboundChunks::Single(payload),
-        };
-        let record = self.tx.encrypt(message, self.tx_seq)?.encode();
-        self.tx_seq += 1;
-        if outgoing.is_empty() {
-            *outgoing = record;
-        } else {
-            outgoing.extend_from_slice(&record);
-        }
-        Ok(())
+        self.tx.seal(typ, payload, outgoing)
     }
 }
 
@@ -612,45 +521,6 @@ fn internal(error: rustls::Error) -> Fatal {
     Fatal::alert(AlertDescription::InternalError, error)
 }
 
-/// A record's header.
-#[derive(Clone, Copy)]
-struct Header {
-    typ: ContentType,
-    version: ProtocolVersion,
-    len: usize,
-}
-
-/// The header of the record at the start of `bytes`, if the whole record
-/// is there (`None` if not yet); checked as rustls checks it, before the
-/// rest of the record is waited for.
-fn check_header(bytes: &[u8]) -> Result<Option<Header>, Fatal> {
-    let &[typ, major, minor, high, low, ..] = bytes else {
-        return Ok(None);
-    };
-    let typ = ContentType::from(typ);
-    if let ContentType::Unknown(_) = typ {
-        return Err(Fatal::decode("a record of an unknown content type"));
-    }
-    if major != 3 {
-        return Err(Fatal::decode("a record of an unknown version"));
-    }
-    let len = usize::from(u16::from_be_bytes([high, low]));
-    if typ != ContentType::ApplicationData && len == 0 {
-        return Err(Fatal::decode("an empty record that may not be empty"));
-    }
-    if len >= MAX_PAYLOAD {
-        return Err(Fatal::decode("a record longer than the protocol allows"));
-    }
-    if bytes.len() < 5 + len {
-        return Ok(None);
-    }
-    Ok(Some(Header {
-        typ,
-        version: ProtocolVersion::from(u16::from_be_bytes([major, minor])),
-        len,
-    }))
-}
-
 /// A suite's key and IV, from the forms rustls hands them out in.
 fn key_iv(keys: ConnectionTrafficSecrets) -> Option<(AeadKey, Iv)> {
     match keys {
@@ -663,60 +533,6 @@ fn key_iv(keys: ConnectionTrafficSecrets) -> Option<(AeadKey, Iv)> {
 
 fn unsupported() -> rustls::Error {
     rustls::Error::General("the cipher suite's keys cannot move out of rustls".into())
-}
-
-/// The read side's record protection: the provider's decrypter (its
-/// expanded key, which aws-lc keeps in C), and a copy of its key and IV
-/// where rustls 0.23 lets one be made: 32-byte keys (AES-256-GCM,
-/// ChaCha20-Poly1305), since its `AeadKey` has no public constructor for
-/// AES-128's 16 bytes. With the copy, a sleeping connection keeps the key
-/// alone (52 bytes, zeroed when dropped), and the decrypter is rebuilt
-/// when the connection wakes.
-///
-/// The write side keeps its encrypter: one rebuilt past sequence 0 may be
-/// refused (aws-lc's AES-GCM seal counts nonces from its first), and
-/// restarting the keys at 0 would take a `KeyUpdate` on every wake.
-struct Reading {
-    cipher: Option<Box<dyn MessageDecrypter>>,
-    spare: Option<(AeadKey, Iv)>,
-    seq: u64,
-}
-
-impl Reading {
-    /// Reading with the key and IV `keys` of `suite` from sequence number
-    /// `seq`.
-    fn new(suite: &Tls13CipherSuite, (key, iv): (AeadKey, Iv), seq: u64) -> Reading {
-        let spare = copy_key(&key).map(|copy| (copy, Iv::copy(iv.as_ref())));
-        Reading {
-            cipher: Some(suite.aead_alg.decrypter(key, iv)),
-            spare,
-            seq,
-        }
-    }
-
-    /// Drops the decrypter if the spare key can rebuild it.
-    fn stow(&mut self) {
-        if self.spare.is_some() {
-            self.cipher = None;
-        }
-    }
-
-    /// The decrypter, rebuilt from the spare key if it was stowed.
-    fn cipher(&mut self, suite: &Tls13CipherSuite) -> &mut dyn MessageDecrypter {
-        let spare = &self.spare;
-        &mut **self.cipher.get_or_insert_with(|| {
-            let (key, iv) = spare
-                .as_ref()
-                .expect("a decrypter is stowed only with its key");
-            let key = copy_key(key).expect("a spare key is one that copies");
-            suite.aead_alg.decrypter(key, Iv::copy(iv.as_ref()))
-        })
-    }
-}
-
-/// A copy of `key`, where rustls lets one be made (32-byte keys).
-fn copy_key(key: &AeadKey) -> Option<AeadKey> {
-    <[u8; 32]>::try_from(key.as_ref()).ok().map(AeadKey::from)
 }
 
 /// What derives a session's next keys, for key updates.
