@@ -1,5 +1,13 @@
 //! [`Stream`]: a connection's stream with its transport erased.
+//!
+//! It names the sockets (tokio's) and no transport of dormant's: a layer
+//! over a socket (TLS) is a [`Layer`] here, and the layer's own file
+//! makes it one and gives it back (`tls/erased.rs`), so that the
+//! transports that hand their streams over as `Stream`s import this file,
+//! and not the other way round.
 
+#[cfg(feature = "tls-no-provider")]
+use std::any::Any;
 use std::fmt;
 use std::io;
 use std::pin::Pin;
@@ -21,9 +29,34 @@ pub struct Stream(Kind);
 enum Kind {
     Tcp(TcpStream),
     Unix(UnixStream),
-    /// A TLS session over a TCP or Unix socket (a `Stream` itself).
+    /// A layer over a TCP or Unix socket (a `Stream` itself): a TLS
+    /// session.
     #[cfg(feature = "tls-no-provider")]
-    Tls(Box<super::TlsStream<Stream>>),
+    Layer(Box<dyn Layer>),
+}
+
+/// A stream over a `Stream` (TLS over a TCP or Unix socket), as the erased
+/// stream sees it: what it asks of it beyond tokio's I/O, and a way back to
+/// the layer's own type for the file that defines it.
+#[cfg(feature = "tls-no-provider")]
+pub(super) trait Layer:
+    AsyncRead + AsyncWrite + Unpin + Send + Sync + fmt::Debug + 'static
+{
+    /// Waits until a read can return bytes (or the end): `Ready` at once if
+    /// the layer holds some, else tokio's readiness flag of the socket
+    /// below, no system call.
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+
+    /// Whether a read can return bytes the socket no longer has (the
+    /// plaintext or whole records a TLS session holds): a stream that
+    /// holds some must not wait for the socket.
+    fn has_buffered(&self) -> bool;
+
+    /// The layer as its own type, to the file that defines it.
+    fn as_any(&self) -> &dyn Any;
+
+    /// The layer as its own type, to the file that defines it.
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
 }
 
 impl Stream {
@@ -39,20 +72,6 @@ impl Stream {
     pub fn as_unix(&self) -> Option<&UnixStream> {
         match &self.0 {
             Kind::Unix(stream) => Some(stream),
-            _ => None,
-        }
-    }
-
-    /// Returns the TLS session, if the stream is one; its transport is a `Stream`
-    /// again.
-    #[cfg(feature = "tls-no-provider")]
-    #[cfg_attr(
-        docsrs,
-        doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
-    )]
-    pub fn as_tls(&self) -> Option<&super::TlsStream<Stream>> {
-        match &self.0 {
-            Kind::Tls(stream) => Some(stream),
             _ => None,
         }
     }
@@ -80,37 +99,42 @@ impl Stream {
             Kind::Tcp(stream) => stream.poll_read_ready(cx),
             Kind::Unix(stream) => stream.poll_read_ready(cx),
             #[cfg(feature = "tls-no-provider")]
-            Kind::Tls(stream) if stream.has_buffered() => Poll::Ready(Ok(())),
-            #[cfg(feature = "tls-no-provider")]
-            Kind::Tls(stream) => stream.get_ref().poll_read_ready(cx),
+            Kind::Layer(layer) => layer.poll_read_ready(cx),
         }
     }
 
     /// Whether a read can return bytes the socket no longer has: the
     /// plaintext or whole records a TLS session holds (see
-    /// `TlsStream::has_buffered`). Such a stream must
-    /// not wait for the socket.
+    /// [`Layer::has_buffered`]). Such a stream must not wait for the
+    /// socket.
     pub(crate) fn has_buffered(&self) -> bool {
         match &self.0 {
             Kind::Tcp(_) | Kind::Unix(_) => false,
             #[cfg(feature = "tls-no-provider")]
-            Kind::Tls(stream) => stream.has_buffered(),
+            Kind::Layer(layer) => layer.has_buffered(),
         }
     }
 }
 
+#[cfg(feature = "tls-no-provider")]
 impl Stream {
-    /// A TLS session over a TCP or Unix socket.
-    #[cfg(feature = "tls-no-provider")]
-    pub(crate) fn from_tls(stream: super::TlsStream<Stream>) -> Self {
-        Stream(Kind::Tls(Box::new(stream)))
+    /// A layer over a TCP or Unix socket.
+    pub(super) fn from_layer(layer: Box<dyn Layer>) -> Self {
+        Stream(Kind::Layer(layer))
     }
 
-    /// The TLS session, or the stream back if it is not one.
-    #[cfg(feature = "tls-no-provider")]
-    pub(crate) fn into_tls(self) -> Result<super::TlsStream<Stream>, Stream> {
+    /// The layer, if the stream is one.
+    pub(super) fn layer(&self) -> Option<&dyn Layer> {
+        match &self.0 {
+            Kind::Layer(layer) => Some(&**layer),
+            _ => None,
+        }
+    }
+
+    /// The layer, or the stream back if it is not one.
+    pub(super) fn into_layer(self) -> Result<Box<dyn Layer>, Stream> {
         match self.0 {
-            Kind::Tls(stream) => Ok(*stream),
+            Kind::Layer(layer) => Ok(layer),
             kind => Err(Stream(kind)),
         }
     }
@@ -128,71 +152,13 @@ impl From<UnixStream> for Stream {
     }
 }
 
-#[cfg(feature = "tls-no-provider")]
-#[cfg_attr(
-    docsrs,
-    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
-)]
-impl From<super::TlsStream<TcpStream>> for Stream {
-    fn from(stream: super::TlsStream<TcpStream>) -> Self {
-        Stream(Kind::Tls(Box::new(stream.map_io(Stream::from))))
-    }
-}
-
-#[cfg(feature = "tls-no-provider")]
-#[cfg_attr(
-    docsrs,
-    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
-)]
-impl From<super::TlsStream<UnixStream>> for Stream {
-    fn from(stream: super::TlsStream<UnixStream>) -> Self {
-        Stream(Kind::Tls(Box::new(stream.map_io(Stream::from))))
-    }
-}
-
-#[cfg(feature = "tls-no-provider")]
-#[cfg_attr(
-    docsrs,
-    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
-)]
-impl TryFrom<Stream> for super::TlsStream<TcpStream> {
-    type Error = Stream;
-
-    fn try_from(stream: Stream) -> Result<Self, Stream> {
-        match stream.0 {
-            Kind::Tls(tls) => tls
-                .try_map_io(Stream::into_tcp)
-                .map_err(|tls| Stream(Kind::Tls(Box::new(tls)))),
-            kind => Err(Stream(kind)),
-        }
-    }
-}
-
-#[cfg(feature = "tls-no-provider")]
-#[cfg_attr(
-    docsrs,
-    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
-)]
-impl TryFrom<Stream> for super::TlsStream<UnixStream> {
-    type Error = Stream;
-
-    fn try_from(stream: Stream) -> Result<Self, Stream> {
-        match stream.0 {
-            Kind::Tls(tls) => tls
-                .try_map_io(Stream::into_unix)
-                .map_err(|tls| Stream(Kind::Tls(Box::new(tls)))),
-            kind => Err(Stream(kind)),
-        }
-    }
-}
-
 impl fmt::Debug for Stream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             Kind::Tcp(stream) => stream.fmt(f),
             Kind::Unix(stream) => stream.fmt(f),
             #[cfg(feature = "tls-no-provider")]
-            Kind::Tls(stream) => stream.fmt(f),
+            Kind::Layer(layer) => layer.fmt(f),
         }
     }
 }
@@ -204,7 +170,7 @@ macro_rules! delegate {
             Kind::Tcp($stream) => $call,
             Kind::Unix($stream) => $call,
             #[cfg(feature = "tls-no-provider")]
-            Kind::Tls($stream) => {
+            Kind::Layer($stream) => {
                 let $stream = &mut **$stream;
                 $call
             }
@@ -244,7 +210,7 @@ impl AsyncWrite for Stream {
             Kind::Tcp(stream) => stream.is_write_vectored(),
             Kind::Unix(stream) => stream.is_write_vectored(),
             #[cfg(feature = "tls-no-provider")]
-            Kind::Tls(stream) => stream.is_write_vectored(),
+            Kind::Layer(layer) => layer.is_write_vectored(),
         }
     }
 

@@ -56,6 +56,7 @@
 //! ends the stream, application data is read ahead and replayed.
 
 mod buffers;
+mod erased;
 mod park;
 mod record;
 mod secrets;
