@@ -6,9 +6,9 @@
 //! 1. **Replay.** The bytes the driver read while the connection was parked
 //!    (a pool buffer, and any unparsed bytes carried over from the previous
 //!    hyper connection) are handed to hyper's first reads before the socket
-//!    is touched. The pool buffer goes back to the pool the moment hyper has
-//!    copied its last byte, usually in the same poll that woke the
-//!    connection.
+//!    is touched (a [`Rewind`], as every read-ahead in dormant). The pool
+//!    buffer goes back to the pool the moment hyper has copied its last
+//!    byte, usually in the same poll that woke the connection.
 //! 2. **Readiness reads.** After the replay, reads go to the transport's
 //!    `poll_read`, which waits for the readiness the parking lot reports
 //!    and then reads without blocking.
@@ -55,11 +55,12 @@ use bytes::{Buf, Bytes};
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::rt::TokioIo;
 
-use crate::pool::PoolBuf;
+use crate::rewind::{Ahead, Fresh, Rewind};
 use crate::track::Tracker;
 use crate::transport::{Peer, Seam, Stream};
 
-/// Bytes read from the socket before hyper was built.
+/// Bytes read from the socket before hyper was built, which its first
+/// reads get (through a [`Rewind`]).
 #[derive(Debug, Default)]
 pub(crate) struct Replay {
     /// Unparsed bytes carried over from an earlier hyper connection, or an
@@ -67,7 +68,7 @@ pub(crate) struct Replay {
     pub(crate) carried: Bytes,
     /// The pool buffer of the read that woke the connection, and how many
     /// bytes of it are filled and not yet handed over.
-    pub(crate) fresh: Option<(PoolBuf, std::ops::Range<usize>)>,
+    pub(crate) fresh: Fresh,
 }
 
 impl Replay {
@@ -81,41 +82,6 @@ impl Replay {
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.fresh.is_none() && self.carried.is_empty()
-    }
-
-    /// Hands up to `max` bytes, contiguous, to `put`; returns how many.
-    #[inline]
-    fn hand_over(&mut self, max: usize, put: impl FnOnce(&[u8])) -> usize {
-        if !self.carried.is_empty() {
-            let n = max.min(self.carried.len());
-            put(&self.carried[..n]);
-            self.carried.advance(n);
-            return n;
-        }
-        let Some((buf, range)) = &mut self.fresh else {
-            return 0;
-        };
-        let n = max.min(range.len());
-        put(&buf[range.start..range.start + n]);
-        range.start += n;
-        if range.start == range.end {
-            // Back to the pool as soon as hyper has it all.
-            self.fresh = None;
-        }
-        n
-    }
-
-    /// Copies up to `dst.remaining()` bytes into `dst`; returns how many.
-    #[inline]
-    fn copy_into(&mut self, dst: &mut ReadBufCursor<'_>) -> usize {
-        let max = dst.remaining();
-        self.hand_over(max, |bytes| dst.put_slice(bytes))
-    }
-
-    /// Moves up to `dst.len()` bytes into `dst`; returns how many.
-    pub(crate) fn take_into(&mut self, dst: &mut [u8]) -> usize {
-        let max = dst.len();
-        self.hand_over(max, |bytes| dst[..bytes.len()].copy_from_slice(bytes))
     }
 
     /// The first `n` bytes, contiguous (copies only if they straddle the two
@@ -151,11 +117,35 @@ impl Replay {
     }
 }
 
+/// The carried bytes first, then the fresh ones.
+impl Ahead for Replay {
+    #[inline]
+    fn chunk(&self) -> &[u8] {
+        match self.carried.is_empty() {
+            false => &self.carried,
+            true => self.fresh.chunk(),
+        }
+    }
+
+    #[inline]
+    fn advance(&mut self, n: usize) {
+        match self.carried.is_empty() {
+            false => Buf::advance(&mut self.carried, n),
+            true => self.fresh.advance(n),
+        }
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        Replay::is_empty(self)
+    }
+}
+
 /// hyper's transport for an ACTIVE connection.
 #[derive(Debug)]
 pub(crate) struct ConnIo<T> {
     stream: Served<T>,
-    replay: Replay,
+    replay: Rewind<Replay>,
     /// `None` once the socket left the lot for hyper's `OnUpgrade`: the
     /// stream hyper hands over keeps nothing of the connection's record.
     tracker: Option<Arc<Tracker>>,
@@ -201,7 +191,7 @@ impl<T: Seam> ConnIo<T> {
     pub(crate) fn new(stream: T, replay: Replay, tracker: Arc<Tracker>) -> Self {
         ConnIo {
             stream: Served::Lot(TokioIo::new(stream)),
-            replay,
+            replay: Rewind::new(replay),
             tracker: Some(tracker),
             unread: false,
         }
@@ -256,7 +246,10 @@ impl<T: Seam> ConnIo<T> {
                 // Checked empty before the look: these come first (I2), and
                 // no further look is made until hyper has read them.
                 debug_assert!(self.replay.is_empty());
-                self.replay.carried = bytes;
+                self.replay = Rewind::new(Replay {
+                    carried: bytes,
+                    fresh: None,
+                });
                 if let Some(tracker) = &self.tracker {
                     tracker.set_read_blocked(false);
                 }
@@ -272,7 +265,7 @@ impl<T: Seam> ConnIo<T> {
     /// the socket left the lot for hyper's `OnUpgrade`.
     pub(crate) fn into_inner(self) -> Option<(T, Replay)> {
         match self.stream {
-            Served::Lot(stream) => Some((stream.into_inner(), self.replay)),
+            Served::Lot(stream) => Some((stream.into_inner(), self.replay.into_inner())),
             Served::Left(_) | Served::Gone => None,
         }
     }
@@ -286,7 +279,7 @@ impl<T: Seam> Read for ConnIo<T> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         // Most reads find no replay: checked here, without a call.
-        if !this.replay.is_empty() && this.replay.copy_into(&mut buf) > 0 {
+        if !this.replay.is_empty() && this.replay.serve_hyper(&mut buf) > 0 {
             if let Some(tracker) = &this.tracker {
                 tracker.set_read_blocked(false);
                 tracker.bytes_read();

@@ -108,6 +108,7 @@ mod pool;
 #[cfg(feature = "proxy-protocol")]
 #[cfg_attr(docsrs, doc(cfg(feature = "proxy-protocol")))]
 pub mod proxy;
+mod rewind;
 mod server;
 mod service;
 mod shutdown;

@@ -8,11 +8,12 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
 use crate::pool::{self, PoolStats, PooledBytes};
+use crate::rewind::Rewind;
 use crate::transport::Stream;
 
 /// An upgraded stream: the socket, with the bytes the server read past the
@@ -27,12 +28,15 @@ pub struct Upgraded {
     // Seen by the lot (`lot.rs`), which puts the stream to sleep only once
     // no byte read already waits.
     pub(super) stream: Stream,
-    pub(super) leftover: Bytes,
+    pub(super) leftover: Rewind<Bytes>,
 }
 
 impl Upgraded {
     pub(super) fn new(stream: Stream, leftover: Bytes) -> Self {
-        Upgraded { stream, leftover }
+        Upgraded {
+            stream,
+            leftover: Rewind::new(leftover),
+        }
     }
 
     /// Waits until bytes arrive, then reads them into a buffer from
@@ -55,9 +59,7 @@ impl Upgraded {
     pub async fn read_pooled(&mut self) -> io::Result<Option<PooledBytes>> {
         if !self.leftover.is_empty() {
             let mut buf = pool::upgraded().take();
-            let n = buf.len().min(self.leftover.len());
-            buf[..n].copy_from_slice(&self.leftover[..n]);
-            self.consume_leftover(n);
+            let n = self.leftover.take_into(&mut buf);
             return Ok(Some(PooledBytes::new(buf, n)));
         }
         let stream = &mut self.stream;
@@ -110,15 +112,7 @@ impl Upgraded {
 
     /// Returns the socket and the leftover bytes not read yet.
     pub fn into_inner(self) -> (Stream, Bytes) {
-        (self.stream, self.leftover)
-    }
-
-    fn consume_leftover(&mut self, n: usize) {
-        self.leftover.advance(n);
-        if self.leftover.is_empty() {
-            // An empty view would still keep its allocation alive.
-            self.leftover = Bytes::new();
-        }
+        (self.stream, self.leftover.into_inner())
     }
 }
 
@@ -147,7 +141,7 @@ impl fmt::Debug for Upgraded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Upgraded")
             .field("stream", &self.stream)
-            .field("leftover", &self.leftover.len())
+            .field("leftover", &self.leftover.get_ref().len())
             .finish()
     }
 }
@@ -160,9 +154,7 @@ impl AsyncRead for Upgraded {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if !this.leftover.is_empty() {
-            let n = buf.remaining().min(this.leftover.len());
-            buf.put_slice(&this.leftover[..n]);
-            this.consume_leftover(n);
+            this.leftover.serve(buf);
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut this.stream).poll_read(cx, buf)

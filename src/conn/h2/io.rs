@@ -18,7 +18,6 @@
 //! tests/http2_sleep.rs, `a_frame_in_pieces_does_not_stop_another_connection`).
 
 use std::io;
-use std::ops::Range;
 use std::pin::Pin;
 use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, ready};
@@ -28,7 +27,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::io::Replay;
 use crate::lot::Parkable;
-use crate::pool::{Pool, PoolBuf};
+use crate::pool::Pool;
+use crate::rewind::{Fresh, Rewind};
 use crate::transport::Seam;
 use crate::wire::{Asleep, HELD, Unsettled, Watch};
 
@@ -91,9 +91,9 @@ pub(super) struct H2Io<'a, T> {
     pool: &'a Pool,
     /// Bytes read before hyper was built; they pass the watcher as the
     /// socket's do.
-    replay: Replay,
+    replay: Rewind<Replay>,
     /// Bytes that passed the watcher, not yet copied by h2.
-    input: Option<(PoolBuf, Range<usize>)>,
+    input: Rewind<Fresh>,
     /// Frames of dormant's, written before h2's next bytes.
     output: Vec<u8>,
     waking: Option<Waking<'a>>,
@@ -116,8 +116,8 @@ where
             stream,
             wire,
             pool,
-            replay,
-            input: None,
+            replay: Rewind::new(replay),
+            input: Rewind::default(),
             output: Vec::new(),
             waking: asleep.map(|asleep| Waking {
                 asleep,
@@ -217,14 +217,9 @@ impl<T: Seam> Read for H2Io<'_, T> {
             return poll;
         }
         loop {
-            if let Some((bytes, range)) = &mut this.input {
-                let n = buf.remaining().min(range.len());
-                buf.put_slice(&bytes[range.start..range.start + n]);
-                range.start += n;
-                if range.start == range.end {
-                    // Back to the pool before h2 waits again (I4).
-                    this.input = None;
-                }
+            if !this.input.is_empty() {
+                // Back to the pool once copied, before h2 waits again (I4).
+                this.input.serve_hyper(&mut buf);
                 return Poll::Ready(Ok(()));
             }
             if this.replay.is_empty() && Parkable::poll_read_ready(&*this.stream, cx).is_pending() {
@@ -260,7 +255,7 @@ impl<T: Seam> Read for H2Io<'_, T> {
                 wire.unflushed |= !this.output.is_empty();
             }
             if len > 0 {
-                this.input = Some((bytes, 0..len));
+                this.input = Rewind::new(Some((bytes, 0..len)));
             }
         }
     }
