@@ -153,6 +153,56 @@ fn poll_read_ahead<T: tokio::io::AsyncRead + Unpin>(
     }))
 }
 
+/// The body of tokio's `AsyncWrite` for a stream over another, `$field`,
+/// that writes as it does and only reads differently (a PROXY header
+/// first, bytes read ahead first): every call goes to `$field`.
+macro_rules! forward_write {
+    ($field:ident) => {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            tokio::io::AsyncWrite::poll_write(
+                std::pin::Pin::new(&mut self.get_mut().$field),
+                cx,
+                buf,
+            )
+        }
+
+        fn poll_write_vectored(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            bufs: &[std::io::IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            tokio::io::AsyncWrite::poll_write_vectored(
+                std::pin::Pin::new(&mut self.get_mut().$field),
+                cx,
+                bufs,
+            )
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            tokio::io::AsyncWrite::is_write_vectored(&self.$field)
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            tokio::io::AsyncWrite::poll_flush(std::pin::Pin::new(&mut self.get_mut().$field), cx)
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            tokio::io::AsyncWrite::poll_shutdown(std::pin::Pin::new(&mut self.get_mut().$field), cx)
+        }
+    };
+}
+pub(crate) use forward_write;
+
 mod sealed {
     use std::io;
     use std::task::{Context, Poll};
