@@ -137,7 +137,7 @@ pub use hyper_util::service::TowerToHyperService;
 pub use listener::{Addr, Listener, UnixListener};
 pub use pool::PoolStats;
 pub use server::{Builder, Handle, Serve, ServeFuture, Server, WithGracefulShutdown};
-pub use service::PeerAddr;
+pub use service::{HttpService, PeerAddr, ResBody};
 pub use shutdown::Shutdown;
 #[cfg(feature = "ws")]
 pub use stats::WebSocketStats;

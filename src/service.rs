@@ -25,9 +25,18 @@ use crate::upgrade::{HandOff, HandOffResult};
 /// Boxed error, as hyper takes them.
 pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
 
-/// What dormant needs of a user's service, spelled once for the crate's
-/// internals (the public `Server::serve` states the same bounds in full).
-pub(crate) trait HttpService<B>:
+/// What a service needs to be served by dormant
+/// ([`Server::serve`](crate::Server::serve)), spelled once: a hyper
+/// [`Service`] of requests with a [`Body`](crate::Body), answering with
+/// responses whose body is `B` (a [`ResBody`]), `Clone + Send` as
+/// hyper-util's and axum's servers take it, its futures `Send`, its error
+/// one hyper can box.
+///
+/// Implemented for every such service: you never implement it, only
+/// meet its bounds. (hyper's own `HttpService` is named for its request
+/// body; this one's `B` is the response's, since dormant's requests have
+/// one body type.)
+pub trait HttpService<B>:
     Service<Request<Body>, Response = Response<B>, Future: Send + 'static, Error: Into<BoxError>>
     + Clone
     + Send
@@ -68,11 +77,13 @@ impl<S: Clone> SharedService<S> {
     }
 }
 
-/// What dormant needs of a response body.
-pub(crate) trait ResBody:
-    http_body::Body<Data: Send, Error: Into<BoxError>> + Send + 'static
-{
-}
+/// What dormant needs of a response body, spelled once: an
+/// [`http_body::Body`] that is `Send + 'static`, with `Send` data and an
+/// error hyper can box.
+///
+/// Implemented for every such body: you never implement it, only meet its
+/// bounds.
+pub trait ResBody: http_body::Body<Data: Send, Error: Into<BoxError>> + Send + 'static {}
 
 impl<B> ResBody for B where B: http_body::Body<Data: Send, Error: Into<BoxError>> + Send + 'static {}
 

@@ -9,8 +9,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use http::{Request, Response};
-use hyper::service::Service;
+use http::Response;
 
 use tracing::debug;
 
@@ -18,10 +17,9 @@ use super::Server;
 use super::accept::{accept_until, drain};
 use super::handle::{Command, Count, Handle, Serving};
 use super::owner::start;
-use crate::body::Body;
 use crate::hooks::{Admit, ConnState, Hooks};
 use crate::listener::{Addr, Listener};
-use crate::service::{BoxError, HttpService, ResBody, SharedService};
+use crate::service::{HttpService, ResBody, SharedService};
 use crate::state::ServeState;
 use crate::transport::Seam;
 
@@ -68,12 +66,8 @@ impl Server {
     pub fn serve<L, S, B>(&self, listener: L, service: S) -> Serve<L, S>
     where
         L: Listener,
-        S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
-        S::Future: Send + 'static,
-        S::Error: Into<BoxError>,
-        B: http_body::Body + Send + 'static,
-        B::Data: Send,
-        B::Error: Into<BoxError>,
+        S: HttpService<B>,
+        B: ResBody,
     {
         Serve::new(self.clone(), listener, service)
     }
@@ -247,15 +241,13 @@ impl<L: Listener + fmt::Debug, S, F> fmt::Debug for WithGracefulShutdown<L, S, F
 /// The boxed future `Serve` and `WithGracefulShutdown` turn into.
 pub type ServeFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
 
+// `Response = Response<B>` ties `B` to the service, as an impl's
+// parameters must be tied (`HttpService`'s parameter alone does not).
 impl<L, S, B> IntoFuture for Serve<L, S>
 where
     L: Listener,
-    S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: HttpService<B, Response = Response<B>>,
+    B: ResBody,
 {
     type Output = io::Result<()>;
     type IntoFuture = ServeFuture;
@@ -268,12 +260,8 @@ where
 impl<L, S, B, F> IntoFuture for WithGracefulShutdown<L, S, F>
 where
     L: Listener,
-    S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: HttpService<B, Response = Response<B>>,
+    B: ResBody,
     F: Future<Output = ()> + Send + 'static,
 {
     type Output = io::Result<()>;
