@@ -5,10 +5,11 @@
 //! waits for its next request: read and write buffers, parser state, a task.
 //! dormant serves each connection with hyper while requests flow, and takes
 //! hyper apart once the connection has been idle for a moment
-//! ([`Builder::park_after`]): the waiting connection keeps its socket and a
-//! reference to the service, nothing else. When bytes arrive, a buffer is
-//! taken from a pool, read into, and handed to a freshly built hyper
-//! connection.
+//! ([`Builder::park_after`]): the waiting connection leaves its task and
+//! waits in the server's parking lot with its socket (and, on TLS, its
+//! session) and a few bytes of its own state; no task, no buffer, no hyper
+//! state. When bytes arrive, a buffer is taken from a pool, read into, and
+//! handed to a freshly built hyper connection.
 //!
 //! ```text
 //! accept ─► PARKED ─ readable ─► ACTIVE (hyper) ─ idle for park_after ─► PARKED …

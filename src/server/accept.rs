@@ -35,7 +35,9 @@ fn is_connection_error(e: &io::Error) -> bool {
     )
 }
 
-/// Accepts and serves connections until `signal` completes.
+/// Accepts and serves connections until `signal` completes, then returns
+/// and drops the listener (it is this function's): no connection waits in
+/// its backlog for a server that stopped accepting.
 pub(super) async fn accept_until<L, S, B, F>(
     mut listener: L,
     signal: F,
@@ -120,8 +122,6 @@ pub(super) async fn accept_until<L, S, B, F>(
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
-    // The listener drops here: no connection waits in its backlog for a
-    // server that stopped accepting.
 }
 
 /// Graceful shutdown: closes idle connections, lets requests in flight

@@ -4,6 +4,8 @@
 //! - `builder`: [`Builder`], the settings and their checks
 //!   ([`Server::builder`]);
 //! - `serve`: the public futures of a `serve` call ([`Server::serve`]);
+//! - `handle`: [`Handle`], a `serve` call steered from outside its future
+//!   (where it listens, its shutdown, its connection count);
 //! - `accept`: the accept loop (permit, backoff) and the drain at shutdown;
 //! - `owner`: what the parking lot reports to: stats, and the connections
 //!   it hands back.
