@@ -87,7 +87,7 @@ use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 use tracing::debug;
 
-use super::phase::{self, Clocks, Closing, Ended, Quiet, Start, count_requests};
+use super::phase::{Clocks, Closing, Ended, Quiet, Start, count_requests};
 use crate::error::Error;
 use crate::io::ConnIo;
 use crate::life::Life;
@@ -120,26 +120,17 @@ enum Stop {
 /// Runs hyper until the connection closes, a timeout passes, or it has been
 /// quiet for its `park_after`; counts its requests in its life, whose
 /// limits it keeps.
-pub(super) async fn serve<T, S, B>(start: Start<'_, T, S>) -> Ended<T>
+pub(super) async fn serve<T, S, B>(mut start: Start<'_, T, S>) -> Ended<T>
 where
     T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
-    let Start {
-        stream,
-        replay,
-        peer,
-        service,
-        state,
-        timing,
-        life,
-    } = start;
+    let (tracker, service) = start.service();
+    let (state, timing, life) = (start.state, start.timing, start.life);
     let shared = &state.shared;
     let head_since = timing.head_since.unwrap_or_else(Instant::now);
-    let tracker = Arc::new(Tracker::default());
-    let service = phase::service(&stream, peer, service, &tracker, state, life);
-    let io = ConnIo::new(stream, replay, tracker.clone());
+    let io = ConnIo::new(start.stream, start.replay, tracker.clone());
     let config = &shared.config;
     let mut watchdog = Watchdog::new(config.timeouts, timing.park_after, Some(head_since));
     watchdog.set_end(life.ends_at.map(|at| (at, Expiry::Age)));

@@ -1,6 +1,6 @@
 //! An ACTIVE phase's edges, as the ladder (`conn`) and the protocols (`h1`,
 //! `h2`) share them: what a phase starts with ([`Start`]: the service of
-//! [`service`], its [`Timing`]), what it counts when it ends
+//! [`Start::service`], its [`Timing`]), what it counts when it ends
 //! ([`count_requests`]), and how it ends ([`Ended`]).
 
 use std::sync::Arc;
@@ -42,7 +42,7 @@ pub(super) struct Timing {
 }
 
 /// What an ACTIVE phase starts with. (The phase's service is made in the
-/// phase, by [`service`]: the phase's future keeps its start, and a
+/// phase, by [`Start::service`]: the phase's future keeps its start, and a
 /// reference to the user's service is smaller than the phase's.)
 pub(super) struct Start<'a, T: Seam, S> {
     pub(super) stream: T,
@@ -81,24 +81,22 @@ pub(super) struct Quiet<T> {
     pub(super) asleep: Option<Box<Asleep>>,
 }
 
-/// The service of one ACTIVE phase of `stream`: the user's, with the
-/// phase's `tracker`, the request extensions the server adds, and what is
-/// left of the connection's request limit.
-pub(super) fn service<T: Seam, S: Clone>(
-    stream: &T,
-    peer: Option<T::Addr>,
-    service: &SharedService<S>,
-    tracker: &Arc<Tracker>,
-    state: &ServeState<T>,
-    life: &Life,
-) -> ConnService<S, T::Addr> {
-    ConnService::new(
-        service.get(),
-        peer,
-        stream.connected(),
-        tracker.clone(),
-        state.shared.config.limits.requests_left(life),
-    )
+impl<T: Seam, S: Clone> Start<'_, T, S> {
+    /// The phase's tracker, and its service: the user's, with the
+    /// tracker, the request extensions the server adds (the peer's
+    /// address, taken from the start), and what is left of the
+    /// connection's request limit.
+    pub(super) fn service(&mut self) -> (Arc<Tracker>, ConnService<S, T::Addr>) {
+        let tracker = Arc::new(Tracker::default());
+        let service = ConnService::new(
+            self.service.get(),
+            self.peer.take(),
+            self.stream.connected(),
+            tracker.clone(),
+            self.state.shared.config.limits.requests_left(self.life),
+        );
+        (tracker, service)
+    }
 }
 
 /// Counts the requests an ACTIVE phase started (HTTP/2: streams), in the

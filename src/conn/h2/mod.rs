@@ -35,7 +35,7 @@ use bytes::Bytes;
 use hyper::server::conn::http2;
 use hyper_util::rt::TokioExecutor;
 
-use super::phase::{self, Clocks, Closing, Ended, Quiet, Start, count_requests};
+use super::phase::{Clocks, Closing, Ended, Quiet, Start, count_requests};
 use crate::config::H2Sleep;
 use crate::life::Life;
 use crate::service::{ConnService, HttpService, ResBody};
@@ -63,34 +63,40 @@ const OUT_OF_THE_WAY: Duration = Duration::from_secs(24 * 60 * 60);
 /// it kept if it wakes from a sleep. Counts its streams in its life, whose
 /// limits it keeps: past its age, or once its last request started, it
 /// sends GOAWAY and ends with its streams (past the age's grace, at once).
-pub(super) async fn serve<T, S, B>(start: Start<'_, T, S>, asleep: Option<Box<Asleep>>) -> Ended<T>
+pub(super) async fn serve<T, S, B>(
+    mut start: Start<'_, T, S>,
+    asleep: Option<Box<Asleep>>,
+) -> Ended<T>
 where
     T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
-    let Start {
-        mut stream,
-        replay,
-        peer,
-        service,
-        state,
-        timing,
-        life,
-    } = start;
+    let (tracker, service) = start.service();
+    let (mut stream, state, life) = (start.stream, start.state, start.life);
     let shared = &state.shared;
-    let tracker = Arc::new(Tracker::default());
-    let service = phase::service(&stream, peer, service, &tracker, state, life);
     let wire = Wire::new(asleep.as_deref().map_or_else(Watch::new, Watch::woken));
     let requests_left = service.requests_left;
-    let mut driver = Driver::new(shared, life, requests_left, timing.park_after, tracker);
+    let mut driver = Driver::new(
+        shared,
+        life,
+        requests_left,
+        start.timing.park_after,
+        tracker,
+    );
     let mut pins = Pins {
         timer: pin!(tokio::time::sleep(Duration::ZERO)),
         park_timer: pin!(tokio::time::sleep(Duration::ZERO)),
         watch: pin!(state.signal.watch()),
     };
     let outcome = {
-        let io = H2Io::new(&mut stream, replay, &wire, &shared.pool, asleep.as_deref());
+        let io = H2Io::new(
+            &mut stream,
+            start.replay,
+            &wire,
+            &shared.pool,
+            asleep.as_deref(),
+        );
         let mut conn = pin!(shared.http2.serve_connection(io, service));
         poll_fn(|cx| driver.poll(cx, conn.as_mut(), &mut pins, &wire)).await
     };
