@@ -209,6 +209,16 @@ impl<T: Seam> ConnIo<T> {
         }
     }
 
+    /// Before a write: leaves the lot if the connection was handed to
+    /// hyper's upgrade, and notes bytes waiting for their flush.
+    #[inline]
+    fn will_write(&mut self) {
+        self.leave_if_handed();
+        if let Some(tracker) = &self.tracker {
+            tracker.set_unflushed(true);
+        }
+    }
+
     #[cold]
     fn leave(&mut self) {
         let Served::Lot(io) = std::mem::replace(&mut self.stream, Served::Gone) else {
@@ -308,10 +318,7 @@ impl<T: Seam> Write for ConnIo<T> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        this.leave_if_handed();
-        if let Some(tracker) = &this.tracker {
-            tracker.set_unflushed(true);
-        }
+        this.will_write();
         on_socket!(&mut this.stream, s => Pin::new(s).poll_write(cx, buf), Poll::Ready(Err(gone())))
     }
 
@@ -321,10 +328,7 @@ impl<T: Seam> Write for ConnIo<T> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        this.leave_if_handed();
-        if let Some(tracker) = &this.tracker {
-            tracker.set_unflushed(true);
-        }
+        this.will_write();
         on_socket!(&mut this.stream, s => Pin::new(s).poll_write_vectored(cx, bufs), Poll::Ready(Err(gone())))
     }
 
