@@ -258,26 +258,40 @@ impl Watchdog {
             self.head_since = None;
         }
         if seen.body {
-            match (read, self.timeouts.read) {
-                (Limit::Server, Some(t)) => {
-                    let since = *self.request_since.get_or_insert_with(&mut now);
-                    consider(Some((since + t, Expiry::Read)));
-                }
-                (Limit::At(at), _) => consider(Some((at, Expiry::Read))),
-                (Limit::Server, None) | (Limit::Lifted, _) => {}
-            }
+            let since = || *self.request_since.get_or_insert_with(&mut now);
+            consider(chosen_deadline(
+                read,
+                self.timeouts.read,
+                since,
+                Expiry::Read,
+            ));
         }
         if seen.writing {
-            match (write, self.timeouts.write) {
-                (Limit::Server, Some(t)) => {
-                    let since = *self.write_since.get_or_insert_with(&mut now);
-                    consider(Some((since + t, Expiry::Write)));
-                }
-                (Limit::At(at), _) => consider(Some((at, Expiry::Write))),
-                (Limit::Server, None) | (Limit::Lifted, _) => {}
-            }
+            let since = || *self.write_since.get_or_insert_with(&mut now);
+            consider(chosen_deadline(
+                write,
+                self.timeouts.write,
+                since,
+                Expiry::Write,
+            ));
         }
         best
+    }
+}
+
+/// The deadline of a phase a handler may choose (`limit`), as `why`: the
+/// handler's, or the server's `timeout` from the phase's start (`since`,
+/// read only then: it starts the phase's clock), or none.
+fn chosen_deadline(
+    limit: Limit,
+    timeout: Option<Duration>,
+    since: impl FnOnce() -> Instant,
+    why: Expiry,
+) -> Option<(Instant, Expiry)> {
+    match (limit, timeout) {
+        (Limit::Server, Some(t)) => Some((since() + t, why)),
+        (Limit::At(at), _) => Some((at, why)),
+        (Limit::Server, None) | (Limit::Lifted, _) => None,
     }
 }
 
