@@ -60,48 +60,34 @@ impl Stream {
     }
 }
 
-#[cfg_attr(
-    docsrs,
-    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
-)]
-impl From<TlsStream<TcpStream>> for Stream {
-    fn from(stream: TlsStream<TcpStream>) -> Self {
-        Stream::from_tls(stream.map_io(Stream::from))
-    }
+/// The public conversions between a TLS stream over the socket `$io` and
+/// the erased stream, which `$into` takes back to that socket.
+macro_rules! conversions {
+    ($io:ty, $into:path) => {
+        #[cfg_attr(
+            docsrs,
+            doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+        )]
+        impl From<TlsStream<$io>> for Stream {
+            fn from(stream: TlsStream<$io>) -> Self {
+                Stream::from_tls(stream.map_io(Stream::from))
+            }
+        }
+
+        #[cfg_attr(
+            docsrs,
+            doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
+        )]
+        impl TryFrom<Stream> for TlsStream<$io> {
+            type Error = Stream;
+
+            fn try_from(stream: Stream) -> Result<Self, Stream> {
+                let tls = stream.into_tls()?;
+                tls.try_map_io($into).map_err(Stream::from_tls)
+            }
+        }
+    };
 }
 
-#[cfg_attr(
-    docsrs,
-    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
-)]
-impl From<TlsStream<UnixStream>> for Stream {
-    fn from(stream: TlsStream<UnixStream>) -> Self {
-        Stream::from_tls(stream.map_io(Stream::from))
-    }
-}
-
-#[cfg_attr(
-    docsrs,
-    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
-)]
-impl TryFrom<Stream> for TlsStream<TcpStream> {
-    type Error = Stream;
-
-    fn try_from(stream: Stream) -> Result<Self, Stream> {
-        let tls = stream.into_tls()?;
-        tls.try_map_io(Stream::into_tcp).map_err(Stream::from_tls)
-    }
-}
-
-#[cfg_attr(
-    docsrs,
-    doc(cfg(any(feature = "tls", feature = "tls-ring", feature = "tls-no-provider")))
-)]
-impl TryFrom<Stream> for TlsStream<UnixStream> {
-    type Error = Stream;
-
-    fn try_from(stream: Stream) -> Result<Self, Stream> {
-        let tls = stream.into_tls()?;
-        tls.try_map_io(Stream::into_unix).map_err(Stream::from_tls)
-    }
-}
+conversions!(TcpStream, Stream::into_tcp);
+conversions!(UnixStream, Stream::into_unix);
