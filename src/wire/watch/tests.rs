@@ -580,3 +580,46 @@ fn a_table_size_change_is_owed_until_the_next_header_block() {
     exchange(&mut woken, 3, 0, 10);
     assert!(!woken.table_size_owed);
 }
+
+/// A sleeping connection answers PINGs, and takes the ACKs of the
+/// keep-alive PINGs sent while asleep, where it sleeps; anything else,
+/// or part of a frame, wakes it.
+#[test]
+fn pings_and_their_acks_are_answered_asleep() {
+    let mut asleep = sleeping(1, INITIAL_WINDOW, INITIAL_WINDOW);
+    let ping = frame_of(kind::PING, 0, 0, b"client!!");
+    let ours = frame_of(kind::PING, flag::ACK, 0, &frame::KEEP_ALIVE_PING);
+    let mut reply = Vec::new();
+    assert_eq!(
+        asleep.answer(&[ping.clone(), ping.clone()].concat(), &mut reply),
+        Some(0)
+    );
+    let pong = frame_of(kind::PING, flag::ACK, 0, b"client!!");
+    assert_eq!(reply, [pong.clone(), pong.clone()].concat());
+    // An ACK of a PING the lot did not send is h2's business.
+    assert_eq!(asleep.answer(&ours, &mut Vec::new()), None);
+    asleep.keep_alive_ping();
+    let mut reply = Vec::new();
+    let both = [ours.clone(), ping.clone()].concat();
+    assert_eq!(asleep.answer(&both, &mut reply), Some(1));
+    assert_eq!(reply, pong);
+    assert_eq!(asleep.pings, 1, "noted only once answered");
+    asleep.answered(1);
+    assert_eq!(asleep.pings, 0);
+    // What needs h2 wakes it.
+    let wakes = [
+        ping[..10].to_vec(),
+        [
+            ping.clone(),
+            frame_of(kind::HEADERS, flag::END_HEADERS, 3, &[0x82]),
+        ]
+        .concat(),
+        frame_of(kind::PING, flag::ACK, 0, b"h2's ack"),
+        frame_of(kind::PING, 0, 0, b"longer ping"),
+        frame_of(kind::PING, 0, 1, b"stream 1"),
+        frame_of(kind::SETTINGS, flag::ACK, 0, &[]),
+    ];
+    for bytes in wakes {
+        assert_eq!(asleep.answer(&bytes, &mut Vec::new()), None, "{bytes:?}");
+    }
+}
