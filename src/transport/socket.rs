@@ -84,6 +84,20 @@ impl<S: Sock> Socket<S> {
         Socket { io, registration }
     }
 
+    /// Makes the system call `op` on the socket once the lot says it is
+    /// ready in `dir`; `short` says whether its result leaves the socket
+    /// not ready (see `Registration::poll_io`).
+    fn poll_io<R>(
+        &self,
+        dir: Direction,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut(&S) -> io::Result<R>,
+        short: impl Fn(&R) -> bool,
+    ) -> Poll<io::Result<R>> {
+        let io = &self.io;
+        (self.registration).poll_io(io.as_fd(), dir, cx, || op(io), short)
+    }
+
     /// Takes the socket out of the lot's poll and frees its slot: it
     /// leaves the lot for good.
     pub(super) fn leave(self) -> io::Result<S> {
@@ -118,13 +132,11 @@ impl<S: Sock> AsyncRead for Socket<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
         let want = buf.remaining().min(SCRATCH);
-        let read = this.registration.poll_io(
-            this.io.as_fd(),
+        let read = self.poll_io(
             Direction::Read,
             cx,
-            || read_into(&this.io, buf),
+            |io| read_into(io, buf),
             // The end of the stream stays readable.
             |&n| n > 0 && n < want,
         );
@@ -139,14 +151,7 @@ impl<S: Sock> AsyncWrite for Socket<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        (this.registration).poll_io(
-            this.io.as_fd(),
-            Direction::Write,
-            cx,
-            || this.io.write(buf),
-            |&n| n < buf.len(),
-        )
+        self.poll_io(Direction::Write, cx, |io| io.write(buf), |&n| n < buf.len())
     }
 
     fn poll_write_vectored(
@@ -154,13 +159,11 @@ impl<S: Sock> AsyncWrite for Socket<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
         let len: usize = bufs.iter().map(|b| b.len()).sum();
-        (this.registration).poll_io(
-            this.io.as_fd(),
+        self.poll_io(
             Direction::Write,
             cx,
-            || this.io.write_vectored(bufs),
+            |io| io.write_vectored(bufs),
             |&n| n < len,
         )
     }
