@@ -148,16 +148,15 @@ impl fmt::Debug for Upgraded {
 
 impl AsyncRead for Upgraded {
     fn poll_read(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if !this.leftover.is_empty() {
-            this.leftover.serve(buf);
+        if !self.leftover.is_empty() {
+            self.leftover.serve(buf);
             return Poll::Ready(Ok(()));
         }
-        Pin::new(&mut this.stream).poll_read(cx, buf)
+        Pin::new(&mut self.stream).poll_read(cx, buf)
     }
 }
 
