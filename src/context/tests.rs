@@ -17,6 +17,15 @@ impl Drop for Tracked {
     }
 }
 
+/// Panics when dropped.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("boom");
+    }
+}
+
 fn counter() -> Arc<AtomicUsize> {
     Arc::new(AtomicUsize::new(0))
 }
@@ -126,12 +135,6 @@ fn cleared_plain_values_are_gone() {
 
 #[test]
 fn a_panicking_drop_leaves_the_context_consistent() {
-    struct Bomb;
-    impl Drop for Bomb {
-        fn drop(&mut self) {
-            panic!("boom");
-        }
-    }
     static BOMB: Key<Bomb> = Key::new();
     static AFTER: Key<Tracked> = Key::new();
     let c = counter();
@@ -424,12 +427,6 @@ fn a_key_beyond_the_slot_array_finds_nothing() {
 
 #[test]
 fn insert_after_an_interrupted_clear_drops_the_leftover_once() {
-    struct Bomb;
-    impl Drop for Bomb {
-        fn drop(&mut self) {
-            panic!("boom");
-        }
-    }
     static BOMB: Key<Bomb> = Key::new();
     static AFTER: Key<Tracked> = Key::new();
     let (left, next) = (counter(), counter());
