@@ -144,7 +144,7 @@ impl Ahead for Replay {
 /// hyper's transport for an ACTIVE connection.
 #[derive(Debug)]
 pub(crate) struct ConnIo<T> {
-    stream: Served<T>,
+    stream: SocketPlace<T>,
     replay: Rewind<Replay>,
     /// `None` once the socket left the lot for hyper's `OnUpgrade`: the
     /// stream hyper hands over keeps nothing of the connection's record.
@@ -156,7 +156,7 @@ pub(crate) struct ConnIo<T> {
 
 /// Where the connection's socket is.
 #[derive(Debug)]
-enum Served<T> {
+enum SocketPlace<T> {
     /// Registered in the parking lot, as the driver serves it.
     Lot(TokioIo<T>),
     /// Left the lot for tokio: the connection went to hyper's `OnUpgrade`
@@ -173,9 +173,9 @@ enum Served<T> {
 macro_rules! on_socket {
     ($served:expr, $io:ident => $op:expr, $gone:expr) => {
         match $served {
-            Served::Lot($io) => $op,
-            Served::Left($io) => $op,
-            Served::Gone => $gone,
+            SocketPlace::Lot($io) => $op,
+            SocketPlace::Left($io) => $op,
+            SocketPlace::Gone => $gone,
         }
     };
 }
@@ -190,7 +190,7 @@ impl<T: Seam> ConnIo<T> {
     /// when the peer closes (see the module docs).
     pub(crate) fn new(stream: T, replay: Replay, tracker: Arc<Tracker>) -> Self {
         ConnIo {
-            stream: Served::Lot(TokioIo::new(stream)),
+            stream: SocketPlace::Lot(TokioIo::new(stream)),
             replay: Rewind::new(replay),
             tracker: Some(tracker),
             unread: false,
@@ -221,7 +221,7 @@ impl<T: Seam> ConnIo<T> {
 
     #[cold]
     fn leave(&mut self) {
-        let Served::Lot(io) = std::mem::replace(&mut self.stream, Served::Gone) else {
+        let SocketPlace::Lot(io) = std::mem::replace(&mut self.stream, SocketPlace::Gone) else {
             return;
         };
         if let Some(tracker) = self.tracker.take() {
@@ -231,7 +231,7 @@ impl<T: Seam> ConnIo<T> {
             tracker.set_unflushed(true);
         }
         match io.into_inner().into_stream() {
-            Ok(stream) => self.stream = Served::Left(TokioIo::new(stream)),
+            Ok(stream) => self.stream = SocketPlace::Left(TokioIo::new(stream)),
             Err(error) => tracing::debug!(%error, "upgrade hand-off to hyper failed"),
         }
     }
@@ -239,7 +239,7 @@ impl<T: Seam> ConnIo<T> {
     /// Asks the transport for the peer's close (see the module docs):
     /// `Err` when it has closed or failed, `Ok` otherwise.
     fn poll_peer_open(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
-        let Served::Lot(stream) = &mut self.stream else {
+        let SocketPlace::Lot(stream) = &mut self.stream else {
             // Upgraded: the handler's from now on.
             return Ok(());
         };
@@ -275,8 +275,8 @@ impl<T: Seam> ConnIo<T> {
     /// the socket left the lot for hyper's `OnUpgrade`.
     pub(crate) fn into_inner(self) -> Option<(T, Replay)> {
         match self.stream {
-            Served::Lot(stream) => Some((stream.into_inner(), self.replay.into_inner())),
-            Served::Left(_) | Served::Gone => None,
+            SocketPlace::Lot(stream) => Some((stream.into_inner(), self.replay.into_inner())),
+            SocketPlace::Left(_) | SocketPlace::Gone => None,
         }
     }
 }

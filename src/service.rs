@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 
 use crate::body::Body;
 use crate::error::Error;
-use crate::track::{Accepted, InFlight, Tracker};
+use crate::track::{AcceptedUpgrade, InFlight, Tracker};
 use crate::transport::Connected;
 use crate::upgrade::{HandOff, HandOffResult};
 
@@ -341,11 +341,11 @@ impl Pending {
             }
             (false, None) => return,
             (true, Some((tx, handle))) if handle.is_taken() => {
-                Accepted::Dormant { tx, on: self.hyper }
+                AcceptedUpgrade::Dormant { tx, on: self.hyper }
             }
             (true, _) => {
                 self.tracker.hand_to_hyper();
-                Accepted::Hyper
+                AcceptedUpgrade::Hyper
             }
         };
         self.tracker.upgrade.put(accepted);

@@ -52,14 +52,14 @@ impl Handshakes for Shared {
 
 /// The parking lot of one `serve` call: its sleepers are upgraded streams,
 /// its task-less connections carry what they keep (`kept`).
-pub(crate) type StreamLot<T> = lot::Lot<T, Box<dyn Handler>, Stowed<<T as Seam>::Addr>>;
+pub(crate) type ServeLot<T> = lot::ParkingLot<T, Box<dyn Handler>, Stowed<<T as Seam>::Addr>>;
 
 /// What the connections of one `serve` call share.
 pub(crate) struct ServeState<T: Seam> {
     pub(crate) shared: Arc<Shared>,
     pub(crate) signal: Signal,
     /// Where every connection is registered, and waits without a task.
-    pub(crate) lot: StreamLot<T>,
+    pub(crate) lot: ServeLot<T>,
     /// The same lot, as upgraded streams see it.
     pub(crate) upgrade_lot: upgrade::Lot,
     pub(crate) held: Arc<Held>,

@@ -34,7 +34,7 @@ pub(crate) enum BodyEnd {
 /// An upgrade the handler accepted (it answered `101`, or `2xx` to
 /// `CONNECT`), waiting for hyper to finish its connection.
 #[derive(Debug)]
-pub(crate) enum Accepted {
+pub(crate) enum AcceptedUpgrade {
     /// To dormant's [`upgrade::on`](crate::upgrade::on): hyper hands the
     /// connection to `on`, from which the driver takes it apart and sends
     /// the parts through `tx`.
@@ -50,16 +50,16 @@ pub(crate) enum Accepted {
 /// Where an accepted upgrade waits for the driver: between the handler's
 /// response and the end of hyper's connection future.
 #[derive(Debug, Default)]
-pub(crate) struct HandOff(Mutex<Option<Accepted>>);
+pub(crate) struct UpgradeHold(Mutex<Option<AcceptedUpgrade>>);
 
-impl HandOff {
+impl UpgradeHold {
     /// Keeps an upgrade the handler accepted.
-    pub(crate) fn put(&self, accepted: Accepted) {
+    pub(crate) fn put(&self, accepted: AcceptedUpgrade) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(accepted);
     }
 
     /// The upgrade the handler accepted, if any.
-    pub(crate) fn take(&self) -> Option<Accepted> {
+    pub(crate) fn take(&self) -> Option<AcceptedUpgrade> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 }
@@ -86,7 +86,7 @@ pub(crate) struct Tracker {
     head_pending: AtomicBool,
     requests: AtomicU64,
     /// An upgrade the handler accepted, waiting for hyper to finish.
-    pub(crate) upgrade: HandOff,
+    pub(crate) upgrade: UpgradeHold,
     /// The connection goes to hyper's `OnUpgrade` (see `ConnIo`): it
     /// leaves the parking lot for tokio at its next read or write.
     to_hyper: AtomicBool,

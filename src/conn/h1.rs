@@ -96,13 +96,13 @@ use crate::shutdown::{Level, Shutdown, Watch};
 use crate::state::ServeState;
 use crate::stats::Counters;
 use crate::timeout::{Expiry, Watchdog};
-use crate::track::{Accepted, Tracker};
+use crate::track::{AcceptedUpgrade, Tracker};
 use crate::transport::Seam;
 use crate::upgrade::{self, HandOffResult};
 
 /// hyper's HTTP/1 connection over dormant's transport, with hyper's
 /// upgrades (`hyper::upgrade::on`, and dormant's `upgrade::on` on top).
-type Connection<T, S> = http1::UpgradeableConnection<ConnIo<T>, ConnService<S, <T as Seam>::Addr>>;
+type HyperH1<T, S> = http1::UpgradeableConnection<ConnIo<T>, ConnService<S, <T as Seam>::Addr>>;
 
 /// Why the driver stopped polling hyper.
 #[derive(Clone, Copy, Debug)]
@@ -134,7 +134,7 @@ where
     let config = &shared.config;
     let mut watchdog = Watchdog::new(config.timeouts, timing.park_after, Some(head_since));
     watchdog.set_end(life.ends_at.map(|at| (at, Expiry::Age)));
-    let mut driver = Driver {
+    let mut driver = ActiveH1 {
         conn: shared.http1.serve_connection(io, service).with_upgrades(),
         watchdog,
         tracker,
@@ -152,13 +152,13 @@ where
 
 /// One ACTIVE HTTP/1 connection: hyper, and what the driver watches it
 /// with.
-struct Driver<T, S, B>
+struct ActiveH1<T, S, B>
 where
     T: Seam,
     S: HttpService<B>,
     B: ResBody,
 {
-    conn: Connection<T, S>,
+    conn: HyperH1<T, S>,
     watchdog: Watchdog,
     tracker: Arc<Tracker>,
     /// Abandoned request bodies hyper has been polled after.
@@ -171,7 +171,7 @@ where
     body: PhantomData<fn() -> B>,
 }
 
-impl<T, S, B> Driver<T, S, B>
+impl<T, S, B> ActiveH1<T, S, B>
 where
     T: Seam,
     S: HttpService<B>,
@@ -262,11 +262,11 @@ where
                 Ended::Closed
             }
             Stop::Finished => match self.tracker.upgrade.take() {
-                Some(Accepted::Dormant { tx, on }) => match hand_off(on, tx, state) {
+                Some(AcceptedUpgrade::Dormant { tx, on }) => match hand_off(on, tx, state) {
                     true => Ended::Upgraded,
                     false => Ended::Closed,
                 },
-                Some(Accepted::Hyper) => {
+                Some(AcceptedUpgrade::Hyper) => {
                     // hyper gave the connection to the handler's `OnUpgrade`
                     // (or dropped it, if the handler did not keep one).
                     shared.stats.upgrades.fetch_add(1, Relaxed);
@@ -282,7 +282,7 @@ where
 /// ACTIVE → PARKED: takes hyper apart between messages (I3), keeping the
 /// transport and a copy of the bytes hyper read but did not parse (I1,
 /// I2).
-fn take_apart<T, S, B>(conn: Connection<T, S>, watchdog: &Watchdog) -> Ended<T>
+fn take_apart<T, S, B>(conn: HyperH1<T, S>, watchdog: &Watchdog) -> Ended<T>
 where
     T: Seam,
     S: HttpService<B>,

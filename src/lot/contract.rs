@@ -87,11 +87,11 @@ pub struct Wrote {
 /// Registers a new connection with a lot: what a transport sees of it
 /// when dormant starts serving a connection.
 pub(crate) trait Register: Sync {
-    /// See [`Lot::register`].
+    /// See [`ParkingLot::register`].
     fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration>;
 }
 
-/// When the lot acts on a connection that parks (see [`Lot::park`]).
+/// When the lot acts on a connection that parks (see [`ParkingLot::park`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Due {
     /// It goes DORMANT.
@@ -131,7 +131,7 @@ pub(crate) enum Closed {
     Unanswered,
     /// The socket failed.
     Failed,
-    /// [`Lot::close_all`].
+    /// [`ParkingLot::close_all`].
     Shutdown,
     /// Its end passed ([`Carry::ends_at`]).
     Age,
@@ -181,7 +181,7 @@ pub(crate) enum Wakeup<D> {
     Readable(D),
     /// The peer closed its side, with nothing left to read.
     Eof(D),
-    /// The lot closed ([`Lot::close_all`]), or was closed when the stream
+    /// The lot closed ([`ParkingLot::close_all`]), or was closed when the stream
     /// came.
     Shutdown(D),
     /// Its deadline passed, and its callback asked to be woken
@@ -195,7 +195,7 @@ pub(crate) enum Wakeup<D> {
 pub(crate) trait Callback<T: Parkable>: Send + 'static {
     fn call(self, woken: Wakeup<T::Dormant>);
 
-    /// The sleeper's deadline passed ([`Lot::sleep`]'s `after`): acts
+    /// The sleeper's deadline passed ([`ParkingLot::sleep`]'s `after`): acts
     /// where it sleeps, under the lot's lock (a keep-alive ping written to
     /// `conn`), and returns when its next deadline is, from now; `None`
     /// wakes it ([`Wakeup::Due`]).
@@ -211,7 +211,7 @@ pub(crate) trait Carry: Send + 'static {
     fn goodbye(&self) -> Vec<u8>;
 
     /// A keep-alive ping for the client, noted as sent: the lot writes it
-    /// at the time [`Lot::park`] was given, and closes the connection
+    /// at the time [`ParkingLot::park`] was given, and closes the connection
     /// (after its goodbye) if it does not turn readable within the lot's
     /// `answer_within`. The answer wakes the connection, whose protocol
     /// takes it from there.
@@ -252,7 +252,7 @@ pub(crate) struct Answered {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Pings {
     /// From an answer (or any bytes the protocol answers in the lot) to
-    /// the next ping; the first is due when [`Lot::park`] says.
+    /// the next ping; the first is due when [`ParkingLot::park`] says.
     pub(crate) every: Duration,
     /// How long a ping waits for its answer before the lot closes the
     /// connection.

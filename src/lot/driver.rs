@@ -17,8 +17,8 @@ use super::queue::{Millis, before, millis};
 use super::ready::{Registration, Report};
 use super::relief::{Relieve, Rouser};
 use super::{
-    Callback, Carried, Carry, Closed, Core, Lot, Parkable, Ping, Rung, Slept, Slot, Synced, Turn,
-    Wakeup, Woke,
+    Callback, Carried, Carry, Closed, Core, Parkable, ParkingLot, Ping, Rung, Slept, Slot, Synced,
+    Turn, Wakeup, Woke,
 };
 
 /// The most a task-less carrying connection's read takes, for its
@@ -43,7 +43,7 @@ struct Batch<T: Parkable, W, C> {
 }
 
 /// What became of a task-less connection's bytes read in the lot
-/// ([`Lot::answer_in_place`]).
+/// ([`ParkingLot::answer_in_place`]).
 enum InPlace {
     /// Its protocol answered them: it sleeps on.
     Answered,
@@ -86,7 +86,7 @@ impl<T: Parkable, W, C> Default for Batch<T, W, C> {
 /// connection it wakes is served in a task of its own (`relief.rs`).
 impl<T: Parkable, W: Callback<T>, C: Carry> Relieve for Core<T, W, C> {
     fn relieve(self: Arc<Self>, rouser: &Rouser<Self>, waker: &Waker) -> Ready<io::Result<bool>> {
-        let lot = Lot(self);
+        let lot = ParkingLot(self);
         let mut batch = Batch::default();
         let collected = rouser.collect(waker, |events| lot.on_events(events, &mut batch));
         lot.hand_over(&mut batch, None);
@@ -94,7 +94,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Relieve for Core<T, W, C> {
     }
 }
 
-impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
+impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
     /// Acts on a batch of events under the lot's lock, leaving in `batch`
     /// what needs no lock ([`hand_over`](Self::hand_over)).
     fn on_events(&self, events: &Events, batch: &mut Batch<T, W, C>) {

@@ -12,9 +12,9 @@
 //!
 //! The lot has no thread of its own. Its `mio::Poll`'s epoll fd is
 //! registered with tokio (`AsyncFd`), and one task per lot drives it
-//! ([`Lot::drive`], in `driver.rs`, with the handling of events and
+//! ([`ParkingLot::drive`], in `driver.rs`, with the handling of events and
 //! deadlines). Every connection is registered in that poll once, at
-//! accept ([`Lot::register`]), edge-triggered for reading (and for writing
+//! accept ([`ParkingLot::register`]), edge-triggered for reading (and for writing
 //! once a write finds the socket full), and stays there until it closes: a
 //! connection never moves between tokio's epoll and the lot's, so parking
 //! and waking make no system call. One slab holds a slot per registered
@@ -45,7 +45,7 @@
 //! through a [`Registration`]: the events the driver collects set the
 //! connection's readiness [`Cell`] and wake the task (`ready.rs`).
 //!
-//! A connection parks ([`Lot::park`]) only if its cell says no byte came
+//! A connection parks ([`ParkingLot::park`]) only if its cell says no byte came
 //! since its last read found the socket empty; the check and the change of
 //! its slot happen under the lot's lock, which the driver also holds while
 //! it acts on events, so an event is either seen by the check (the
@@ -95,7 +95,7 @@
 //! # Sleepers
 //!
 //! An upgraded stream, which tokio serves, can also sleep here with a
-//! callback ([`Lot::sleep`]): it leaves tokio, is registered for reading
+//! callback ([`ParkingLot::sleep`]): it leaves tokio, is registered for reading
 //! until it wakes, and goes back to tokio. The callback type `W` is the
 //! lot's second parameter, so that its owner stores its own (boxed)
 //! callbacks as they are. When one turns readable the lot asks the
@@ -107,7 +107,7 @@
 //! stream sleeps ([`Callback::due`]: write a ping, and sleep until the next
 //! deadline), or wakes it ([`Wakeup::Due`]). Delays are few, so a FIFO
 //! queue per delay keeps their order without a heap. At shutdown
-//! ([`Lot::close_all`]) sleepers are handed back with
+//! ([`ParkingLot::close_all`]) sleepers are handed back with
 //! [`Wakeup::Shutdown`]. If the lot is dropped without being closed (the
 //! runtime shut down), sleeping streams are closed and their callbacks
 //! dropped uncalled.
@@ -151,24 +151,24 @@ pub(crate) use contract::{
     Woke, Wrote,
 };
 
-impl<T: Parkable, W: Callback<T>, C: Carry> Register for Lot<T, W, C> {
+impl<T: Parkable, W: Callback<T>, C: Carry> Register for ParkingLot<T, W, C> {
     fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Registration> {
-        Lot::register(self, fd)
+        ParkingLot::register(self, fd)
     }
 }
 
 /// The lot of one `serve` call. Cloning is cheap: clones share the lot.
-pub(crate) struct Lot<T: Parkable, W, C>(Arc<Core<T, W, C>>);
+pub(crate) struct ParkingLot<T: Parkable, W, C>(Arc<Core<T, W, C>>);
 
-impl<T: Parkable, W, C> Clone for Lot<T, W, C> {
+impl<T: Parkable, W, C> Clone for ParkingLot<T, W, C> {
     fn clone(&self) -> Self {
-        Lot(self.0.clone())
+        ParkingLot(self.0.clone())
     }
 }
 
 struct Core<T: Parkable, W, C> {
     registry: mio::Registry,
-    /// How late the lot may act on a deadline (see [`Lot::drive`]).
+    /// How late the lot may act on a deadline (see [`ParkingLot::drive`]).
     slack: Duration,
     /// Carrying connections' keep-alive pings.
     pings: Pings,
@@ -215,12 +215,12 @@ impl<T: Parkable, W: Send + 'static, C: Send + 'static> Table for Core<T, W, C> 
     }
 }
 
-impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
+impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
     /// A lot that reports to `owner` and may act on a deadline up to
     /// `slack` late, to act on many at once, pings carrying connections as
     /// `pings` says, and looks for those past their end every
     /// `sweep_every`. `registry` is that of the poll its driver runs
-    /// ([`Lot::drive`]).
+    /// ([`ParkingLot::drive`]).
     pub(crate) fn new(
         owner: Box<dyn Owner<T, C>>,
         slack: Duration,
@@ -228,7 +228,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Lot<T, W, C> {
         sweep_every: Option<Duration>,
         registry: mio::Registry,
     ) -> Self {
-        Lot(Arc::new(Core {
+        ParkingLot(Arc::new(Core {
             slack,
             pings,
             sweep_every,

@@ -179,7 +179,7 @@ pub(super) struct Synced<D, W, C> {
     pub(super) ping_deadlines: Fifo,
     pub(super) answer_deadlines: Fifo,
     /// (deadline, key) of sleepers, a queue per delay (what
-    /// [`Lot::sleep`] and [`Callback::due`] were given: a few, one per
+    /// [`ParkingLot::sleep`] and [`Callback::due`] were given: a few, one per
     /// keep-alive setting), each in FIFO order.
     pub(super) sleeper_deadlines: Vec<(Millis, Fifo)>,
     pub(super) sleeping: usize,

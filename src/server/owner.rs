@@ -18,7 +18,7 @@ use crate::kept::Stowed;
 use crate::lot::{self, Closed, Pings, Rung, Slept, Turn, Woke};
 use crate::service::{HttpService, ResBody, SharedService};
 use crate::shutdown::{Level, Signal};
-use crate::state::{ServeState, Shared, StreamLot};
+use crate::state::{ServeLot, ServeState, Shared};
 use crate::transport::Seam;
 use crate::upgrade;
 
@@ -164,7 +164,7 @@ where
             answer_within: k.timeout,
         });
         let sweep_every = config.lot_sweep_every();
-        let lot = StreamLot::new(
+        let lot = ServeLot::new(
             Box::new(owner),
             config.lot_slack(),
             pings,

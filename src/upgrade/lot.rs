@@ -94,7 +94,7 @@ trait Beds: Send + Sync {
 }
 
 /// A lot whose sleepers are upgraded streams.
-type StreamLot<T, C> = lot::Lot<T, Box<dyn Handler>, C>;
+type StreamLot<T, C> = lot::ParkingLot<T, Box<dyn Handler>, C>;
 
 impl<T: Seam, C: lot::Carry> Beds for StreamLot<T, C> {
     fn sleep(
@@ -104,7 +104,7 @@ impl<T: Seam, C: lot::Carry> Beds for StreamLot<T, C> {
         after: Option<Duration>,
     ) -> Option<u32> {
         match T::dormant_from_stream(stream) {
-            Ok(Ok(dormant)) => return lot::Lot::sleep(self, dormant, callback, after),
+            Ok(Ok(dormant)) => return lot::ParkingLot::sleep(self, dormant, callback, after),
             Ok(Err(error)) => callback.run(Woken::Failed(error)),
             Err(_) => callback.run(Woken::Failed(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -115,7 +115,7 @@ impl<T: Seam, C: lot::Carry> Beds for StreamLot<T, C> {
     }
 
     fn sleeping(&self) -> usize {
-        lot::Lot::sleeping(self)
+        lot::ParkingLot::sleeping(self)
     }
 
     #[cfg(feature = "ws")]

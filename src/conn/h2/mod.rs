@@ -52,7 +52,7 @@ use io::{H2Io, Wire, lock};
 const FENCE_WAIT: Duration = Duration::from_secs(1);
 
 /// hyper's HTTP/2 connection over dormant's transport.
-type Connection<'a, T, S> =
+type HyperH2<'a, T, S> =
     http2::Connection<H2Io<'a, T>, ConnService<S, <T as Seam>::Addr>, TokioExecutor>;
 
 /// Where the sleep timer waits while the connection is busy: far enough
@@ -77,7 +77,7 @@ where
     let shared = &state.shared;
     let wire = Wire::new(asleep.as_deref().map_or_else(Watch::new, Watch::woken));
     let requests_left = service.requests_left;
-    let mut driver = Driver::new(
+    let mut driver = ActiveH2::new(
         shared,
         life,
         requests_left,
@@ -130,7 +130,7 @@ struct Pins<'p, 's> {
 type Outcome = Option<(Asleep, Instant)>;
 
 /// One ACTIVE HTTP/2 connection: what the driver watches hyper with.
-struct Driver<'a> {
+struct ActiveH2<'a> {
     shared: &'a Shared,
     tracker: Arc<Tracker>,
     watchdog: Watchdog,
@@ -142,7 +142,7 @@ struct Driver<'a> {
     bedtime: Option<Bedtime>,
 }
 
-impl<'a> Driver<'a> {
+impl<'a> ActiveH2<'a> {
     fn new(
         shared: &'a Shared,
         life: &Life,
@@ -157,7 +157,7 @@ impl<'a> Driver<'a> {
         };
         let mut watchdog = Watchdog::new(idle_only, None, None);
         watchdog.set_end(life.ends_at.map(|at| (at, Expiry::Age)));
-        Driver {
+        ActiveH2 {
             shared,
             tracker,
             watchdog,
@@ -173,7 +173,7 @@ impl<'a> Driver<'a> {
     fn poll<T, S, B>(
         &mut self,
         cx: &mut Context<'_>,
-        mut conn: Pin<&mut Connection<'_, T, S>>,
+        mut conn: Pin<&mut HyperH2<'_, T, S>>,
         pins: &mut Pins<'_, '_>,
         wire: &Mutex<Wire>,
     ) -> Poll<Outcome>

@@ -1,5 +1,5 @@
 //! The driver's deadlines under a clock the test sets: connections park at
-//! a chosen time with chosen [`Due`]s, and [`Lot::expire`] is given the
+//! a chosen time with chosen [`Due`]s, and [`ParkingLot::expire`] is given the
 //! time to act at. Nothing runs the lot's poll: no event reaches it.
 //!
 //! A connection is one end of a Unix socket pair, served through the lot
@@ -16,8 +16,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::lot::{
-    Answered, Callback, Carry, Closed, Direction, Due, Lot, Owner, Parkable, Pings, Registration,
-    Rung, Slot, Wakeup, Woke, Wrote,
+    Answered, Callback, Carry, Closed, Direction, Due, Owner, Parkable, ParkingLot, Pings,
+    Registration, Rung, Slot, Wakeup, Woke, Wrote,
 };
 
 /// A Unix socket served through the lot.
@@ -182,7 +182,7 @@ impl Callback<TestConn> for NoCallback {
 
 /// A lot, its owner's notes, and the time connections park at.
 struct Rig {
-    lot: Lot<TestConn, NoCallback, Carrying>,
+    lot: ParkingLot<TestConn, NoCallback, Carrying>,
     notes: Reports,
     /// When connections park: the tests' times are milliseconds after it.
     t0: Instant,
@@ -204,7 +204,7 @@ impl Rig {
         let registry = poll.registry().try_clone().expect("the poll's registry");
         let notes = Reports::default();
         let owner = Box::new(notes.clone());
-        let lot = Lot::new(owner, Duration::ZERO, pings, sweep_every, registry);
+        let lot = ParkingLot::new(owner, Duration::ZERO, pings, sweep_every, registry);
         Rig {
             lot,
             notes,
@@ -601,7 +601,7 @@ impl Callback<TestConn> for Pinger {
 fn sleepers_are_asked_at_their_deadlines_and_woken_when_they_ask() {
     let poll = mio::Poll::new().expect("an epoll instance");
     let registry = poll.registry().try_clone().expect("the poll's registry");
-    let lot: Lot<TestConn, Pinger, Carrying> = Lot::new(
+    let lot: ParkingLot<TestConn, Pinger, Carrying> = ParkingLot::new(
         Box::new(Reports::default()),
         Duration::ZERO,
         Pings::default(),

@@ -86,7 +86,7 @@ use buffers::{Buffers, JOINING, RECORD, append, room};
 use record::MAX_PLAINTEXT;
 pub(crate) use secrets::RecordSecrets;
 use secrets::recording_secrets;
-use session::{Notes, Served, Session, Tls, tls_error};
+use session::{Notes, ServerFacts, Session, Tls, tls_error};
 use traffic::{Opened, Traffic};
 
 /// A TLS server connection over a plain transport `IO`.
@@ -169,7 +169,7 @@ impl<IO> TlsStream<IO> {
                 eof: false,
                 closing: false,
                 failed: false,
-                served: http1.map(|http1| Box::new(Served::Accepted { http1 })),
+                served: http1.map(|http1| Box::new(ServerFacts::Accepted { http1 })),
             }),
         ))
     }
@@ -269,7 +269,7 @@ impl<IO> TlsStream<IO> {
     /// traffic secrets, the server name asked for (when the server reports
     /// [`TlsInfo`]) and the handshake's end.
     fn process_handshake(&mut self, write: &[u8]) -> io::Result<Step> {
-        let Some(Served::Handshaking { notes, .. }) = self.rec.tls.served.as_deref() else {
+        let Some(ServerFacts::Handshaking { notes, .. }) = self.rec.tls.served.as_deref() else {
             return self.process_records(write);
         };
         let ((step, asked), recorded) = match notes {
@@ -278,7 +278,8 @@ impl<IO> TlsStream<IO> {
                 recording_secrets(|| recording_server_name(|| self.process_records(write)))
             }
         };
-        if let Some(Served::Handshaking { notes, secrets, .. }) = self.rec.tls.served.as_deref_mut()
+        if let Some(ServerFacts::Handshaking { notes, secrets, .. }) =
+            self.rec.tls.served.as_deref_mut()
         {
             if let (Notes::ServerName(name), Some(asked)) = (notes, asked) {
                 *name = Some(asked);

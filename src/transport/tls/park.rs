@@ -12,7 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::TlsStream;
 use super::buffers::Buffers;
-use super::session::{Served, Session, Tls};
+use super::session::{ServerFacts, Session, Tls};
 use crate::lot::{Parkable, Registration, Wrote};
 use crate::transport::sealed::Sealed;
 use crate::transport::{Alpn, Connected, Handshake, Peer, Seam, Serving, Stream, Transport};
@@ -197,7 +197,7 @@ where
                 Some(_) => Alpn::Http1,
             },
             tls_info: match tls.served.as_deref() {
-                Some(Served::Negotiated(info)) => Some(info.clone()),
+                Some(ServerFacts::Negotiated(info)) => Some(info.clone()),
                 _ => None,
             },
         }

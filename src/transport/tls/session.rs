@@ -47,7 +47,7 @@ pub(crate) struct Tls {
     /// What the session keeps for the server beyond rustls's state:
     /// `Some` from accept until its handshake completes, and after that
     /// only when the server reports [`TlsInfo`] to handlers.
-    pub(super) served: Option<Box<Served>>,
+    pub(super) served: Option<Box<ServerFacts>>,
 }
 
 /// Who protects the records.
@@ -95,7 +95,10 @@ impl Tls {
     /// what it has to send (its NewSessionTickets) before it reads the next
     /// record.
     pub(super) fn handshake_just_done(&mut self) -> bool {
-        let noted = !matches!(self.served.as_deref(), Some(Served::Handshaking { .. }));
+        let noted = !matches!(
+            self.served.as_deref(),
+            Some(ServerFacts::Handshaking { .. })
+        );
         match &self.session {
             Session::Rustls(conn) if !noted => !conn.is_handshaking() && !conn.wants_write(),
             _ => false,
@@ -125,7 +128,7 @@ pub(super) fn tls_error(error: rustls::Error) -> io::Error {
 }
 
 /// What a session keeps for the server.
-pub(super) enum Served {
+pub(super) enum ServerFacts {
     /// Accepted, not served yet: the configuration that offers HTTP/1.1
     /// alone, to start over with if the server's HTTP/2 is off.
     Accepted { http1: Arc<ServerConfig> },
@@ -161,14 +164,14 @@ impl Tls {
         if !self.is_handshaking() {
             return Ok(());
         }
-        if let (Some(Served::Accepted { http1 }), false) =
+        if let (Some(ServerFacts::Accepted { http1 }), false) =
             (accepted.as_deref(), serving.config.http2)
         {
             // No byte was processed yet: the session starts over.
             let conn = UnbufferedServerConnection::new(http1.clone()).map_err(tls_error)?;
             self.session = Session::Rustls(Box::new(conn));
         }
-        let handshaking = Served::Handshaking {
+        let handshaking = ServerFacts::Handshaking {
             handshakes: serving.handshakes.clone(),
             secrets: None,
             notes: if serving.config.tls_info {
@@ -194,7 +197,7 @@ impl Tls {
         let Some(mut served) = self.served.take() else {
             return;
         };
-        let Served::Handshaking {
+        let ServerFacts::Handshaking {
             handshakes,
             notes,
             secrets,
@@ -219,7 +222,7 @@ impl Tls {
         }
         if let (Notes::ServerName(name), Some(conn)) = (notes, self.session.rustls()) {
             if let Some(info) = TlsInfo::new(conn, name.take()) {
-                *served = Served::Negotiated(info);
+                *served = ServerFacts::Negotiated(info);
                 self.served = Some(served);
             }
         }
@@ -228,7 +231,7 @@ impl Tls {
 
 impl Drop for Tls {
     fn drop(&mut self) {
-        if let Some(Served::Handshaking { handshakes, .. }) = self.served.as_deref() {
+        if let Some(ServerFacts::Handshaking { handshakes, .. }) = self.served.as_deref() {
             handshakes.tls_failed();
         }
     }
