@@ -2,7 +2,6 @@
 //! [`ServeState`] for the connections of one `serve` call, and [`Open`],
 //! one connection's handle on it.
 
-use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -114,6 +113,12 @@ impl<T: Seam> Open<T> {
         }
     }
 
+    /// The `serve` call this connection is held by: its lot, its shutdown
+    /// signal, and what the whole server shares.
+    pub(crate) fn state(&self) -> &ServeState<T> {
+        &self.state
+    }
+
     pub(crate) fn set_active(&mut self) {
         self.set(Gauge::Active);
     }
@@ -144,13 +149,6 @@ impl<T: Seam> Open<T> {
     pub(crate) fn moved_to_lot(&mut self) {
         debug_assert_eq!(self.gauge, Gauge::Parked);
         self.gauge = Gauge::Lot;
-    }
-}
-
-impl<T: Seam> Deref for Open<T> {
-    type Target = ServeState<T>;
-    fn deref(&self) -> &ServeState<T> {
-        &self.state
     }
 }
 

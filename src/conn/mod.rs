@@ -243,7 +243,8 @@ where
                     // No hyper state, no buffer: whatever is not needed
                     // across the wait is computed inside it.
                     let life = &conn.kept.life;
-                    let wait = ParkedWait::new(&mut stream, &conn.open, carried, &clocks, life);
+                    let wait =
+                        ParkedWait::new(&mut stream, conn.open.state(), carried, &clocks, life);
                     let waited = match ready {
                         true => Waited::Readable(wait.into_replay()),
                         false => wait.await,
@@ -286,7 +287,7 @@ impl<T: Seam> Conn<T> {
         let now = Instant::now();
         let (progress, pause, kept, carried) = match origin {
             Origin::Accepted(admission) => {
-                let life = open.shared.config.limits.born(now);
+                let life = open.state().shared.config.limits.born(now);
                 let (progress, watched) = match admission {
                     Admission::Done(watched) => (Progress::New, watched),
                     Admission::InHeader => (Progress::NewInHeader, None),
@@ -359,7 +360,7 @@ impl<T: Seam> Conn<T> {
                     }
                     self.progress = Progress::New;
                 }
-                detect(&replay, &self.open.shared.config, connected.alpn)
+                detect(&replay, &self.open.state().shared.config, connected.alpn)
             }
         };
         if let Protocol::Undecided = protocol {
@@ -375,7 +376,7 @@ impl<T: Seam> Conn<T> {
         // Counted once out of the parked gauge: whoever saw the connection
         // parked sees its wake counted after.
         if self.progress == Progress::Served {
-            self.open.shared.stats.wakes.fetch_add(1, Relaxed);
+            self.open.state().shared.stats.wakes.fetch_add(1, Relaxed);
         }
         self.progress = Progress::Served;
         if !self.kept.report(ConnState::Active) {
@@ -401,7 +402,7 @@ impl<T: Seam> Conn<T> {
                 Err(_) => return Admitted::Close,
             },
         };
-        self.open.admit(&peer)
+        self.open.state().admit(&peer)
     }
 
     /// Starts the ACTIVE phase of `protocol` on bytes that just arrived (an
@@ -419,7 +420,7 @@ impl<T: Seam> Conn<T> {
         S: HttpService<B>,
         B: ResBody,
     {
-        let state: &'a ServeState<T> = &self.open;
+        let state: &'a ServeState<T> = self.open.state();
         let config = &state.shared.config;
         // The span covers ACTIVE phases only: in a PARKED task it would
         // cost its size for every waiting connection.
@@ -479,7 +480,7 @@ impl<T: Seam> Conn<T> {
             self.pause = Pause::Short;
         }
         self.kept.asleep = asleep;
-        self.open.shared.stats.parks.fetch_add(1, Relaxed);
+        self.open.state().shared.stats.parks.fetch_add(1, Relaxed);
         self.open.set_parked();
         if !self.kept.report(ConnState::Parked) {
             return State::Gone;
@@ -502,7 +503,7 @@ impl<T: Seam> Conn<T> {
                 ready: false,
             };
         }
-        let config = &self.open.shared.config;
+        let config = &self.open.state().shared.config;
         let now = Instant::now();
         // As hyper times it: from the client's last frame; HTTP/2 only.
         let ping_at = (config.h2_sleep.keep_alive)
@@ -515,7 +516,7 @@ impl<T: Seam> Conn<T> {
         };
         let kept = std::mem::replace(&mut self.kept, Kept::new(Default::default(), None));
         let stowed = kept.stow(config.limits.any());
-        match self.open.lot.park(stream, stowed, now, due) {
+        match self.open.state().lot.park(stream, stowed, now, due) {
             Ok(()) => {
                 // The lot counts it as parked and held from here on.
                 self.open.moved_to_lot();
