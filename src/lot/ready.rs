@@ -53,8 +53,6 @@ pub(crate) enum Report {
     Closed,
 }
 
-/// The readiness of a registered connection: set by the lot's driver,
-/// cleared by its reader and writer.
 /// A cell's state behind its lock.
 #[derive(Debug, Default)]
 struct Readiness {
@@ -68,6 +66,8 @@ struct Readiness {
     parked_at: Millis,
 }
 
+/// The readiness of a registered connection: set by the lot's driver,
+/// cleared by its reader and writer.
 #[derive(Debug, Default)]
 pub(crate) struct Cell {
     state: Mutex<Readiness>,
