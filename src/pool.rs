@@ -53,11 +53,13 @@ static KEPT: AtomicUsize = AtomicUsize::new(0);
 /// A server's handle on the buffer pool.
 #[derive(Clone, Default)]
 pub(crate) struct Pool {
-    stats: Arc<Counters>,
+    stats: Arc<PoolCounters>,
 }
 
+/// What the pool counts: buffers taken and not given back, and takes
+/// that found a free buffer or had to allocate.
 #[derive(Default)]
-struct Counters {
+struct PoolCounters {
     in_use: AtomicUsize,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -128,7 +130,7 @@ pub struct PoolStats {
 pub(crate) struct PoolBuf {
     // `Option` only so that `Drop` can move the box out.
     buf: Option<Box<[u8]>>,
-    stats: Arc<Counters>,
+    stats: Arc<PoolCounters>,
 }
 
 impl Deref for PoolBuf {

@@ -33,18 +33,20 @@ pub(crate) enum Level {
 /// Cloning is cheap: clones share one level.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Signal {
-    inner: Arc<Inner>,
+    inner: Arc<SignalState>,
 }
 
+/// What the clones of a [`Signal`] share: the level, and who waits for it
+/// to rise.
 #[derive(Debug)]
-struct Inner {
+struct SignalState {
     level: AtomicU8,
     notify: Notify,
 }
 
-impl Default for Inner {
+impl Default for SignalState {
     fn default() -> Self {
-        Inner {
+        SignalState {
             level: AtomicU8::new(Level::Running as u8),
             notify: Notify::new(),
         }
@@ -75,7 +77,7 @@ impl Signal {
     }
 }
 
-impl Inner {
+impl SignalState {
     fn raise(&self, level: Level) {
         self.level.fetch_max(level as u8, Ordering::AcqRel);
         self.notify.notify_waiters();
@@ -115,7 +117,7 @@ pin_project! {
     /// connection's task polls it on every wake-up, so this matters for
     /// throughput.
     pub(crate) struct Watch<'a> {
-        signal: &'a Inner,
+        signal: &'a SignalState,
         #[pin]
         notified: Notified<'a>,
         // The waker `notified` was last polled with: registered again

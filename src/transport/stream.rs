@@ -24,9 +24,9 @@ use tokio::net::{TcpStream, UnixStream};
 /// whether the server listens on TCP or on a Unix socket. The socket
 /// itself is one method away when a handler needs it
 /// ([`as_tcp`](Self::as_tcp), [`into_unix`](Self::into_unix), …).
-pub struct Stream(Kind);
+pub struct Stream(StreamKind);
 
-enum Kind {
+enum StreamKind {
     Tcp(TcpStream),
     Unix(UnixStream),
     /// A layer over a TCP or Unix socket (a `Stream` itself): a TLS
@@ -63,7 +63,7 @@ impl Stream {
     /// Returns the TCP socket, if the stream is one.
     pub fn as_tcp(&self) -> Option<&TcpStream> {
         match &self.0 {
-            Kind::Tcp(stream) => Some(stream),
+            StreamKind::Tcp(stream) => Some(stream),
             _ => None,
         }
     }
@@ -71,7 +71,7 @@ impl Stream {
     /// Returns the Unix socket, if the stream is one.
     pub fn as_unix(&self) -> Option<&UnixStream> {
         match &self.0 {
-            Kind::Unix(stream) => Some(stream),
+            StreamKind::Unix(stream) => Some(stream),
             _ => None,
         }
     }
@@ -79,7 +79,7 @@ impl Stream {
     /// Returns the TCP socket, or the stream back if it is not one.
     pub fn into_tcp(self) -> Result<TcpStream, Stream> {
         match self.0 {
-            Kind::Tcp(stream) => Ok(stream),
+            StreamKind::Tcp(stream) => Ok(stream),
             kind => Err(Stream(kind)),
         }
     }
@@ -87,7 +87,7 @@ impl Stream {
     /// Returns the Unix socket, or the stream back if it is not one.
     pub fn into_unix(self) -> Result<UnixStream, Stream> {
         match self.0 {
-            Kind::Unix(stream) => Ok(stream),
+            StreamKind::Unix(stream) => Ok(stream),
             kind => Err(Stream(kind)),
         }
     }
@@ -96,10 +96,10 @@ impl Stream {
     /// peer's close) arrived, no system call.
     pub(crate) fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &self.0 {
-            Kind::Tcp(stream) => stream.poll_read_ready(cx),
-            Kind::Unix(stream) => stream.poll_read_ready(cx),
+            StreamKind::Tcp(stream) => stream.poll_read_ready(cx),
+            StreamKind::Unix(stream) => stream.poll_read_ready(cx),
             #[cfg(feature = "tls-no-provider")]
-            Kind::Layer(layer) => layer.poll_read_ready(cx),
+            StreamKind::Layer(layer) => layer.poll_read_ready(cx),
         }
     }
 
@@ -109,9 +109,9 @@ impl Stream {
     /// socket.
     pub(crate) fn has_buffered(&self) -> bool {
         match &self.0 {
-            Kind::Tcp(_) | Kind::Unix(_) => false,
+            StreamKind::Tcp(_) | StreamKind::Unix(_) => false,
             #[cfg(feature = "tls-no-provider")]
-            Kind::Layer(layer) => layer.has_buffered(),
+            StreamKind::Layer(layer) => layer.has_buffered(),
         }
     }
 }
@@ -120,13 +120,13 @@ impl Stream {
 impl Stream {
     /// A layer over a TCP or Unix socket.
     pub(super) fn from_layer(layer: Box<dyn Layer>) -> Self {
-        Stream(Kind::Layer(layer))
+        Stream(StreamKind::Layer(layer))
     }
 
     /// The layer, if the stream is one.
     pub(super) fn layer(&self) -> Option<&dyn Layer> {
         match &self.0 {
-            Kind::Layer(layer) => Some(&**layer),
+            StreamKind::Layer(layer) => Some(&**layer),
             _ => None,
         }
     }
@@ -134,7 +134,7 @@ impl Stream {
     /// The layer, or the stream back if it is not one.
     pub(super) fn into_layer(self) -> Result<Box<dyn Layer>, Stream> {
         match self.0 {
-            Kind::Layer(layer) => Ok(layer),
+            StreamKind::Layer(layer) => Ok(layer),
             kind => Err(Stream(kind)),
         }
     }
@@ -142,23 +142,23 @@ impl Stream {
 
 impl From<TcpStream> for Stream {
     fn from(stream: TcpStream) -> Self {
-        Stream(Kind::Tcp(stream))
+        Stream(StreamKind::Tcp(stream))
     }
 }
 
 impl From<UnixStream> for Stream {
     fn from(stream: UnixStream) -> Self {
-        Stream(Kind::Unix(stream))
+        Stream(StreamKind::Unix(stream))
     }
 }
 
 impl fmt::Debug for Stream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
-            Kind::Tcp(stream) => stream.fmt(f),
-            Kind::Unix(stream) => stream.fmt(f),
+            StreamKind::Tcp(stream) => stream.fmt(f),
+            StreamKind::Unix(stream) => stream.fmt(f),
             #[cfg(feature = "tls-no-provider")]
-            Kind::Layer(layer) => layer.fmt(f),
+            StreamKind::Layer(layer) => layer.fmt(f),
         }
     }
 }
@@ -167,10 +167,10 @@ impl fmt::Debug for Stream {
 macro_rules! delegate {
     ($self:ident, $stream:ident => $call:expr) => {
         match &mut $self.get_mut().0 {
-            Kind::Tcp($stream) => $call,
-            Kind::Unix($stream) => $call,
+            StreamKind::Tcp($stream) => $call,
+            StreamKind::Unix($stream) => $call,
             #[cfg(feature = "tls-no-provider")]
-            Kind::Layer($stream) => {
+            StreamKind::Layer($stream) => {
                 let $stream = &mut **$stream;
                 $call
             }
@@ -207,10 +207,10 @@ impl AsyncWrite for Stream {
 
     fn is_write_vectored(&self) -> bool {
         match &self.0 {
-            Kind::Tcp(stream) => stream.is_write_vectored(),
-            Kind::Unix(stream) => stream.is_write_vectored(),
+            StreamKind::Tcp(stream) => stream.is_write_vectored(),
+            StreamKind::Unix(stream) => stream.is_write_vectored(),
             #[cfg(feature = "tls-no-provider")]
-            Kind::Layer(layer) => layer.is_write_vectored(),
+            StreamKind::Layer(layer) => layer.is_write_vectored(),
         }
     }
 

@@ -30,9 +30,11 @@ use rustls::{CipherSuite, CommonState, HandshakeKind, ProtocolVersion};
 /// # }
 /// ```
 #[derive(Clone)]
-pub struct TlsInfo(Arc<Negotiated>);
+pub struct TlsInfo(Arc<TlsDetails>);
 
-struct Negotiated {
+/// What a completed handshake negotiated, shared by the clones of a
+/// [`TlsInfo`].
+struct TlsDetails {
     server_name: Option<Box<str>>,
     alpn_protocol: Option<Box<[u8]>>,
     protocol_version: ProtocolVersion,
@@ -45,7 +47,7 @@ impl TlsInfo {
     /// What the session `conn` negotiated, once its handshake is complete
     /// (`None` before), with the server name its ClientHello asked for.
     pub(crate) fn new(conn: &CommonState, server_name: Option<Box<str>>) -> Option<TlsInfo> {
-        Some(TlsInfo(Arc::new(Negotiated {
+        Some(TlsInfo(Arc::new(TlsDetails {
             server_name,
             alpn_protocol: conn.alpn_protocol().map(Box::from),
             protocol_version: conn.protocol_version()?,

@@ -33,7 +33,7 @@ const RESTORE_AFTER: u32 = 4;
 /// When a connection's fence goes out: the client must acknowledge it
 /// before the connection may sleep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Timing {
+enum FenceTiming {
     /// Before the server frame that ends the last open stream, once: a new
     /// connection's. Many connections idle after their first request, and
     /// a client that reads only while it waits for a response (Python's
@@ -60,7 +60,7 @@ pub(super) struct Fence {
     table_empty: bool,
     /// Streams opened since the table was emptied.
     streams_since_empty: u32,
-    timing: Timing,
+    timing: FenceTiming,
 }
 
 impl Fence {
@@ -71,7 +71,7 @@ impl Fence {
             sent: VecDeque::new(),
             table_empty: false,
             streams_since_empty: 0,
-            timing: Timing::FirstResponse,
+            timing: FenceTiming::FirstResponse,
         }
     }
 
@@ -81,8 +81,8 @@ impl Fence {
         Fence {
             table_empty: true,
             timing: match early {
-                true => Timing::Early,
-                false => Timing::Quiet,
+                true => FenceTiming::Early,
+                false => FenceTiming::Quiet,
             },
             ..Fence::new()
         }
@@ -134,8 +134,8 @@ impl Fence {
     /// The fence's frame, noted as sent after `resets` resets.
     pub(super) fn frame(&mut self, resets: u32) -> Vec<u8> {
         self.sent.push_back(Sent::Fence { resets });
-        if self.timing == Timing::FirstResponse {
-            self.timing = Timing::Quiet;
+        if self.timing == FenceTiming::FirstResponse {
+            self.timing = FenceTiming::Quiet;
         }
         let mut out = Vec::with_capacity(HEAD_LEN + 6);
         frame::settings(&mut out, [(frame::HEADER_TABLE_SIZE, 0)]);
@@ -146,13 +146,13 @@ impl Fence {
     /// stream open, not once the connection is quiet (see
     /// `Watch::fence_early`).
     pub(super) fn go_early(&mut self) {
-        self.timing = Timing::Early;
+        self.timing = FenceTiming::Early;
     }
 
     /// Whether the fences go out early for good (a sleeping connection
     /// keeps it).
     pub(super) fn is_early(&self) -> bool {
-        self.timing == Timing::Early
+        self.timing == FenceTiming::Early
     }
 
     /// Whether a fence may go out before a frame that ends the last open
@@ -161,7 +161,7 @@ impl Fence {
     /// connection's first response usually goes out before the client's
     /// ACK of them): ACKs come in order.
     pub(super) fn early_allowed(&self) -> bool {
-        self.timing != Timing::Quiet && self.sent.iter().all(|sent| *sent == Sent::H2)
+        self.timing != FenceTiming::Quiet && self.sent.iter().all(|sent| *sent == Sent::H2)
     }
 
     /// The frame that gives the client its HPACK table back, once a

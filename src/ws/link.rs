@@ -73,7 +73,7 @@ impl std::error::Error for SendError {}
 
 /// A socket's settings, which its senders read under the link's lock.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Settings {
+pub(crate) struct SocketSettings {
     pub(crate) rules: Rules,
     pub(crate) max_queued: u32,
     /// Milliseconds (see `WebSocketUpgrade::close_timeout`).
@@ -85,7 +85,7 @@ pub(crate) struct Settings {
 /// it sleeps. Atomics, read without the link's lock: the lot asks a
 /// sleeper under its own lock, which a send takes under the link's.
 #[derive(Debug, Default)]
-pub(crate) struct KeepAlive {
+pub(crate) struct SocketKeepAlive {
     /// Milliseconds, `0` for off; set before the socket first sleeps.
     ping_every: AtomicU32,
     ping_timeout: AtomicU32,
@@ -111,13 +111,13 @@ fn clock() -> u32 {
     EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u32
 }
 
-/// A duration in milliseconds for [`KeepAlive`]: `0` for none, else 1 ms
+/// A duration in milliseconds for [`SocketKeepAlive`]: `0` for none, else 1 ms
 /// to 24 days.
 pub(crate) fn keep_alive_millis(d: Option<Duration>) -> u32 {
     d.map_or(0, |d| d.as_millis().clamp(1, i32::MAX as u128) as u32)
 }
 
-impl KeepAlive {
+impl SocketKeepAlive {
     pub(crate) fn set(&self, ping_every: u32, ping_timeout: u32, idle: u32) {
         self.ping_every.store(ping_every, Relaxed);
         self.ping_timeout.store(ping_timeout, Relaxed);
@@ -185,16 +185,18 @@ impl KeepAlive {
 pub(crate) struct Link {
     /// The socket's number, unique in the process: its senders' identity.
     number: u64,
-    state: Mutex<State>,
-    pub(crate) keep_alive: KeepAlive,
+    state: Mutex<LinkState>,
+    pub(crate) keep_alive: SocketKeepAlive,
     /// The socket negotiated compression for the server's messages: a
     /// send takes a [`Frame`]'s compressed bytes (compressing it first, if
     /// no socket did yet), before it takes the lock.
     send_compressed: AtomicBool,
 }
 
+/// What a link keeps behind its lock: where the socket is, its queue, and
+/// how its sends went.
 #[derive(Debug)]
-pub(super) struct State {
+pub(super) struct LinkState {
     pub(super) at: At,
     /// The lot the socket sleeps in, once upgraded.
     pub(super) lot: Option<Lot>,
@@ -207,7 +209,7 @@ pub(super) struct State {
     pub(super) overflowed: bool,
     /// A send woke the sleeping socket to write what it did not take.
     pub(super) woken_to_write: bool,
-    pub(super) settings: Settings,
+    pub(super) settings: SocketSettings,
     /// The topics the socket joined, and its slot in each: it leaves them
     /// when it closes.
     #[allow(
@@ -254,7 +256,7 @@ struct Outbox {
     waker: Option<Waker>,
 }
 
-impl State {
+impl LinkState {
     pub(super) fn queued(&self) -> usize {
         self.outbox.as_ref().map_or(0, |outbox| outbox.queued)
     }
@@ -332,11 +334,11 @@ pub(super) enum At {
 }
 
 impl Link {
-    pub(crate) fn new(settings: Settings) -> Arc<Link> {
+    pub(crate) fn new(settings: SocketSettings) -> Arc<Link> {
         static NUMBERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Arc::new(Link {
             number: NUMBERS.fetch_add(1, Relaxed),
-            state: Mutex::new(State {
+            state: Mutex::new(LinkState {
                 at: At::Upgrading,
                 lot: None,
                 outbox: None,
@@ -346,7 +348,7 @@ impl Link {
                 settings,
                 topics: None,
             }),
-            keep_alive: KeepAlive::default(),
+            keep_alive: SocketKeepAlive::default(),
             send_compressed: AtomicBool::new(false),
         })
     }
@@ -369,7 +371,7 @@ impl Link {
         self.send_compressed.store(on, Relaxed);
     }
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, LinkState> {
         // Every step under the lock leaves the state whole.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -379,7 +381,7 @@ impl Link {
         Arc::as_ptr(self) as usize
     }
 
-    pub(crate) fn set_settings(&self, settings: Settings) {
+    pub(crate) fn set_settings(&self, settings: SocketSettings) {
         self.lock().settings = settings;
     }
 
@@ -542,7 +544,7 @@ impl Sender {
         }
         if let (At::Asleep(key), Some(lot)) = (state.at, &state.lot) {
             let (wrote, id) = (lot.write_to(key, link.id(), bytes), link.id());
-            let woken = |state: &State| state.lot.as_ref().is_some_and(|lot| lot.wake(key, id));
+            let woken = |state: &LinkState| state.lot.as_ref().is_some_and(|lot| lot.wake(key, id));
             match wrote {
                 Some(Ok(Wrote { taken, held })) => {
                     state.closing = frame.is_close();

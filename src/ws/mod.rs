@@ -165,7 +165,7 @@ pub use link::{SendError, Sender, WhenFull};
 pub use message::{CloseCode, CloseFrame, Message};
 pub use topic::{Published, Topic};
 
-use link::{Link, Settings, keep_alive_millis};
+use link::{Link, SocketSettings, keep_alive_millis};
 use reader::Rules;
 
 /// What a checked upgrade request offers.
@@ -219,7 +219,7 @@ pub struct WebSocketUpgrade {
     /// Whether `permessage-deflate` may be negotiated.
     #[cfg(feature = "ws-deflate")]
     compression: bool,
-    settings: Settings,
+    settings: SocketSettings,
     ping_interval: Option<Duration>,
     ping_timeout: Duration,
     idle_timeout: Option<Duration>,
@@ -262,7 +262,7 @@ impl WebSocketUpgrade {
                     Rejection::upgrade("the request did not come through a dormant server")
                 })?,
         };
-        let settings = Settings {
+        let settings = SocketSettings {
             rules: Rules {
                 frame: 16 << 20,
                 message: 64 << 20,

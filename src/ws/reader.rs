@@ -124,12 +124,12 @@ pub(crate) struct Reader {
     /// `None` between messages.
     partial: Option<Box<Partial>>,
     /// The server sent its close frame: only the client's matters now.
-    closing: Closing,
+    closing: AfterClose,
 }
 
 /// What a reader does once the server has sent its close frame.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum Closing {
+enum AfterClose {
     /// Not closing: frames are read.
     #[default]
     No,
@@ -215,7 +215,7 @@ impl Reader {
     /// the close frame may cut that frame short), the frames can no longer
     /// be told apart: every byte is dropped until the connection ends.
     pub(crate) fn closing(&mut self, refused: Option<Refused>) {
-        if self.closing == Closing::Drop {
+        if self.closing == AfterClose::Drop {
             return;
         }
         let begun = (self.partial.as_ref())
@@ -229,11 +229,11 @@ impl Reader {
                 || (begun && refused.code != CloseCode::SIZE)
         });
         if framing_broken {
-            self.closing = Closing::Drop;
+            self.closing = AfterClose::Drop;
             self.partial = None;
             return;
         }
-        self.closing = Closing::Skip;
+        self.closing = AfterClose::Skip;
         if let Some(partial) = &mut self.partial {
             // A message refused for its size goes on: the rest of the frame
             // in flight, and the frames after it if it was not the last.
@@ -265,7 +265,7 @@ impl Reader {
     /// Whether the reader drops every byte (the client broke its framing):
     /// its close frame cannot be found.
     pub(crate) fn is_dropping(&self) -> bool {
-        self.closing == Closing::Drop
+        self.closing == AfterClose::Drop
     }
 
     /// Reads from `input` (advancing it) until a frame completes an event,
@@ -280,11 +280,11 @@ impl Reader {
         input: &mut &[u8],
         rules: Rules,
     ) -> Result<Option<Event>, Refused> {
-        if self.closing == Closing::Drop {
+        if self.closing == AfterClose::Drop {
             *input = &[];
             return Ok(None);
         }
-        let closing = self.closing == Closing::Skip;
+        let closing = self.closing == AfterClose::Skip;
         loop {
             if input.is_empty() {
                 return Ok(None);

@@ -319,15 +319,15 @@ impl Bounds {
 }
 
 /// How a socket's connection ended, and the goodbye still owed to it.
-struct Ended {
+struct Ending {
     end: End,
     goodbye: Option<Goodbye>,
 }
 
-impl From<End> for Ended {
+impl From<End> for Ending {
     /// An end that owes no goodbye: the connection is gone.
-    fn from(end: End) -> Ended {
-        Ended { end, goodbye: None }
+    fn from(end: End) -> Ending {
+        Ending { end, goodbye: None }
     }
 }
 
@@ -441,7 +441,7 @@ where
         &mut self,
         mut stream: Wire,
         mut read: io::Result<Option<PooledBytes>>,
-    ) -> Result<Wire, Ended> {
+    ) -> Result<Wire, Ending> {
         // Set before the socket first slept: read once a wake.
         let rules = self.link.lock().settings.rules;
         loop {
@@ -498,7 +498,7 @@ where
 
     /// The client's close frame came: the server answers it (unless it
     /// sent its own first), and says goodbye.
-    async fn closed(&mut self, frame: Option<CloseFrame>, mut stream: Wire) -> Ended {
+    async fn closed(&mut self, frame: Option<CloseFrame>, mut stream: Wire) -> Ending {
         if !self.link.lock().closing {
             // The answer echoes the code (RFC 6455, 5.5.1).
             let code = frame.as_ref().map_or(CloseCode::NONE, |f| f.code);
@@ -506,7 +506,7 @@ where
         }
         let bounds = self.bounds();
         let _ = tokio::time::timeout_at(bounds.deadline, self.write_queue(&mut stream)).await;
-        Ended {
+        Ending {
             end: End::Closed(frame),
             goodbye: Some(Goodbye {
                 stream,
@@ -527,7 +527,7 @@ where
     /// Answers a client that broke the protocol or a limit with the close
     /// code for it (RFC 6455, 7.1.7), then waits for its close frame (the
     /// rest of this read, `rest`, first), as [`await_close`](Self::await_close).
-    async fn refuse(&mut self, refused: Refused, stream: Wire, rest: &[u8]) -> Ended {
+    async fn refuse(&mut self, refused: Refused, stream: Wire, rest: &[u8]) -> Ending {
         if !self.link.lock().closing {
             self.push_control(Frame::close(refused.code, refused.reason));
         }
@@ -545,7 +545,7 @@ where
     /// The server shuts down: a close frame (1001) after what is queued,
     /// and a wait for the client's answer, cut short when the server's
     /// grace period is over (then no goodbye either).
-    async fn shut_down(&mut self, mut stream: Wire, drain: Option<&Drain>) -> Ended {
+    async fn shut_down(&mut self, mut stream: Wire, drain: Option<&Drain>) -> Ending {
         if !self.link.lock().closing {
             self.push_control(Frame::close(
                 CloseCode::GOING_AWAY,
@@ -580,7 +580,7 @@ where
                 bounds,
                 until_eof: false,
             });
-        Ended { end, goodbye }
+        Ending { end, goodbye }
     }
 
     /// How far a closing socket goes: until its close timeout
@@ -608,7 +608,7 @@ where
         mut stream: Wire,
         rest: &[u8],
         refused: Option<Refused>,
-    ) -> Ended {
+    ) -> Ending {
         self.reader.closing(refused);
         if self.reader.is_dropping() {
             return self.hang_up(stream).await;
@@ -642,7 +642,7 @@ where
                 End::Lost
             }
         };
-        Ended {
+        Ending {
             end,
             goodbye: Some(Goodbye {
                 stream,
@@ -655,10 +655,10 @@ where
     /// Writes the close frame queued, and ends the socket without waiting
     /// for the client's: the goodbye reads until the client closes its
     /// side.
-    async fn hang_up(&mut self, mut stream: Wire) -> Ended {
+    async fn hang_up(&mut self, mut stream: Wire) -> Ending {
         let bounds = self.bounds();
         let _ = tokio::time::timeout_at(bounds.deadline, self.write_queue(&mut stream)).await;
-        Ended {
+        Ending {
             end: End::Lost,
             goodbye: Some(Goodbye {
                 stream,
@@ -847,7 +847,7 @@ where
 
     /// The socket ended: the link closes, the connection is let go, and
     /// the handler gets its last message.
-    async fn end(mut self, ended: Ended) {
+    async fn end(mut self, ended: Ending) {
         self.link.close();
         let frame = match ended.end {
             End::Closed(frame) => frame,

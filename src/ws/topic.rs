@@ -193,14 +193,14 @@ impl fmt::Debug for Topic {
 
 #[cfg(test)]
 mod tests {
-    use super::super::link::{Link, Settings};
+    use super::super::link::{Link, SocketSettings};
     use super::super::reader::Rules;
     use super::super::{Frame, WhenFull};
     use super::*;
 
     /// A socket's sender that is not upgraded: what is sent to it queues.
     fn socket() -> Sender {
-        Sender::new(Link::new(Settings {
+        Sender::new(Link::new(SocketSettings {
             rules: Rules {
                 frame: 1 << 20,
                 message: 1 << 20,

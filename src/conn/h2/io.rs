@@ -43,7 +43,7 @@ const ANSWER_ROOM: usize = 128;
 
 /// What the driver and the transport hyper sees share.
 #[derive(Debug)]
-pub(super) struct Wire {
+pub(super) struct WireState {
     pub(super) watch: Watch,
     /// h2's last read found nothing: it waits for the client.
     pub(super) read_blocked: bool,
@@ -55,9 +55,9 @@ pub(super) struct Wire {
     pub(super) fence_wanted: bool,
 }
 
-impl Wire {
-    pub(super) fn new(watch: Watch) -> Mutex<Wire> {
-        Mutex::new(Wire {
+impl WireState {
+    pub(super) fn new(watch: Watch) -> Mutex<WireState> {
+        Mutex::new(WireState {
             watch,
             read_blocked: false,
             unflushed: false,
@@ -68,7 +68,7 @@ impl Wire {
 
 /// Locks the wire. Within one task the lock is never contended; a panic
 /// while holding it leaves counters, at worst, stale.
-pub(super) fn lock(wire: &Mutex<Wire>) -> MutexGuard<'_, Wire> {
+pub(super) fn lock(wire: &Mutex<WireState>) -> MutexGuard<'_, WireState> {
     wire.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -87,7 +87,7 @@ struct Waking<'a> {
 /// hyper's transport for an HTTP/2 connection.
 pub(super) struct H2Io<'a, T> {
     stream: &'a mut T,
-    wire: &'a Mutex<Wire>,
+    wire: &'a Mutex<WireState>,
     pool: &'a Pool,
     /// Bytes read before hyper was built; they pass the watcher as the
     /// socket's do.
@@ -108,7 +108,7 @@ where
     pub(super) fn new(
         stream: &'a mut T,
         replay: Replay,
-        wire: &'a Mutex<Wire>,
+        wire: &'a Mutex<WireState>,
         pool: &'a Pool,
         asleep: Option<&'a Asleep>,
     ) -> Self {

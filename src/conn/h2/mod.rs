@@ -45,7 +45,7 @@ use crate::timeout::{Expiry, Timeouts, Watchdog};
 use crate::track::Tracker;
 use crate::transport::Seam;
 use crate::wire::{Asleep, Decline, Watch};
-use io::{H2Io, Wire, lock};
+use io::{H2Io, WireState, lock};
 
 /// The longest a connection waits for the ACK of its fence when its
 /// `park_after` is shorter (or zero, right after a long sleep).
@@ -75,7 +75,7 @@ where
     let (tracker, service) = start.service();
     let (mut stream, state, life) = (start.stream, start.state, start.life);
     let shared = &state.shared;
-    let wire = Wire::new(asleep.as_deref().map_or_else(Watch::new, Watch::woken));
+    let wire = WireState::new(asleep.as_deref().map_or_else(Watch::new, Watch::woken));
     let requests_left = service.requests_left;
     let mut driver = ActiveH2::new(
         shared,
@@ -175,7 +175,7 @@ impl<'a> ActiveH2<'a> {
         cx: &mut Context<'_>,
         mut conn: Pin<&mut HyperH2<'_, T, S>>,
         pins: &mut Pins<'_, '_>,
-        wire: &Mutex<Wire>,
+        wire: &Mutex<WireState>,
     ) -> Poll<Outcome>
     where
         T: Seam,
@@ -287,7 +287,7 @@ impl Bedtime {
         &mut self,
         cx: &mut Context<'_>,
         mut timer: Pin<&mut Sleep>,
-        wire: &Mutex<Wire>,
+        wire: &Mutex<WireState>,
         tracker: &Tracker,
         shared: &Shared,
     ) -> Poll<Asleep> {
