@@ -43,9 +43,9 @@ async fn timer_registers_with_the_budget_spent() {
 
 /// A watchdog under a clock the test sets. Its timer belongs to a
 /// runtime that never runs, so it fires only when the test says
-/// ([`Rig::fire`]): the test plays the timer wheel, and the watchdog
+/// ([`WatchdogRig::fire`]): the test plays the timer wheel, and the watchdog
 /// decides with the time the clock gives.
-struct Rig {
+struct WatchdogRig {
     dog: Watchdog,
     timer: Pin<Box<Sleep>>,
     chosen: ChosenCell,
@@ -67,10 +67,14 @@ fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
-impl Rig {
+impl WatchdogRig {
     /// A watchdog for `timeouts` and `park_after` whose head began
     /// `head_since` after the epoch; the clock reads the epoch.
-    fn new(timeouts: Timeouts, park_after: Option<Duration>, head_since: Option<u64>) -> Rig {
+    fn new(
+        timeouts: Timeouts,
+        park_after: Option<Duration>,
+        head_since: Option<u64>,
+    ) -> WatchdogRig {
         let before_start = Instant::now();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -81,7 +85,7 @@ impl Rig {
             let _in = runtime.enter();
             Box::pin(tokio::time::sleep_until(t0 + UNSET))
         };
-        Rig {
+        WatchdogRig {
             dog: Watchdog::new(timeouts, park_after, head_since.map(|s| t0 + secs(s))),
             timer,
             chosen: ChosenCell::new(),
@@ -180,7 +184,7 @@ fn timeouts() -> Timeouts {
 
 #[test]
 fn the_header_read_timeout_counts_from_the_heads_first_byte() {
-    let mut rig = Rig::new(timeouts(), None, Some(0));
+    let mut rig = WatchdogRig::new(timeouts(), None, Some(0));
     rig.set_now(3);
     assert_eq!(rig.poll(head(0)), Poll::Pending);
     assert_eq!(rig.armed(), rig.at(10), "from head_since, not from now");
@@ -192,7 +196,7 @@ fn the_header_read_timeout_counts_from_the_heads_first_byte() {
 
 #[test]
 fn a_head_first_seen_starts_its_clock_then() {
-    let mut rig = Rig::new(timeouts(), None, None);
+    let mut rig = WatchdogRig::new(timeouts(), None, None);
     rig.set_now(2);
     assert_eq!(rig.poll(head(0)), Poll::Pending);
     assert_eq!((rig.armed(), rig.reads.get()), (rig.at(12), 1));
@@ -214,7 +218,7 @@ fn a_read_timeout_shorter_than_the_header_read_timeout_bounds_the_head() {
         read: Some(secs(4)),
         ..timeouts()
     };
-    let mut rig = Rig::new(short_read, None, Some(1));
+    let mut rig = WatchdogRig::new(short_read, None, Some(1));
     assert_eq!(rig.poll(head(0)), Poll::Pending);
     assert_eq!(rig.armed(), rig.at(5));
     rig.set_now(5);
@@ -226,7 +230,7 @@ fn a_read_timeout_shorter_than_the_header_read_timeout_bounds_the_head() {
 fn a_timer_that_fires_before_the_deadline_is_set_again() {
     // The watchdog decides with the clock: a timer that fires early
     // (it was left at a deadline that no longer holds) is set again.
-    let mut rig = Rig::new(timeouts(), None, Some(0));
+    let mut rig = WatchdogRig::new(timeouts(), None, Some(0));
     assert_eq!(rig.poll(head(0)), Poll::Pending);
     rig.set_now(4);
     rig.fire();
@@ -241,7 +245,7 @@ fn a_timer_that_fires_before_the_deadline_is_set_again() {
 fn a_later_deadline_leaves_the_timer_until_it_fires() {
     // Moving a `Sleep` later is cheap only once it has fired: the
     // watchdog lets the earlier one fire, then moves it.
-    let mut rig = Rig::new(timeouts(), None, None);
+    let mut rig = WatchdogRig::new(timeouts(), None, None);
     assert_eq!(rig.poll(writing(1)), Poll::Pending);
     assert_eq!(rig.armed(), rig.at(20));
     rig.set_now(2);
@@ -262,7 +266,7 @@ fn a_later_deadline_leaves_the_timer_until_it_fires() {
 
 #[test]
 fn a_body_read_timeout_counts_from_the_first_sight_of_its_request() {
-    let mut rig = Rig::new(timeouts(), None, None);
+    let mut rig = WatchdogRig::new(timeouts(), None, None);
     rig.set_now(5);
     assert_eq!(rig.poll(body(1)), Poll::Pending);
     assert_eq!(rig.armed(), rig.at(35));
@@ -276,7 +280,7 @@ fn a_body_read_timeout_counts_from_the_first_sight_of_its_request() {
 
 #[test]
 fn a_body_read_timeout_counts_from_the_first_byte_of_its_head() {
-    let mut rig = Rig::new(timeouts(), None, None);
+    let mut rig = WatchdogRig::new(timeouts(), None, None);
     rig.set_now(1);
     assert_eq!(rig.poll(head(0)), Poll::Pending);
     rig.set_now(8);
@@ -295,7 +299,7 @@ fn a_body_read_timeout_counts_from_the_first_byte_of_its_head() {
 
 #[test]
 fn the_write_timeout_counts_from_the_first_sight_of_each_response() {
-    let mut rig = Rig::new(timeouts(), None, None);
+    let mut rig = WatchdogRig::new(timeouts(), None, None);
     rig.set_now(1);
     assert_eq!(rig.poll(writing(1)), Poll::Pending);
     assert_eq!(rig.armed(), rig.at(21));
@@ -317,7 +321,7 @@ fn the_write_timeout_counts_from_the_first_sight_of_each_response() {
 
 #[test]
 fn the_idle_timeout_counts_from_the_first_quiet_sight() {
-    let mut rig = Rig::new(timeouts(), None, None);
+    let mut rig = WatchdogRig::new(timeouts(), None, None);
     rig.set_now(1);
     assert_eq!(rig.poll(quiet(0)), Poll::Pending);
     assert_eq!(rig.armed(), rig.at(61));
@@ -328,7 +332,7 @@ fn the_idle_timeout_counts_from_the_first_quiet_sight() {
 
 #[test]
 fn a_quiet_connection_parks_after_park_after() {
-    let mut rig = Rig::new(timeouts(), Some(secs(5)), None);
+    let mut rig = WatchdogRig::new(timeouts(), Some(secs(5)), None);
     rig.set_now(1);
     assert_eq!(rig.poll(quiet(0)), Poll::Pending);
     assert_eq!(rig.armed(), rig.at(6));
@@ -342,7 +346,7 @@ fn a_busy_connection_reads_no_clock_until_its_timer_fires() {
     // Quiet after every response, with requests in between that the
     // watchdog never saw: its quiet streak starts again when the timer
     // fires, and the connection parks once quiet for `park_after`.
-    let mut rig = Rig::new(timeouts(), Some(secs(5)), None);
+    let mut rig = WatchdogRig::new(timeouts(), Some(secs(5)), None);
     assert_eq!(rig.poll(quiet(0)), Poll::Pending);
     assert_eq!((rig.armed(), rig.reads.get()), (rig.at(5), 1));
     for requests in 1..=3 {
@@ -361,7 +365,7 @@ fn a_busy_connection_reads_no_clock_until_its_timer_fires() {
 
 #[test]
 fn a_connection_that_stops_parking_keeps_its_idle_timeout() {
-    let mut rig = Rig::new(timeouts(), Some(secs(5)), None);
+    let mut rig = WatchdogRig::new(timeouts(), Some(secs(5)), None);
     assert_eq!(rig.poll(quiet(0)), Poll::Pending);
     rig.dog.stop_parking();
     assert_eq!(rig.poll(quiet(0)), Poll::Pending);
@@ -380,7 +384,7 @@ fn a_connection_that_stops_parking_keeps_its_idle_timeout() {
 
 #[test]
 fn the_age_ends_a_connection_whatever_it_does_then_its_grace() {
-    let mut rig = Rig::new(timeouts(), None, None);
+    let mut rig = WatchdogRig::new(timeouts(), None, None);
     rig.dog.set_end(Some((rig.at(3), Expiry::Age)));
     assert_eq!(rig.poll(writing(1)), Poll::Pending);
     assert_eq!(rig.armed(), rig.at(3), "earlier than the write timeout");
@@ -398,7 +402,7 @@ fn the_age_ends_a_connection_whatever_it_does_then_its_grace() {
 
 #[test]
 fn an_end_set_while_the_connection_waits_quiet_moves_the_timer() {
-    let mut rig = Rig::new(timeouts(), Some(secs(5)), None);
+    let mut rig = WatchdogRig::new(timeouts(), Some(secs(5)), None);
     assert_eq!(rig.poll(quiet(0)), Poll::Pending);
     assert_eq!(rig.armed(), rig.at(5));
     rig.dog.set_end(Some((rig.at(2), Expiry::Age)));
@@ -413,7 +417,7 @@ fn an_end_set_while_the_connection_waits_quiet_moves_the_timer() {
 fn a_deadline_passed_when_a_clock_starts_acts_at_once() {
     // Without the timer: the wheel would round a zero delay up to its
     // next tick.
-    let mut rig = Rig::new(timeouts(), None, None);
+    let mut rig = WatchdogRig::new(timeouts(), None, None);
     rig.dog.set_end(Some((rig.at(1), Expiry::Age)));
     rig.set_now(2);
     assert_eq!(rig.poll(quiet(0)), Poll::Ready(Expiry::Age));
@@ -422,7 +426,7 @@ fn a_deadline_passed_when_a_clock_starts_acts_at_once() {
 
 #[test]
 fn a_chosen_read_deadline_replaces_the_servers_read_timeout() {
-    let mut rig = Rig::new(timeouts(), None, None);
+    let mut rig = WatchdogRig::new(timeouts(), None, None);
     rig.choose(1, Side::Read, Some(rig.at(5)));
     assert_eq!(rig.poll(body(1)), Poll::Pending);
     assert_eq!((rig.armed(), rig.reads.get()), (rig.at(5), 0));
@@ -431,7 +435,7 @@ fn a_chosen_read_deadline_replaces_the_servers_read_timeout() {
     assert_eq!(rig.poll(body(1)), Poll::Ready(Expiry::Read));
 
     // Later than the server's, it replaces it too.
-    let mut rig = Rig::new(timeouts(), None, None);
+    let mut rig = WatchdogRig::new(timeouts(), None, None);
     rig.choose(1, Side::Read, Some(rig.at(100)));
     assert_eq!(rig.poll(body(1)), Poll::Pending);
     assert_eq!(rig.armed(), rig.at(100));
@@ -439,7 +443,7 @@ fn a_chosen_read_deadline_replaces_the_servers_read_timeout() {
 
 #[test]
 fn a_chosen_write_deadline_replaces_the_servers_write_timeout() {
-    let mut rig = Rig::new(timeouts(), None, None);
+    let mut rig = WatchdogRig::new(timeouts(), None, None);
     rig.choose(1, Side::Write, Some(rig.at(40)));
     assert_eq!(rig.poll(writing(1)), Poll::Pending);
     assert_eq!(rig.armed(), rig.at(40));
@@ -450,7 +454,7 @@ fn a_chosen_write_deadline_replaces_the_servers_write_timeout() {
 
 #[test]
 fn a_lifted_write_deadline_leaves_the_response_unbounded() {
-    let mut rig = Rig::new(timeouts(), None, None);
+    let mut rig = WatchdogRig::new(timeouts(), None, None);
     rig.choose(1, Side::Write, None);
     assert_eq!(rig.poll(writing(1)), Poll::Pending);
     assert_eq!(rig.armed(), rig.at(0) + UNSET, "nothing to watch");
@@ -459,7 +463,7 @@ fn a_lifted_write_deadline_leaves_the_response_unbounded() {
 
 #[test]
 fn a_deadline_chosen_for_an_earlier_request_does_not_hold() {
-    let mut rig = Rig::new(timeouts(), None, None);
+    let mut rig = WatchdogRig::new(timeouts(), None, None);
     rig.choose(1, Side::Read, Some(rig.at(5)));
     assert_eq!(rig.poll(body(2)), Poll::Pending);
     assert_eq!(rig.armed(), rig.at(30), "the server's read timeout");

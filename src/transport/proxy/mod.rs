@@ -74,20 +74,20 @@ use header::Client;
 pub struct ProxiedStream<IO> {
     // Dropped first: a failed header is counted before the socket closes,
     // so a client that sees the close sees the count.
-    header: Header,
+    header: HeaderState,
     io: IO,
 }
 
 /// Where a stream's PROXY header is.
-enum Header {
-    Reading(Reading),
+enum HeaderState {
+    Reading(PartialHeader),
     /// Read: the client's address it carried; `None` if the socket's own
     /// peer stands.
     Read(Option<Client>),
 }
 
 /// A header being read.
-struct Reading {
+struct PartialHeader {
     /// The start of the header, when it came in pieces.
     partial: Vec<u8>,
     /// Where a connection that closes before its header is whole is
@@ -96,7 +96,7 @@ struct Reading {
     failures: Option<Arc<dyn Handshakes>>,
 }
 
-impl Drop for Reading {
+impl Drop for PartialHeader {
     fn drop(&mut self) {
         if let Some(failures) = &self.failures {
             failures.proxy_header_failed();
@@ -105,16 +105,16 @@ impl Drop for Reading {
 }
 
 /// What one read did to a header being read.
-enum Step {
+enum HeaderStep {
     /// The header is not whole yet.
     More,
     /// The header ends `skip` bytes into the read.
     Read { skip: usize, client: Option<Client> },
 }
 
-impl Reading {
+impl PartialHeader {
     /// Takes the bytes of one read.
-    fn take(&mut self, fresh: &[u8]) -> Result<Step, header::Invalid> {
+    fn take(&mut self, fresh: &[u8]) -> Result<HeaderStep, header::Invalid> {
         let kept = self.partial.len();
         let parsed = if kept == 0 {
             header::parse(fresh)?
@@ -127,7 +127,7 @@ impl Reading {
         };
         Ok(match parsed {
             // The header ends after the bytes kept: they were not one.
-            Some(header) => Step::Read {
+            Some(header) => HeaderStep::Read {
                 skip: header.len.saturating_sub(kept),
                 client: header.client,
             },
@@ -135,7 +135,7 @@ impl Reading {
                 if kept == 0 {
                     self.partial.extend_from_slice(fresh);
                 }
-                Step::More
+                HeaderStep::More
             }
         })
     }
@@ -146,7 +146,7 @@ impl<IO> ProxiedStream<IO> {
     pub(crate) fn new(io: IO) -> Self {
         ProxiedStream {
             io,
-            header: Header::Reading(Reading {
+            header: HeaderState::Reading(PartialHeader {
                 partial: Vec::new(),
                 failures: None,
             }),
@@ -161,8 +161,8 @@ impl<IO> ProxiedStream<IO> {
     /// The client's address the header carried, once read.
     fn client(&self) -> Option<SocketAddr> {
         match self.header {
-            Header::Read(client) => client.map(SocketAddr::from),
-            Header::Reading(_) => None,
+            HeaderState::Read(client) => client.map(SocketAddr::from),
+            HeaderState::Reading(_) => None,
         }
     }
 }
@@ -172,8 +172,8 @@ impl<IO: fmt::Debug> fmt::Debug for ProxiedStream<IO> {
         let mut debug = f.debug_struct("ProxiedStream");
         debug.field("io", &self.io);
         match &self.header {
-            Header::Reading(_) => debug.field("header", &"reading"),
-            Header::Read(_) => debug.field("client", &self.client()),
+            HeaderState::Reading(_) => debug.field("header", &"reading"),
+            HeaderState::Read(_) => debug.field("client", &self.client()),
         };
         debug.finish()
     }
@@ -186,7 +186,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for ProxiedStream<IO> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        while let Header::Reading(reading) = &mut this.header {
+        while let HeaderState::Reading(reading) = &mut this.header {
             if buf.remaining() == 0 {
                 return Poll::Ready(Ok(()));
             }
@@ -209,13 +209,13 @@ impl<IO: AsyncRead + Unpin> AsyncRead for ProxiedStream<IO> {
                 return Poll::Ready(Ok(()));
             }
             match reading.take(fresh) {
-                Ok(Step::More) => buf.set_filled(start),
-                Ok(Step::Read { skip, client }) => {
+                Ok(HeaderStep::More) => buf.set_filled(start),
+                Ok(HeaderStep::Read { skip, client }) => {
                     let end = buf.filled().len();
                     buf.filled_mut().copy_within(start + skip..end, start);
                     buf.set_filled(end - skip);
                     reading.failures = None;
-                    this.header = Header::Read(client);
+                    this.header = HeaderState::Read(client);
                     trace!(client = ?this.client(), "PROXY header read");
                     if buf.filled().len() > start {
                         return Poll::Ready(Ok(()));
@@ -275,16 +275,16 @@ impl<S: Parkable> Parkable for ProxiedStream<S> {
     fn into_dormant(self) -> Result<(Self::Dormant, Registration), Self> {
         let ProxiedStream { io, header } = self;
         let client = match header {
-            Header::Read(client) => client,
+            HeaderState::Read(client) => client,
             // A connection whose header is not read has its head on the
             // clock: it never waits without its task.
-            header @ Header::Reading(_) => return Err(ProxiedStream { io, header }),
+            header @ HeaderState::Reading(_) => return Err(ProxiedStream { io, header }),
         };
         match io.into_dormant() {
             Ok((io, registration)) => Ok((DormantProxied { io, client }, registration)),
             Err(io) => Err(ProxiedStream {
                 io,
-                header: Header::Read(client),
+                header: HeaderState::Read(client),
             }),
         }
     }
@@ -292,7 +292,7 @@ impl<S: Parkable> Parkable for ProxiedStream<S> {
     fn from_dormant(dormant: Self::Dormant, registration: Registration) -> Self {
         ProxiedStream {
             io: S::from_dormant(dormant.io, registration),
-            header: Header::Read(dormant.client),
+            header: HeaderState::Read(dormant.client),
         }
     }
 
@@ -394,21 +394,21 @@ where
 
     fn poll_peer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Peer>> {
         match self.header {
-            Header::Read(_) => self.io.poll_peer(cx),
+            HeaderState::Read(_) => self.io.poll_peer(cx),
             // Not asked before the header is read; its bytes must go
             // through it if it were.
-            Header::Reading(_) => super::poll_read_ahead(self, cx),
+            HeaderState::Reading(_) => super::poll_read_ahead(self, cx),
         }
     }
 
     fn connected(&self) -> Connected<Self::Addr> {
         match self.header {
-            Header::Reading(_) => Connected {
+            HeaderState::Reading(_) => Connected {
                 handshake: Handshake::ProxyHeader,
                 client: ClientAddr::InHeader,
                 ..Connected::default()
             },
-            Header::Read(_) => Connected {
+            HeaderState::Read(_) => Connected {
                 // A header without an address leaves the socket's peer.
                 client: (self.client()).map_or(ClientAddr::Socket, |c| ClientAddr::Named(c.into())),
                 ..Connected::default()
@@ -448,7 +448,7 @@ macro_rules! proxied_transport {
             fn serve_in(self, serving: &Serving<'_>) -> io::Result<Self::Served> {
                 let ProxiedStream { io, mut header } = self;
                 let io = io.serve_in(serving)?;
-                if let Header::Reading(reading) = &mut header {
+                if let HeaderState::Reading(reading) = &mut header {
                     reading.failures = Some(serving.handshakes.clone());
                 }
                 Ok(ProxiedStream { io, header })

@@ -439,7 +439,7 @@ impl Traffic {
         }
         let keys = self
             .next_keys
-            .next(self.suite, Side::Client)
+            .next(self.suite, KeySide::Client)
             .map_err(internal)?;
         // Each key starts at sequence number 0.
         self.rx = Reading::new(self.suite, keys, 0);
@@ -452,7 +452,7 @@ impl Traffic {
         self.tx_handed_over = false;
         let keys = self
             .next_keys
-            .next(self.suite, Side::Server)
+            .next(self.suite, KeySide::Server)
             .map_err(internal)?;
         self.seal_record(
             ContentType::Handshake,
@@ -548,7 +548,7 @@ enum NextKeys {
 /// Whose keys: the client's (what the session reads) or the server's
 /// (what it writes).
 #[derive(Clone, Copy)]
-enum Side {
+enum KeySide {
     Client,
     Server,
 }
@@ -558,21 +558,21 @@ impl NextKeys {
     fn next(
         &mut self,
         suite: &Tls13CipherSuite,
-        side: Side,
+        side: KeySide,
     ) -> Result<(AeadKey, Iv), rustls::Error> {
         match self {
             NextKeys::Secrets(secrets) => {
                 let secret = match side {
-                    Side::Client => &mut secrets.client,
-                    Side::Server => &mut secrets.server,
+                    KeySide::Client => &mut secrets.client,
+                    KeySide::Server => &mut secrets.server,
                 };
                 *secret = secrets::next(suite, secret);
                 secrets::keys(suite, secret).ok_or_else(unsupported)
             }
             NextKeys::Kernel(kernel) => {
                 let (_, keys) = match side {
-                    Side::Client => kernel.update_rx_secret()?,
-                    Side::Server => kernel.update_tx_secret()?,
+                    KeySide::Client => kernel.update_rx_secret()?,
+                    KeySide::Server => kernel.update_tx_secret()?,
                 };
                 key_iv(keys).ok_or_else(unsupported)
             }
