@@ -2,13 +2,15 @@
 //! and the server serves again once descriptors are free.
 //!
 //! The server runs in a child process (this test binary again, running the
-//! ignored `emfile_server` test) whose descriptor limit `sh -c 'ulimit -n'`
+//! ignored `emfile_server` test alone) whose descriptor limit `ulimit -n`
 //! lowers; the client side runs here, with the normal limit.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
+
+use crate::common::process::{alone, test_name};
 
 /// The child's descriptor limit: the runtime, the listener and the lot take
 /// about ten, connections the rest.
@@ -104,13 +106,8 @@ fn response(stream: &mut TcpStream, wait: Duration) -> Option<String> {
 
 #[test]
 fn accept_backs_off_when_out_of_descriptors() {
-    let exe = std::env::current_exe().unwrap();
-    let child = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -n {CHILD_FDS} && exec \"$0\" emfile_server --exact --ignored --nocapture --test-threads=1"
-        ))
-        .arg(&exe)
+    let server = test_name().replace("accept_backs_off_when_out_of_descriptors", "emfile_server");
+    let child = alone(&server, Some(CHILD_FDS))
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn the server");

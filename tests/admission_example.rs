@@ -2,30 +2,6 @@
 //! address gets `PER_CLIENT` connections, the next is closed before a
 //! byte, and a closed connection gives its slot back.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod ladder;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "TCP only")]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "TCP only")]
-    pub(crate) mod tls_client;
-    #[allow(
-        dead_code,
-        unused_imports,
-        unused_macros,
-        reason = "TCP only: a Unix socket's clients have no address"
-    )]
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
-
 #[allow(dead_code, unreachable_pub)]
 #[path = "../examples/admission.rs"]
 mod admission;
@@ -34,12 +10,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::client::{get, ok};
+use crate::common::ladder::ladder;
+use crate::common::servers::Hooks;
+use crate::common::services::echo_service;
+use crate::common::transport::{Tcp, Transport};
 use admission::{PER_CLIENT, PerClient};
-use common::client::{get, ok};
-use common::ladder::ladder;
-use common::servers::Hooks;
-use common::services::echo_service;
-use common::transport::{Tcp, Transport};
 
 /// The example's hooks, on the test harness's (which gives the peer's
 /// `Debug` form: a TCP address reads back).

@@ -9,10 +9,6 @@
 //! (`axum::serve` has no TLS; dormant's TLS serves the same application in
 //! `axum_app.rs` and `upgrade_hyper.rs`).
 
-mod common {
-    pub(crate) mod timeout;
-}
-
 use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -24,7 +20,6 @@ use axum::extract::{ConnectInfo, State};
 use axum::response::sse::{Event, Sse};
 use axum::routing::get;
 use axum::serve::ListenerExt;
-use common::timeout::CLIENT_TIMEOUT;
 use futures_util::{SinkExt, StreamExt};
 use http::{Request, StatusCode, header};
 use http_body_util::{BodyExt, Empty};
@@ -38,6 +33,9 @@ use tower_http::compression::CompressionLayer;
 use tower_http::cors::CorsLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
+
+use crate::common::child::{Child, program};
+use crate::common::timeout::CLIENT_TIMEOUT;
 
 /// The page headless Chromium loads: `fetch`es and a WebSocket, whose
 /// results it writes into the document that `--dump-dom` prints.
@@ -267,23 +265,13 @@ where
 async fn curl(args: &[String], base: &str) -> Vec<Seen> {
     let mut seen = Vec::new();
     for path in ["/", "/peer", "/big", "/events"] {
-        let out = tokio::process::Command::new("curl")
-            .args(args)
-            .args([
-                "-sS",
-                "--compressed",
-                "--max-time",
-                "10",
-                "-H",
-                "Origin: http://example.com",
-            ])
-            .args(["-w", "\n%{http_code} %{content_type}"])
-            .arg(format!("{base}{path}"))
-            .output()
-            .await
-            .expect("curl runs (the tests need it on PATH)");
-        assert!(out.status.success(), "curl {path}: {out:?}");
-        seen.push(Seen::Curl(String::from_utf8(out.stdout).unwrap()));
+        let mut all = args.to_vec();
+        all.extend(["-sS", "--compressed", "-H", "Origin: http://example.com"].map(String::from));
+        all.extend(["-w".into(), "\n%{http_code} %{content_type}".into()]);
+        all.push(format!("{base}{path}"));
+        seen.push(Seen::Curl(
+            run(move || Child::start("curl", program("CURL", "curl", "curl"), all)).await,
+        ));
     }
     seen
 }
@@ -293,22 +281,28 @@ async fn curl(args: &[String], base: &str) -> Vec<Seen> {
 /// protocol and prints the page's log once it is complete).
 async fn chromium(base: &str) -> Seen {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("node/chromium.mjs");
-    let run = tokio::process::Command::new("node")
-        .arg(script)
-        .arg(format!("{base}/page"))
-        .kill_on_drop(true)
-        .output();
-    let out = timeout(Duration::from_secs(60), run)
-        .await
-        .expect("chromium timed out")
-        .expect("node runs (the tests need Node and Chromium on PATH)");
-    let log = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success() && log.ends_with("END\n"),
-        "the page did not finish: {log}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let page = format!("{base}/page");
+    // devtools.mjs runs `$CHROMIUM`, else `chromium`: there must be one.
+    program("CHROMIUM", "chromium", "Chromium");
+    let node = program("NODE", "node", "Node.js 18 or newer");
+    let log = run(move || {
+        Child::start_group(
+            "Chromium (through Node)",
+            node,
+            [script.as_os_str(), page.as_ref()],
+        )
+    })
+    .await;
+    assert!(log.ends_with("END\n"), "the page did not finish: {log}");
     Seen::Browser(log)
+}
+
+/// Runs the program `start` starts to its end ([`Child::output`]) on a
+/// thread of tokio's blocking pool, beside the servers' tasks: its stdout.
+async fn run(start: impl FnOnce() -> Child + Send + 'static) -> String {
+    tokio::task::spawn_blocking(move || start().output())
+        .await
+        .expect("the client's thread")
 }
 
 /// Rounds of every route on one keep-alive connection, with pauses

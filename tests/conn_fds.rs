@@ -1,34 +1,18 @@
 //! Clients that close while their connection is idle on any rung (or
 //! active) leave nothing behind, over every transport: the gauges return
 //! to zero and the server releases every file descriptor. The server runs
-//! in-process, so the process's descriptors are counted; the tests of this
-//! binary run one at a time ([`exclusive`]).
-
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod fds;
-    pub(crate) mod ladder;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
+//! in-process, so the process's descriptors are counted: each test runs
+//! alone in a process of its own ([`in_own_process`]).
 
 use std::time::Duration;
 
-use common::client::{Client, Endpoint, Stream, get, ok};
-use common::fds::{exclusive, fd_count, wait_for_fds};
-use common::ladder::ladder;
-use common::servers::Serve;
-use common::services::echo_service;
-use common::transport::{Transport, over_every_transport};
+use crate::common::client::{Client, Endpoint, Stream, get, ok};
+use crate::common::fds::{fd_count, wait_for_fds};
+use crate::common::ladder::ladder;
+use crate::common::process::in_own_process;
+use crate::common::servers::Serve;
+use crate::common::services::echo_service;
+use crate::common::transport::{Transport, over_every_transport};
 
 over_every_transport!(
     client_close_while_dormant_releases_the_fd,
@@ -83,7 +67,9 @@ fn dormant_clients<A: Endpoint>(
 /// a Unix socket or TLS the lot hands each back to tokio (a lot wake, not
 /// a wake), whose first read finds the end.
 fn client_close_while_dormant_releases_the_fd<T: Transport>() {
-    let _fds = exclusive();
+    if !in_own_process() {
+        return;
+    }
     let srv = T::serve(&ladder(Duration::from_millis(10)), echo_service());
     let (baseline, base, mut clients) = dormant_clients(&srv, 6);
 
@@ -120,7 +106,9 @@ fn client_close_while_dormant_releases_the_fd<T: Transport>() {
 /// the next connection is served only once the first was released), and
 /// a close is not a wake.
 fn client_close_while_parked_releases_the_fd<T: Transport>() {
-    let _fds = exclusive();
+    if !in_own_process() {
+        return;
+    }
     let mut b = ladder(None);
     b.max_connections(1);
     let srv = T::serve(&b, echo_service());
@@ -146,7 +134,9 @@ fn client_close_while_parked_releases_the_fd<T: Transport>() {
 /// after a request, parked holding part of one, silent since they
 /// connected, and active with a handler waiting for the body.
 fn clients_closing_leave_no_connection_and_no_fd<T: Transport>() {
-    let _fds = exclusive();
+    if !in_own_process() {
+        return;
+    }
     let srv = T::serve(&ladder(None), echo_service());
     let baseline = warm_up(&srv);
 
@@ -199,11 +189,13 @@ fn clients_closing_leave_no_connection_and_no_fd<T: Transport>() {
 #[cfg(any(feature = "tls", feature = "tls-ring"))]
 #[test]
 fn close_notify_alone_while_dormant_releases_the_fd() {
-    use common::tls::block;
-    use common::transport::Tls;
+    use crate::common::tls::block;
+    use crate::common::transport::Tls;
     use tokio::io::AsyncWriteExt;
 
-    let _fds = exclusive();
+    if !in_own_process() {
+        return;
+    }
     let srv = Tls::serve(&ladder(Duration::from_millis(10)), echo_service());
     let (baseline, base, mut clients) = dormant_clients(&srv, 3);
     for c in &mut clients {

@@ -4,41 +4,20 @@
 //! admission hook rejects connections before a byte is read. (A hook that
 //! panics: `connection_hooks_panic.rs`.)
 
-mod common {
-    pub(crate) mod client;
-    #[allow(dead_code, reason = "pings and client GOAWAYs are not used here")]
-    pub(crate) mod h2_raw;
-    pub(crate) mod ladder;
-    #[allow(dead_code, reason = "only the rungs are named here")]
-    pub(crate) mod rungs;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-    pub(crate) mod wait;
-}
-
 use std::convert::Infallible;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::client::{Client, Endpoint, Stream, get, ok};
-use common::h2_raw::RawClient;
-use common::ladder::ladder;
-use common::rungs::{Rung, client_runtime, sleep_until};
-use common::servers::{Hooks, Serve};
-use common::services::{echo_service, mirror_service};
-use common::transport::{Tcp, Transport, over_every_transport};
-use common::wait::wait;
+use crate::common::client::{Client, Endpoint, Stream, get, ok};
+use crate::common::h2_raw::RawClient;
+use crate::common::ladder::ladder;
+use crate::common::rungs::{Rung, client_runtime, sleep_until};
+use crate::common::servers::{Hooks, Serve};
+use crate::common::services::{echo_service, mirror_service};
+use crate::common::transport::{Tcp, Transport, over_every_transport};
+use crate::common::wait::wait;
 use dormant::{Admit, ConnState};
 use http::{Request, Response, StatusCode};
 use http_body_util::Empty;

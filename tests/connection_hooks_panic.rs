@@ -1,48 +1,24 @@
 //! A connection state hook that panics closes its connection only, on its
 //! task (PARKED) or in the parking lot (DORMANT), over every transport; the
-//! server goes on. On its own binary, because the test servers count
-//! panics on their threads as failures (`common::runtime::SERVER_PANICS`),
-//! and these tests cause them on purpose, one at a time.
+//! server goes on. A test server counts the panics on its threads as
+//! failures (`common::runtime::Panics`): each test takes back the one it
+//! causes on purpose.
 
-mod common {
-    pub(crate) mod client;
-    #[allow(dead_code, reason = "no HTTP/2 here")]
-    pub(crate) mod h2_raw;
-    pub(crate) mod ladder;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-    #[allow(dead_code, reason = "nothing is waited for here")]
-    pub(crate) mod wait;
-}
-
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::client::{get, ok};
-use common::ladder::ladder;
-use common::runtime::SERVER_PANICS;
-use common::servers::Hooks;
-use common::services::echo_service;
-use common::transport::{Transport, over_every_transport};
+use crate::common::client::{get, ok};
+use crate::common::ladder::ladder;
+use crate::common::servers::Hooks;
+use crate::common::services::echo_service;
+use crate::common::transport::{Transport, over_every_transport};
 use dormant::ConnState::{self, Dormant, Parked};
 
 over_every_transport!(
     a_state_hook_that_panics_when_a_connection_parks_closes_it_alone,
     a_state_hook_that_panics_when_a_connection_goes_dormant_closes_it_alone,
 );
-
-/// One test at a time: each takes back the one panic it caused.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn a_state_hook_that_panics_when_a_connection_parks_closes_it_alone<T: Transport>() {
     a_state_hook_that_panics_closes_its_connection_alone::<T>(Parked);
@@ -69,7 +45,6 @@ fn a_state_hook_that_panics_closes_its_connection_alone<T: Transport>(state: Con
             ..Hooks::default()
         }
     };
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let srv = T::serve_hooked(&ladder(Duration::from_millis(50)), echo_service(), 2, hooks);
     let mut doomed = srv.connect();
     doomed.send(get("/1").as_bytes());
@@ -77,11 +52,7 @@ fn a_state_hook_that_panics_closes_its_connection_alone<T: Transport>(state: Con
     assert_eq!(doomed.read_to_close(), "", "its connection closed");
     assert!(panicked.load(Ordering::SeqCst));
     // The panic was caught: take it back.
-    assert_eq!(
-        SERVER_PANICS.swap(0, Ordering::SeqCst),
-        1,
-        "the one panic caused"
-    );
+    assert_eq!(srv.take_panics(), 1, "the one panic caused");
     srv.wait_for("closed", |s| s.active + s.parked + s.dormant == 0);
     let mut other = srv.connect();
     for i in 0..2 {

@@ -5,43 +5,22 @@
 //! `max_requests_per_connection` serves exactly that many requests, across
 //! parks and dormancy, pipelined or on concurrent HTTP/2 streams.
 
-mod common {
-    pub(crate) mod client;
-    #[allow(dead_code, reason = "pings and client GOAWAYs are not used here")]
-    pub(crate) mod h2_raw;
-    pub(crate) mod ladder;
-    #[allow(dead_code, reason = "only DORMANT is waited for here")]
-    pub(crate) mod rungs;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-    pub(crate) mod wait;
-}
-
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::client::{End, get, ok};
-use common::h2_raw::{
+use crate::common::client::{End, get, ok};
+use crate::common::h2_raw::{
     DATA, END_STREAM, GOAWAY, NO_ERROR, REFUSED_STREAM, RST_STREAM, RawClient, get_frame,
 };
-use common::ladder::ladder;
-use common::rungs::{Rung, all_closed, client_runtime, sleep_until};
-use common::runtime::Servable;
-use common::services::{echo_service, gated, mirror_service};
-use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{HyperSend, Transport, over_every_transport};
-use common::wait::wait;
+use crate::common::ladder::ladder;
+use crate::common::rungs::{Rung, all_closed, client_runtime, sleep_until};
+use crate::common::runtime::Servable;
+use crate::common::services::{echo_service, gated, mirror_service};
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{HyperSend, Transport, over_every_transport};
+use crate::common::wait::wait;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;

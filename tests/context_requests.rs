@@ -1,21 +1,13 @@
 //! The context map over real connections: values stay with their request.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod tcp;
-    pub(crate) mod timeout;
-}
-
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::client::Endpoint;
-use common::runtime::Servable;
+use crate::common::client::Endpoint;
+use crate::common::runtime::Servable;
 
-use common::tcp::{fast_park, serve_with};
+use crate::common::tcp::{fast_park, serve_with};
 use dormant::context::{ContextExt, Key};
 use http::{Request, Response};
 use http_body_util::Full;

@@ -5,37 +5,15 @@
 //! DORMANT, and a server-streaming `Watch` open across a pause, during
 //! which the connection must stay awake.
 
-// The transports' raw HTTP/1 clients (`Serve::connect`) are not used here:
-// the gRPC client connects with `Transport::connect_h2`.
-mod common {
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod client;
-    pub(crate) mod ladder;
-    pub(crate) mod rungs;
-    pub(crate) mod runtime;
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod servers;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
-
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use common::ladder::ladder;
-use common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
-use common::servers::Serve;
-use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{Transport, over_every_transport};
+use crate::common::ladder::ladder;
+use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
+use crate::common::servers::Serve;
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{Transport, over_every_transport};
 use http::Uri;
 use hyper::client::conn::http2::SendRequest;
 use tokio::task::JoinHandle;

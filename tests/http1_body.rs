@@ -3,21 +3,11 @@
 //! never parsed as a request (invariant I3, the request-smuggling guard).
 //! Each exchange also runs against plain hyper and must match it.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod hyper;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod tcp;
-    pub(crate) mod timeout;
-}
-
-use common::client::{Client, ok};
-use common::hyper::{PlainHyper, serve_plain_hyper};
-use common::servers::Serve;
-use common::services::echo;
-use common::tcp::{fast_park, serve_with};
+use crate::common::client::{Client, ok};
+use crate::common::hyper::{PlainHyper, serve_plain_hyper};
+use crate::common::servers::Serve;
+use crate::common::services::echo;
+use crate::common::tcp::{fast_park, serve_with};
 
 use std::convert::Infallible;
 use std::time::Duration;

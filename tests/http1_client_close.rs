@@ -9,23 +9,6 @@
 //! answered at once) is served. A TCP socket is peeked; a Unix socket or a
 //! TLS session is read ahead, and what was read is handed to hyper first.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod ladder;
-    pub(crate) mod probes;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
-
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -33,12 +16,12 @@ use std::sync::mpsc::Receiver;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use common::client::{Stream, get, ok};
-use common::ladder::ladder;
-use common::probes::{DropProbe, Probes, WAIT, handler_started, next_drop};
-use common::servers::Serve;
-use common::services::echo;
-use common::transport::{Transport, over_every_transport};
+use crate::common::client::{Stream, get, ok};
+use crate::common::ladder::ladder;
+use crate::common::probes::{DropProbe, Probes, WAIT, handler_started, next_drop};
+use crate::common::servers::Serve;
+use crate::common::services::echo;
+use crate::common::transport::{Transport, over_every_transport};
 use http::{Request, Response};
 use http_body::Frame;
 use http_body_util::{Either, Full};

@@ -7,32 +7,15 @@
 //! come back (`date` removed) and the way each server ends the connection
 //! must be identical (invariant I2).
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod hyper;
-    pub(crate) mod reference;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-    pub(crate) mod xorshift;
-}
-
 use std::convert::Infallible;
 use std::time::Duration;
 
-use common::client::{Client, End, Stream};
-use common::hyper::Protocol;
-use common::reference::Reference;
-use common::servers::Serve;
-use common::transport::over_every_transport;
-use common::xorshift::XorShift;
+use crate::common::client::{Client, End, Stream};
+use crate::common::hyper::Protocol;
+use crate::common::reference::Reference;
+use crate::common::servers::Serve;
+use crate::common::transport::over_every_transport;
+use crate::common::xorshift::XorShift;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;

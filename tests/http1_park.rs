@@ -6,29 +6,13 @@
 //! sleep, keep no worker busy while they wait for their rest: on a server
 //! with one worker, another client is served meanwhile.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod ladder;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
-
 use std::time::Duration;
 
-use common::client::{Client, End, Endpoint, get, ok};
-use common::ladder::ladder;
-use common::servers::Serve;
-use common::services::echo_service;
-use common::transport::{Transport, over_every_transport};
+use crate::common::client::{Client, End, Endpoint, get, ok};
+use crate::common::ladder::ladder;
+use crate::common::servers::Serve;
+use crate::common::services::echo_service;
+use crate::common::transport::{Transport, over_every_transport};
 
 over_every_transport!(
     keep_alive_with_think_time_parks_and_goes_dormant,

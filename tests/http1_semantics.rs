@@ -2,18 +2,10 @@
 //! HTTP/1.0 keep-alive rules, `Connection: close`, malformed and oversized
 //! requests — also when the connection parked before the request.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod tcp;
-    pub(crate) mod timeout;
-}
-use common::client::Client;
-use common::servers::Serve;
-use common::services::echo_service;
-use common::tcp::{fast_park, serve_with};
+use crate::common::client::Client;
+use crate::common::servers::Serve;
+use crate::common::services::echo_service;
+use crate::common::tcp::{fast_park, serve_with};
 
 fn ok(body: &str) -> String {
     resp("HTTP/1.1 200 OK", "", body)

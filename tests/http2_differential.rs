@@ -16,53 +16,25 @@
 //! the step that wakes a sleeping connection), and a GOAWAY; by clients
 //! with h2's defaults, a browser's settings, and a small header table.
 
-mod common {
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod client;
-    #[allow(dead_code, reason = "the keep-alive PING helpers are not used here")]
-    pub(crate) mod h2_raw;
-    pub(crate) mod h2_script;
-    pub(crate) mod hpack;
-    #[allow(dead_code, reason = "the HTTP/1 reference is not used here")]
-    pub(crate) mod hyper;
-    pub(crate) mod ladder;
-    pub(crate) mod reference;
-    pub(crate) mod rungs;
-    pub(crate) mod runtime;
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
-
 use std::convert::Infallible;
 use std::future::{Ready, ready};
 use std::time::Duration;
 
-use common::h2_raw::{
+use crate::common::h2_raw::{
     ACK, Frame, GOAWAY, NO_ERROR, PING, RST_STREAM, RawClient, SETTINGS, frame, get_frame,
 };
-use common::h2_script::{
+use crate::common::h2_script::{
     Client, DATA, HEADER_TABLE_SIZE, INITIAL_WINDOW_SIZE, Profile, Received, Request, WINDOW_UPDATE,
 };
-use common::hpack::Field;
-use common::hyper::Protocol;
-use common::ladder::ladder;
-use common::reference::Reference;
-use common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
-use common::servers::Serve;
-use common::services::pattern;
-use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{Transport, over_every_transport};
+use crate::common::hpack::Field;
+use crate::common::hyper::Protocol;
+use crate::common::ladder::ladder;
+use crate::common::reference::Reference;
+use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
+use crate::common::servers::Serve;
+use crate::common::services::pattern;
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{Transport, over_every_transport};
 use dormant::Stats;
 use http::{HeaderMap, HeaderValue, Response};
 use http_body_util::combinators::WithTrailers;

@@ -62,7 +62,7 @@
 //! - `DORMANT_H2_SEEDS`: `N` (seeds 0 to N − 1), `A..B`, `A..=B`, or a
 //!   list `A,B,C`. For a long run, e.g.
 //!   `DORMANT_H2_SEEDS=0..1000 DORMANT_H2_JOBS=6 cargo test --features
-//!   tls,proxy-protocol --test http2_generated -- --nocapture
+//!   tls,proxy-protocol --test it -- http2_generated:: --nocapture
 //!   --test-threads=3` (about 6 minutes on two cores, the three transports
 //!   side by side).
 //! - `DORMANT_H2_JOBS`: seeds run at once per transport (default 4: a
@@ -84,34 +84,6 @@
 //! A failure prints the seed, the transport, the plan and the difference,
 //! and the command that runs that seed alone.
 
-mod common {
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod client;
-    #[allow(dead_code, reason = "the raw client is not used here")]
-    pub(crate) mod h2_raw;
-    pub(crate) mod h2_script;
-    pub(crate) mod hpack;
-    #[allow(dead_code, reason = "the HTTP/1 reference is not used here")]
-    pub(crate) mod hyper;
-    pub(crate) mod reference;
-    #[allow(dead_code, reason = "no pause waits for a rung here")]
-    pub(crate) mod rungs;
-    pub(crate) mod runtime;
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
-
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::future::{Future, Ready, poll_fn, ready};
@@ -122,20 +94,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use common::h2_raw::{ACK, Frame, GOAWAY, HEADERS, NO_ERROR, PING, SETTINGS};
-use common::h2_script::{
+use crate::common::h2_raw::{ACK, Frame, GOAWAY, HEADERS, NO_ERROR, PING, SETTINGS};
+use crate::common::h2_script::{
     Block, CONTINUATION, Client, DATA, ENABLE_PUSH, Framing, HEADER_TABLE_SIZE,
     INITIAL_WINDOW_SIZE, MAX_CONCURRENT_STREAMS, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE, Priority,
     Profile, RST_STREAM, Received, Request, Reset, WINDOW_UPDATE,
 };
-use common::hpack::Field;
-use common::hyper::Protocol;
-use common::reference::Reference;
-use common::rungs::{all_closed, client_runtime};
-use common::runtime::assert_no_server_panic;
-use common::services::pattern;
-use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{Transport, over_every_transport};
+use crate::common::hpack::Field;
+use crate::common::hyper::Protocol;
+use crate::common::reference::Reference;
+use crate::common::rungs::{all_closed, client_runtime};
+use crate::common::services::pattern;
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{Transport, over_every_transport};
 use http::{HeaderMap, HeaderValue, Response};
 use http_body_util::combinators::WithTrailers;
 use http_body_util::{BodyExt, Full};
@@ -345,12 +316,14 @@ fn run<T: Reference>(rt: &tokio::runtime::Runtime, plan: &Plan) -> Result<Totals
             compare_all(plan.windows, &want, &got)?;
             return Ok(Totals::of(dormant::Stats::default(), &got));
         }
-        let srv = T::serve(&plan.windows.builder(), service_fn(answer::<dormant::Body>));
+        let mut srv = T::serve(&plan.windows.builder(), service_fn(answer::<dormant::Body>));
         let got = rt.block_on(converse_all::<T>(&srv.addr, plan, true));
         compare_all(plan.windows, &want, &got)?;
         all_closed(&srv);
-        assert_no_server_panic();
-        Ok(Totals::of(srv.stats(), &got))
+        let totals = Totals::of(srv.stats(), &got);
+        // Fails if a task of the server panicked.
+        srv.stop();
+        Ok(totals)
     }));
     outcome.unwrap_or_else(|panic| {
         let message = panic
@@ -368,7 +341,7 @@ fn failure(transport: &str, plan: &Plan, e: &str) -> String {
         "seed {seed} over {transport}: {e}\n\
          {plan}\n\
          again: DORMANT_H2_SEEDS={seed}..={seed}{keep} cargo test --features tls,proxy-protocol \
-         --test http2_generated -- {transport}::",
+         --test it -- http2_generated::{transport}::",
         seed = plan.seed,
         keep = plan
             .mask

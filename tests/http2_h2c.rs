@@ -4,31 +4,13 @@
 //! split across writes, and HTTP/2 turned off. (`http2_sleep.rs` tests the
 //! sleep in depth.)
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod h2;
-    pub(crate) mod hyper;
-    pub(crate) mod ladder;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod tcp;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
-use common::h2::post;
-use common::hyper::serve_plain_hyper;
-use common::ladder::ladder;
-use common::services::{echo, echo_service};
-use common::tcp::{fast_park, serve_with};
-use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{Transport, over_every_transport};
+use crate::common::h2::post;
+use crate::common::hyper::serve_plain_hyper;
+use crate::common::ladder::ladder;
+use crate::common::services::{echo, echo_service};
+use crate::common::tcp::{fast_park, serve_with};
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{Transport, over_every_transport};
 
 use std::time::Duration;
 

@@ -12,30 +12,6 @@
 //! worker busy while they wait for their rest: on a server with one
 //! worker, another client is served meanwhile.
 
-// The transports' raw HTTP/1 clients (`Serve::connect`) are not used here:
-// the HTTP/2 clients connect with `Transport::connect_h2`.
-mod common {
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod client;
-    pub(crate) mod h2_raw;
-    pub(crate) mod ladder;
-    pub(crate) mod rungs;
-    pub(crate) mod runtime;
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
-
 use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::Pin;
@@ -44,17 +20,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::BytesMut;
-use common::h2_raw::{
+use crate::common::h2_raw::{
     ACK, DATA, END_HEADERS, END_STREAM, Frame, GOAWAY, HEADERS, NO_ERROR, PING, PREFACE, RawClient,
     frame, get_frame,
 };
-use common::ladder::ladder;
-use common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
-use common::servers::Serve;
-use common::services::{mirror_service, pattern};
-use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{AsyncStream, HyperSend, Transport, over_every_transport};
+use crate::common::ladder::ladder;
+use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
+use crate::common::servers::Serve;
+use crate::common::services::{mirror_service, pattern};
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{AsyncStream, HyperSend, Transport, over_every_transport};
+use bytes::BytesMut;
 use http::{Request, StatusCode, Version, response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -796,7 +772,7 @@ async fn two_sleeping_connections<T: Transport>(
 
 /// Asserts that the server sent a GOAWAY (no error) among `frames`, the
 /// last it sent before it closed.
-fn assert_goaway(frames: &[common::h2_raw::Frame]) {
+fn assert_goaway(frames: &[crate::common::h2_raw::Frame]) {
     assert!(
         frames
             .iter()
@@ -1124,8 +1100,8 @@ struct ReadingOnlyForResponses {
 impl ReadingOnlyForResponses {
     async fn start(mut io: Box<dyn AsyncStream>) -> Self {
         use tokio::io::AsyncWriteExt;
-        let mut opening = common::h2_raw::PREFACE.to_vec();
-        opening.extend(frame(common::h2_raw::SETTINGS, 0, 0, &[]));
+        let mut opening = crate::common::h2_raw::PREFACE.to_vec();
+        opening.extend(frame(crate::common::h2_raw::SETTINGS, 0, 0, &[]));
         io.write_all(&opening).await.expect("write the preface");
         ReadingOnlyForResponses { io }
     }
@@ -1133,7 +1109,7 @@ impl ReadingOnlyForResponses {
     /// `GET path` on `stream`; reads until its response ends, and returns
     /// its body.
     async fn get(&mut self, stream: u32, path: &str) -> Vec<u8> {
-        use common::h2_raw::{SETTINGS, read_frame};
+        use crate::common::h2_raw::{SETTINGS, read_frame};
         use tokio::io::AsyncWriteExt;
         self.io
             .write_all(&get_frame(stream, path))

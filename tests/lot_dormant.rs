@@ -4,30 +4,13 @@
 //! large responses after a wake, and requests racing the lot's idle
 //! deadline.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod ladder;
-    pub(crate) mod racing;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
-
 use std::time::Duration;
 
-use common::client::{Endpoint, get, ok};
-use common::ladder::ladder;
-use common::racing::{Raced, request_racing_a_close};
-use common::services::echo_service;
-use common::transport::{Transport, over_every_transport};
+use crate::common::client::{Endpoint, get, ok};
+use crate::common::ladder::ladder;
+use crate::common::racing::{Raced, request_racing_a_close};
+use crate::common::services::echo_service;
+use crate::common::transport::{Transport, over_every_transport};
 
 over_every_transport!(
     back_to_back_requests_racing_the_lot,

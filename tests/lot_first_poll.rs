@@ -13,21 +13,6 @@
 //! server with work is: a tokio worker that spins leaves the I/O driver
 //! unpolled while the other workers sleep, whatever serves the sockets.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-    pub(crate) mod wait;
-}
-
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,11 +23,11 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::service::service_fn;
 
-use common::client::{get, ok};
-use common::runtime::Servable;
-use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{Transport, over_every_transport};
-use common::wait::wait;
+use crate::common::client::{get, ok};
+use crate::common::runtime::Servable;
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{Transport, over_every_transport};
+use crate::common::wait::wait;
 
 over_every_transport!(
     a_handler_spinning_in_its_first_poll_holds_up_no_other_wake,

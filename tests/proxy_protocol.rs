@@ -16,52 +16,22 @@
 //! busy while it waits for its rest: on a server with one worker, another
 //! client is served meanwhile.
 
-// The proxied transports (`common::proxied`) connect their own clients:
-// the plain transports' servers and clients are not used here.
-mod common {
-    #[allow(dead_code, reason = "the plain transports' clients are not used here")]
-    pub(crate) mod client;
-    pub(crate) mod h2;
-    pub(crate) mod ladder;
-    pub(crate) mod proxied;
-    pub(crate) mod rungs;
-    pub(crate) mod runtime;
-    #[allow(dead_code, reason = "the plain transports' clients are not used here")]
-    pub(crate) mod servers;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    #[allow(
-        dead_code,
-        unused_imports,
-        unused_macros,
-        reason = "only its client streams and TLS address are used here"
-    )]
-    pub(crate) mod transport;
-    #[allow(dead_code, reason = "the plain transports' servers are not used here")]
-    pub(crate) mod unix;
-    pub(crate) mod wait;
-}
-
 use std::io::Write;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::client::{Client, Stream, get, ok};
-use common::h2::post;
-use common::ladder::ladder;
-use common::proxied::{
+use crate::common::client::{Client, Stream, get, ok};
+use crate::common::h2::post;
+use crate::common::ladder::ladder;
+use crate::common::proxied::{
     HeaderWrite, Proxied, Tcp, Unix, over_every_proxied_transport, peer_service,
 };
-use common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
-use common::servers::{Hooks, serve_on};
-use common::temp_dir::TempDir;
-use common::timeout::CLIENT_TIMEOUT;
-use common::wait::wait;
+use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
+use crate::common::servers::{Hooks, serve_on};
+use crate::common::temp_dir::TempDir;
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::wait::wait;
 use dormant::proxy::ProxyProtocol;
 use dormant::{Admit, ConnState};
 use http::{StatusCode, Version};

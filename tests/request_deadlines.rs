@@ -12,30 +12,15 @@
 //! complete, or cut (the connection closed before the last chunk, or
 //! before any response), and the server counts the cut.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod ladder;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
-
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::client::{Client, Stream};
+use crate::common::ladder::ladder;
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{Transport, over_every_transport};
 use bytes::Bytes;
-use common::client::{Client, Stream};
-use common::ladder::ladder;
-use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{Transport, over_every_transport};
 use dormant::Deadlines;
 use http::{Request, Response};
 use http_body_util::combinators::BoxBody;
@@ -142,7 +127,7 @@ fn full(text: &'static str) -> ResBody {
 fn sse_server<T: Transport>(
     builder: &dormant::Builder,
     write: OnWrite,
-) -> common::servers::Serve<T::Addr> {
+) -> crate::common::servers::Serve<T::Addr> {
     T::serve(
         builder,
         service_fn(move |req: Request<dormant::Body>| async move {
@@ -315,7 +300,7 @@ enum OnRead {
 fn upload_server<T: Transport>(
     builder: &dormant::Builder,
     read: OnRead,
-) -> common::servers::Serve<T::Addr> {
+) -> crate::common::servers::Serve<T::Addr> {
     T::serve(
         builder,
         service_fn(move |req: Request<dormant::Body>| async move {

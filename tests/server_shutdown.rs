@@ -5,37 +5,19 @@
 //! close are answered exactly or closed before a byte, and the serve
 //! future resolves.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod ladder;
-    pub(crate) mod racing;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-    pub(crate) mod wait;
-}
-
 use std::future::IntoFuture;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::client::{Client, End, Endpoint, get, ok};
-use common::ladder::ladder;
-use common::racing::{Raced, request_racing_a_close};
-use common::servers::Serve;
-use common::services::{echo_service, gated};
-use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{Transport, over_every_transport};
-use common::wait::wait;
+use crate::common::client::{Client, End, Endpoint, get, ok};
+use crate::common::ladder::ladder;
+use crate::common::racing::{Raced, request_racing_a_close};
+use crate::common::servers::Serve;
+use crate::common::services::{echo_service, gated};
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{Transport, over_every_transport};
+use crate::common::wait::wait;
 use tokio::sync::Semaphore;
 
 over_every_transport!(

@@ -2,16 +2,9 @@
 //! `TowerToHyperService`, the peer address in request extensions, and an
 //! axum handler's `Deadlines`.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod tcp;
-    pub(crate) mod timeout;
-}
-use common::timeout::CLIENT_TIMEOUT;
+use crate::common::timeout::CLIENT_TIMEOUT;
 
-use common::tcp::{fast_park, serve_with};
+use crate::common::tcp::{fast_park, serve_with};
 
 use std::convert::Infallible;
 use std::time::Duration;

@@ -1,35 +1,18 @@
 //! A service that panics on a woken connection: the connection is closed
-//! and released, and the server goes on. On its own binary, because the
-//! test servers count panics on their threads as failures (see
-//! `common::servers::assert_no_server_panic`), and this test causes one on purpose.
-
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod timeout;
-}
+//! and released, and the server goes on. A test server counts the panics
+//! on its threads as failures (`common::runtime::Panics`): this test takes
+//! back the one it causes on purpose.
 
 use std::convert::Infallible;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::common::client::{get, ok};
+use crate::common::runtime::bind_tcp;
+use crate::common::servers::serve_on;
+use crate::common::services::echo;
 use bytes::Bytes;
-use common::client::{get, ok};
-use common::runtime::{SERVER_PANICS, bind_tcp};
-use common::servers::serve_on;
-use common::services::echo;
 use http::{Request, Response};
 use http_body_util::Full;
-
-/// Takes back the one panic the test just caused on purpose, after
-/// checking it was counted (this binary has one test, so no other test's
-/// panic can be counted meanwhile).
-fn forgive_one_server_panic() {
-    let panics = SERVER_PANICS.swap(0, Ordering::SeqCst);
-    assert_eq!(panics, 1, "the one panic the test caused");
-}
 
 /// Answers as `echo` does, and panics for `/panic`.
 async fn panics_on_request(
@@ -62,7 +45,7 @@ fn a_service_panic_after_a_wake_closes_only_its_connection() {
 
         clients[0].send(get("/panic").as_bytes());
         assert_eq!(clients[0].read_to_close(), "", "{workers} workers");
-        forgive_one_server_panic();
+        assert_eq!(srv.take_panics(), 1, "the one panic the test caused");
         for c in &mut clients[1..] {
             c.send(get("/after").as_bytes());
             assert_eq!(c.response(), ok("GET /after read="), "{workers} workers");

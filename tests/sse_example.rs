@@ -2,30 +2,15 @@
 //! stream runs past the server's `write_timeout`, and a client that stops
 //! reading it is closed at the deadline its handler pushes forward.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod ladder;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
-
 #[allow(dead_code, unreachable_pub)]
 #[path = "../examples/sse.rs"]
 mod sse;
 
 use std::time::Duration;
 
-use common::client::{Client, Stream};
-use common::ladder::ladder;
-use common::transport::{Transport, over_every_transport};
+use crate::common::client::{Client, Stream};
+use crate::common::ladder::ladder;
+use crate::common::transport::{Transport, over_every_transport};
 use hyper::service::service_fn;
 use sse::Feed;
 

@@ -9,27 +9,12 @@
 //! meanwhile. (Its idle deadline: tests/timeouts.rs; its client's close:
 //! tests/conn_fds.rs; shutdown: tests/server_shutdown.rs.)
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
-
 use std::time::Duration;
 
-use common::client::{Client, End, Endpoint, Stream, get, ok};
-use common::servers::Serve;
-use common::services::{echo, echo_service};
-use common::transport::{Transport, over_every_transport};
+use crate::common::client::{Client, End, Endpoint, Stream, get, ok};
+use crate::common::servers::Serve;
+use crate::common::services::{echo, echo_service};
+use crate::common::transport::{Transport, over_every_transport};
 
 over_every_transport!(
     parked_connections_have_no_task_and_wake,

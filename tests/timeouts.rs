@@ -5,33 +5,17 @@
 //! every wait is bounded, and nothing asserts how long anything took but
 //! that the idle deadline did not come early.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod ladder;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
-
 use std::convert::Infallible;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use crate::common::client::ok;
+use crate::common::ladder::ladder;
+use crate::common::services::echo_service;
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{Tcp, Transport, over_every_transport};
 use bytes::Bytes;
-use common::client::ok;
-use common::ladder::ladder;
-use common::services::echo_service;
-use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{Tcp, Transport, over_every_transport};
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Frame;

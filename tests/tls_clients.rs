@@ -24,45 +24,23 @@
 //! `mkfifo`, `python3`, `node` and `chromium` on PATH.
 //!
 //! Built only with a crypto provider (features `tls` or `tls-ring`).
-#![cfg(any(feature = "tls", feature = "tls-ring"))]
-
-mod common {
-    #[allow(dead_code, reason = "only `get` is used here")]
-    pub(crate) mod client;
-    pub(crate) mod ladder;
-    pub(crate) mod runtime;
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[allow(dead_code, reason = "only the certificates are used here")]
-    pub(crate) mod tls;
-}
 
 use std::ffi::OsStr;
-use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use common::client::get;
-use common::ladder::ladder;
-use common::runtime::bind_tcp;
-use common::servers::{Serve, serve_on};
-use common::services::echo_service;
-use common::temp_dir::TempDir;
-use common::tls::Cert;
+use crate::common::child::{Child, STEP_TIMEOUT, program};
+use crate::common::client::get;
+use crate::common::ladder::ladder;
+use crate::common::runtime::bind_tcp;
+use crate::common::servers::{Serve, serve_on};
+use crate::common::services::echo_service;
+use crate::common::temp_dir::TempDir;
+use crate::common::tls::Cert;
 use dormant::Stats;
 use dormant::tls::TlsListener;
-
-/// How long a client may take for one step (a handshake, a response, a
-/// KeyUpdate, its exit) before the test fails.
-const STEP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `dormant_after` of the servers here (they park after 3 ms): the
 /// connection is DORMANT soon after each step.
@@ -122,203 +100,6 @@ fn assert_clean(srv: &Serve<SocketAddr>, kept: u64) {
     assert_eq!(s.tls_kept_by_rustls, kept, "{s:?}");
 }
 
-// ---- child processes ----
-
-/// What a child process wrote to one of its pipes so far, and whether the
-/// pipe is closed.
-#[derive(Default)]
-struct Output {
-    text: Mutex<(Vec<u8>, bool)>,
-    more: Condvar,
-}
-
-impl Output {
-    /// Reads `pipe` to its end on a thread of its own.
-    fn collect(mut pipe: impl Read + Send + 'static) -> Arc<Output> {
-        let out = Arc::new(Output::default());
-        let sink = out.clone();
-        std::thread::spawn(move || {
-            let mut chunk = [0u8; 8192];
-            loop {
-                let n = pipe.read(&mut chunk).unwrap_or(0);
-                let mut text = sink.text.lock().unwrap();
-                if n == 0 {
-                    text.1 = true;
-                    sink.more.notify_all();
-                    return;
-                }
-                text.0.extend_from_slice(&chunk[..n]);
-                sink.more.notify_all();
-            }
-        });
-        out
-    }
-
-    fn now(&self) -> String {
-        String::from_utf8_lossy(&self.text.lock().unwrap().0).into_owned()
-    }
-
-    fn closed(&self) -> bool {
-        self.text.lock().unwrap().1
-    }
-
-    /// Waits until `done` accepts what was written, or the pipe closes,
-    /// or [`STEP_TIMEOUT`] passes; returns whether `done` accepted it.
-    fn wait(&self, done: impl Fn(&str) -> bool) -> bool {
-        let deadline = Instant::now() + STEP_TIMEOUT;
-        let mut text = self.text.lock().unwrap();
-        loop {
-            if done(&String::from_utf8_lossy(&text.0)) {
-                return true;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if text.1 || left.is_zero() {
-                return false;
-            }
-            text = self.more.wait_timeout(text, left).unwrap().0;
-        }
-    }
-}
-
-/// A child process with its stdin open to the test and its stdout and
-/// stderr collected; killed if dropped still running (a failed test).
-struct Proc {
-    name: String,
-    child: Child,
-    /// Whether it leads a process group of its own, killed with it.
-    group: bool,
-    stdin: Option<ChildStdin>,
-    stdout: Arc<Output>,
-    stderr: Arc<Output>,
-}
-
-impl Proc {
-    /// Runs `program` with `args`.
-    fn start<S: AsRef<OsStr>>(program: &str, args: impl IntoIterator<Item = S>) -> Proc {
-        Proc::spawn(program, args, false)
-    }
-
-    /// Runs `program` with `args` as the leader of a process group of its
-    /// own, which [`fail`](Self::fail) and dropping kill whole (Node and
-    /// the browser it starts).
-    fn start_group<S: AsRef<OsStr>>(program: &str, args: impl IntoIterator<Item = S>) -> Proc {
-        Proc::spawn(program, args, true)
-    }
-
-    fn spawn<S: AsRef<OsStr>>(
-        program: &str,
-        args: impl IntoIterator<Item = S>,
-        group: bool,
-    ) -> Proc {
-        let mut command = Command::new(program);
-        command
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if group {
-            command.process_group(0);
-        }
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("could not run {program} (the test needs it): {e}"));
-        Proc {
-            name: program.to_owned(),
-            group,
-            stdin: child.stdin.take(),
-            stdout: Output::collect(child.stdout.take().unwrap()),
-            stderr: Output::collect(child.stderr.take().unwrap()),
-            child,
-        }
-    }
-
-    /// Kills it (its process group, if it leads one) if it is still
-    /// running (its id is still its own), and reaps it.
-    fn kill(&mut self) -> std::io::Result<ExitStatus> {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            return Ok(status);
-        }
-        if self.group {
-            // The group's id is the leader's; `kill` returns at once.
-            let _ = Command::new("kill")
-                .args(["-KILL", "--", &format!("-{}", self.child.id())])
-                .stderr(Stdio::null())
-                .status();
-        }
-        let _ = self.child.kill();
-        self.child.wait()
-    }
-
-    /// Writes `bytes` to its stdin, in one write.
-    fn send(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        if let Err(e) = stdin.write_all(bytes).and_then(|()| stdin.flush()) {
-            self.fail(&format!(
-                "writing {:?}: {e}",
-                String::from_utf8_lossy(bytes)
-            ));
-        }
-    }
-
-    /// Waits (bounded) until `done` accepts its stdout so far; returns it.
-    fn wait_stdout(&mut self, what: &str, done: impl Fn(&str) -> bool) -> String {
-        if !self.stdout.wait(done) {
-            self.fail(&format!("waiting for {what}"));
-        }
-        self.stdout.now()
-    }
-
-    /// Waits (bounded) until its stdout contains `text`.
-    fn wait_for_text(&mut self, text: &str) -> String {
-        self.wait_stdout(&format!("{text:?}"), |out| out.contains(text))
-    }
-
-    /// Closes its stdin and waits (bounded) for it to exit and close its
-    /// pipes; returns its exit status.
-    fn finish(&mut self) -> ExitStatus {
-        drop(self.stdin.take());
-        let deadline = Instant::now() + STEP_TIMEOUT;
-        let status = loop {
-            match self.child.try_wait().expect("wait for the child") {
-                Some(status) => break status,
-                None if Instant::now() > deadline => self.fail("waiting for it to exit"),
-                None => std::thread::sleep(Duration::from_millis(5)),
-            }
-        };
-        // Its stdout closes with it, unless a process it started holds it.
-        self.stdout.wait(|_| false);
-        if !self.stdout.closed() {
-            self.fail("waiting for its stdout to close");
-        }
-        status
-    }
-
-    /// [`finish`](Self::finish), which must exit 0.
-    fn finish_ok(&mut self) {
-        let status = self.finish();
-        if !status.success() {
-            self.fail(&format!("it exited with {status}"));
-        }
-    }
-
-    /// Fails the test with `what`, and what it wrote; kills it first.
-    fn fail(&mut self, what: &str) -> ! {
-        let status = self.kill();
-        panic!(
-            "{}: {what}; {status:?}; its stdout:\n{}\nits stderr:\n{}",
-            self.name,
-            self.stdout.now(),
-            self.stderr.now()
-        );
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.kill();
-    }
-}
-
 // ---- openssl s_client ----
 
 /// `openssl s_client` connected to the server, interactive (neither
@@ -327,7 +108,7 @@ impl Drop for Proc {
 /// with its protocol messages traced to a file (`-msgfile`), so that its
 /// stdout holds only the session's summary and the plaintext it read.
 struct SClient {
-    proc: Proc,
+    proc: Child,
     trace: PathBuf,
     _dir: TempDir,
 }
@@ -368,7 +149,8 @@ impl SClient {
             trace.as_ref(),
         ];
         all.extend(args.iter().map(OsStr::new));
-        let mut proc = Proc::start("openssl", all);
+        let openssl = program("OPENSSL", "openssl", "OpenSSL 3");
+        let mut proc = Child::start("openssl s_client", openssl, all);
         // The summary s_client prints once the handshake is over.
         let out = proc.wait_stdout("the session's summary", |out| {
             out.contains("Verify return code: 0 (ok)")
@@ -458,7 +240,7 @@ impl SClient {
 
     /// Closes stdin: s_client sends `close_notify` and must exit 0.
     fn close(mut self) {
-        self.proc.finish_ok();
+        self.proc.exit_ok();
     }
 }
 
@@ -636,8 +418,7 @@ fn openssl_tls12_suites_across_sleeps_stay_on_rustls() {
 
 /// Makes a FIFO at `path` (`mkfifo`).
 fn mkfifo(path: &Path) {
-    let mut p = Proc::start("mkfifo", [path]);
-    p.finish_ok();
+    Child::start("mkfifo", "mkfifo", [path]).exit_ok();
 }
 
 /// Writes `text` to the FIFO at `path` and closes it: its reader, blocked
@@ -670,8 +451,9 @@ fn curl_across_sleeps(version: &str, shown: &str) {
     let port = srv.addr.port();
     let url = |path: &str| format!("https://localhost:{port}{path}");
     let file = |fifo: &Path| format!("file://{}", fifo.display());
-    let mut curl = Proc::start(
+    let mut curl = Child::start(
         "curl",
+        program("CURL", "curl", "curl"),
         [
             "-sS".to_owned(),
             "--max-time".to_owned(),
@@ -700,7 +482,7 @@ fn curl_across_sleeps(version: &str, shown: &str) {
     curl.wait_for_text("GET /two read=");
     let s = slept_again(&srv, &s);
     write_fifo(&fifos[1], "pause 2\n");
-    curl.finish_ok();
+    curl.exit_ok();
     let expected = [
         line("/one", 1),
         pause(1),
@@ -795,8 +577,9 @@ for line in sys.stdin:
 /// (unwrap returns) and close the TCP connection; every response exact.
 fn python_across_sleeps_and_close_notify(version: &str, protocol: &str, suite: &str) {
     let (cert, srv) = echo_over_tls();
-    let mut py = Proc::start(
-        "python3",
+    let mut py = Child::start(
+        "Python's ssl client",
+        program("PYTHON", "python3", "Python 3"),
         [
             "-c".as_ref(),
             PYTHON_CLIENT.as_ref(),
@@ -814,7 +597,7 @@ fn python_across_sleeps_and_close_notify(version: &str, protocol: &str, suite: &
     let s = slept_again(&srv, &s);
     py.send(b"unwrap\n");
     py.wait_for_text("unwrapped\neof\n");
-    py.finish_ok();
+    py.exit_ok();
     srv.wait_for("woken by the close_notify", |now| {
         now.lot_wakes > s.lot_wakes
     });
@@ -871,8 +654,11 @@ fn chromium_fetches_over_h2_across_sleeps() {
     )
     .unwrap();
     let page = format!("https://localhost:{}/page", srv.addr.port());
-    let mut node = Proc::start_group(
-        "node",
+    // chromium_steps.mjs runs `$CHROMIUM`, else `chromium`: there must be one.
+    program("CHROMIUM", "chromium", "Chromium");
+    let mut node = Child::start_group(
+        "Chromium (through Node)",
+        program("NODE", "node", "Node.js 18 or newer"),
         [script.as_os_str(), page.as_ref(), profile.as_os_str()],
     );
     node.wait_for_text("loaded GET /page read=\n");
@@ -888,7 +674,7 @@ fn chromium_fetches_over_h2_across_sleeps() {
         node.wait_for_text(&format!("fetched 200 GET {path} read= h2\n"));
         srv.wait_for("woken from DORMANT", |s| s.lot_wakes > before.lot_wakes);
     }
-    node.finish_ok();
+    node.exit_ok();
     srv.wait_for("every connection closed", all_closed);
     let s = srv.stats();
     assert_eq!(

@@ -24,24 +24,11 @@
 //!
 //! The client's suite is ChaCha20-Poly1305: its keys can be used from any
 //! sequence number (aws-lc's AES-GCM seal insists on starting at 0).
-#![cfg(any(feature = "tls", feature = "tls-ring"))]
 
 #[allow(
     dead_code,
     reason = "the shared clients and servers: this file drives its own client"
 )]
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod hyper;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    pub(crate) mod tls;
-    pub(crate) mod tls_client;
-    pub(crate) mod xorshift;
-}
-
 use std::any::Any;
 use std::convert::Infallible;
 use std::io::{self, ErrorKind, Read, Write};
@@ -51,13 +38,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::hyper::{Protocol, serve_hyper};
-use common::runtime::bind_tcp;
-use common::servers::{Serve, serve_on};
-use common::temp_dir::TempDir;
-use common::timeout::CLIENT_TIMEOUT;
-use common::tls::{Cert, provider};
-use common::xorshift::XorShift;
+use crate::common::hyper::{Protocol, serve_hyper};
+use crate::common::runtime::bind_tcp;
+use crate::common::servers::{Serve, serve_on};
+use crate::common::temp_dir::TempDir;
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::tls::{Cert, provider};
+use crate::common::xorshift::XorShift;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -260,7 +247,7 @@ fn serve_dormant(via: Via, tickets: bool, workers: usize) -> (Serve<Reach>, Path
 #[cfg(feature = "proxy-protocol")]
 fn proxied(
     builder: &dormant::Builder,
-    service: impl common::runtime::Servable<Full<Bytes>>,
+    service: impl crate::common::runtime::Servable<Full<Bytes>>,
     workers: usize,
     cert: Cert,
     config: dormant::tls::TlsConfig,
@@ -278,7 +265,7 @@ fn proxied(
 #[cfg(not(feature = "proxy-protocol"))]
 fn proxied(
     builder: &dormant::Builder,
-    service: impl common::runtime::Servable<Full<Bytes>>,
+    service: impl crate::common::runtime::Servable<Full<Bytes>>,
     workers: usize,
     cert: Cert,
     config: dormant::tls::TlsConfig,

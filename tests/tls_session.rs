@@ -16,37 +16,24 @@
 //! Built only with a crypto provider (features `tls` or `tls-ring`): with
 //! `tls-no-provider` alone neither the server's PEM loader nor the test's
 //! client has one.
-#![cfg(any(feature = "tls", feature = "tls-ring"))]
-
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod h2;
-    pub(crate) mod ladder;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    pub(crate) mod tls;
-    pub(crate) mod tls_client;
-    pub(crate) mod xorshift;
-}
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::client::{Client, End, Endpoint, get, ok};
-use common::h2::post;
-use common::ladder::ladder;
-use common::runtime::{ResponseBody, Servable, bind_tcp};
-use common::servers::{Serve, serve_on};
-use common::services::echo_service;
-use common::timeout::CLIENT_TIMEOUT;
-use common::tls::{APPLICATION_DATA, Cert, Tap, block, client_config, provider, records, tls13};
-use common::tls_client::{TlsStream, tcp};
-use common::xorshift::XorShift;
+use crate::common::client::{Client, End, Endpoint, get, ok};
+use crate::common::h2::post;
+use crate::common::ladder::ladder;
+use crate::common::runtime::{ResponseBody, Servable, bind_tcp};
+use crate::common::servers::{Serve, serve_on};
+use crate::common::services::echo_service;
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::tls::{
+    APPLICATION_DATA, Cert, Tap, block, client_config, provider, records, tls13,
+};
+use crate::common::tls_client::{TlsStream, tcp};
+use crate::common::xorshift::XorShift;
 use dormant::tls::{TlsConfig, TlsInfo, TlsListener};
 use http::{Request, StatusCode, Version};
 use http_body_util::Full;
@@ -1341,7 +1328,7 @@ fn rustls_reference(config: ServerConfig) -> SocketAddr {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = block("bind", tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let addr = listener.local_addr().unwrap();
-    common::tls::client_rt().spawn(async move {
+    crate::common::tls::client_rt().spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
                 return;

@@ -9,30 +9,12 @@
 //! `examples/websocket.rs`'s handler serves wss:// from PEM files.
 //!
 //! Built only with a crypto provider (features `tls` or `tls-ring`), as
-//! tests/tls_session.rs. The server runs on a runtime of the test's own
-//! (`Harness`), so upgraded streams, which outlive `serve`, can be watched
-//! after it returned.
+//! tests/tls_session.rs. The server's runtime outlives `serve` (`Serve`),
+//! so upgraded streams, which outlive `serve`, can be watched after it
+//! returned.
 //!
-//! One test of this binary counts the process's descriptors: its tests
-//! run one at a time ([`exclusive`]).
-#![cfg(any(feature = "tls", feature = "tls-ring"))]
-
-mod common {
-    pub(crate) mod drops;
-    pub(crate) mod fds;
-    pub(crate) mod harness;
-    pub(crate) mod ladder;
-    pub(crate) mod runtime;
-    pub(crate) mod sleepers;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    pub(crate) mod tls;
-    pub(crate) mod wait;
-}
-
-#[allow(dead_code, unreachable_pub)]
-#[path = "../examples/websocket.rs"]
-mod websocket;
+//! One test counts the process's descriptors: it runs alone in a process
+//! of its own ([`in_own_process`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -41,14 +23,18 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::fds::{exclusive, fd_count, wait_for_fds};
-use common::harness::Harness;
-use common::ladder::ladder;
-use common::runtime::{ResponseBody, Servable, bind_tcp};
-use common::sleepers::{SWITCHED, Sleeper, Sleepers, UPGRADE};
-use common::timeout::CLIENT_TIMEOUT;
-use common::tls::{APPLICATION_DATA, Cert, Tap, block, client_config, client_rt, records, tls13};
-use common::wait::wait;
+use crate::common::fds::{fd_count, wait_for_fds};
+use crate::common::ladder::ladder;
+use crate::common::process::in_own_process;
+use crate::common::runtime::{ResponseBody, Servable, bind_tcp};
+use crate::common::servers::{Serve, serve_on};
+use crate::common::sleepers::{SWITCHED, Sleeper, Sleepers, UPGRADE};
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::tls::{
+    APPLICATION_DATA, Cert, Tap, block, client_config, client_rt, records, tls13,
+};
+use crate::common::wait::wait;
+use crate::upgrade_examples::websocket;
 
 use dormant::tls::TlsListener;
 use dormant::upgrade::{self, Lot, Upgraded, Woken};
@@ -71,15 +57,21 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 /// Serves `service` over TLS with `cert` (from its PEM files) on
-/// 127.0.0.1, on a runtime the test owns.
-fn serve_tls<B: ResponseBody>(cert: &Cert, service: impl Servable<B>) -> Harness<SocketAddr> {
+/// 127.0.0.1.
+fn serve_tls<B: ResponseBody>(cert: &Cert, service: impl Servable<B>) -> Serve<SocketAddr> {
     let config = cert.config();
     // Parks after 3 ms, goes dormant after 10 ms: the connection that asks
     // for the upgrade may come from the lot.
-    Harness::start(&ladder(Duration::from_millis(10)), service, (), |rt| {
-        let (tcp, addr) = rt.block_on(bind_tcp());
-        (TlsListener::new(tcp, config), addr)
-    })
+    serve_on(
+        &ladder(Duration::from_millis(10)),
+        service,
+        2,
+        (),
+        || async {
+            let (tcp, addr) = bind_tcp().await;
+            (TlsListener::new(tcp, config), addr)
+        },
+    )
 }
 
 fn all_closed(s: &dormant::Stats) -> bool {
@@ -401,7 +393,6 @@ fn sleeping_wss() -> (impl Servable<Empty<Bytes>>, Sleepers) {
 ///    buffer is held.
 #[test]
 fn wss_sleeps_in_the_lot_between_messages() {
-    let _fds = exclusive();
     let cert = Cert::new();
     for version in [&TLS13, &TLS12] {
         let (service, s) = sleeping_wss();
@@ -487,7 +478,9 @@ const RESET: &str = "error: WebSocket protocol error: Connection reset without c
 ///    descriptor is released.
 #[test]
 fn client_close_while_asleep_releases_the_stream() {
-    let _fds = exclusive();
+    if !in_own_process() {
+        return;
+    }
     let cert = Cert::new();
     let config = tls13(&cert);
     let (service, s) = sleeping_wss();
@@ -582,7 +575,6 @@ fn early_frame_to_a_sleeping_websocket(early: Early) {
 ///    carries it exactly, and it wakes the stream at once.
 #[test]
 fn frame_in_the_record_of_the_upgrade_request() {
-    let _fds = exclusive();
     early_frame_to_a_sleeping_websocket(Early::OneRecord);
 }
 
@@ -593,7 +585,6 @@ fn frame_in_the_record_of_the_upgrade_request() {
 ///    every state is dropped.
 #[test]
 fn graceful_shutdown_while_asleep_closes_each_websocket() {
-    let _fds = exclusive();
     let cert = Cert::new();
     let config = tls13(&cert);
     let (service, s) = sleeping_wss();
@@ -607,7 +598,7 @@ fn graceful_shutdown_while_asleep_closes_each_websocket() {
         .collect();
     wait("all asleep", || s.sleeping() == 3);
 
-    srv.shutdown();
+    srv.stop();
     let away = Message::Close(Some(CloseFrame {
         code: CloseCode::Away,
         reason: "server shutting down".into(),
@@ -634,7 +625,6 @@ fn graceful_shutdown_while_asleep_closes_each_websocket() {
 ///    several records, and the client's close.
 #[test]
 fn websocket_example_serves_wss() {
-    let _fds = exclusive();
     let cert = Cert::new();
     let srv = serve_tls(&cert, service_fn(websocket::handle));
     let mut ws = wss(srv.addr, &tls13(&cert));
@@ -654,7 +644,6 @@ fn websocket_example_serves_wss() {
 ///    hand-off carries, then the session's), then goes on.
 #[test]
 fn websocket_example_answers_a_frame_sent_with_the_upgrade_request() {
-    let _fds = exclusive();
     let cert = Cert::new();
     let srv = serve_tls(&cert, service_fn(websocket::handle));
     let config = tls13(&cert);
@@ -675,7 +664,6 @@ fn websocket_example_answers_a_frame_sent_with_the_upgrade_request() {
 ///    client has its close frame and leaves.
 #[test]
 fn websocket_example_closes_with_1009_over_tls() {
-    let _fds = exclusive();
     let cert = Cert::new();
     let srv = serve_tls(&cert, service_fn(websocket::handle));
     let mut ws = wss(srv.addr, &tls13(&cert));
@@ -708,7 +696,6 @@ fn websocket_example_closes_with_1009_over_tls() {
 ///    put to sleep at once, it must be handed back at once, not failed.
 #[test]
 fn frame_in_a_record_of_its_own_after_the_upgrade_request() {
-    let _fds = exclusive();
     early_frame_to_a_sleeping_websocket(Early::TwoRecords);
 }
 
@@ -828,7 +815,6 @@ fn records_together_at_a_sleeping_stream(records: [&str; 2], want: &str) {
 ///    failed (which closes it and loses the bytes): both are answered.
 #[test]
 fn plaintext_decrypted_by_a_write_wakes_the_sleeping_stream_at_once() {
-    let _fds = exclusive();
     records_together_at_a_sleeping_stream(["first ", "second"], "first second");
 }
 
@@ -839,6 +825,5 @@ fn plaintext_decrypted_by_a_write_wakes_the_sleeping_stream_at_once() {
 ///     will ever announce those bytes.
 #[test]
 fn a_record_left_in_the_session_wakes_the_sleeping_stream_at_once() {
-    let _fds = exclusive();
     records_together_at_a_sleeping_stream(["-", "x"], "x");
 }

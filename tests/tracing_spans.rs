@@ -3,17 +3,12 @@
 //! skips both when they are disabled, so this pins that they still exist
 //! when they are not), also on a connection woken after a park; behind a
 //! PROXY header (feature `proxy-protocol`), the span's peer is the
-//! header's client.
+//! header's client. The subscriber is global: each test runs alone in a
+//! process of its own ([`in_own_process`]), so that no other test logs
+//! through it.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod tcp;
-    pub(crate) mod timeout;
-}
-
-use common::tcp::{fast_park, serve_with};
+use crate::common::process::in_own_process;
+use crate::common::tcp::{fast_park, serve_with};
 
 use std::convert::Infallible;
 use std::io::Write;
@@ -40,8 +35,7 @@ impl Write for Captured {
 }
 
 impl Captured {
-    /// What the subscriber of this test binary writes; installed once,
-    /// for every test of the binary.
+    /// What the subscriber of this process writes; installed once.
     fn installed() -> &'static Captured {
         static CAPTURED: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
         CAPTURED.get_or_init(|| {
@@ -73,6 +67,9 @@ async fn handle(req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, In
 
 #[test]
 fn handler_events_sit_in_the_conn_and_request_spans() {
+    if !in_own_process() {
+        return;
+    }
     let captured = Captured::installed();
     let srv = serve_with(&fast_park(), service_fn(handle));
     let mut c = srv.connect();
@@ -98,9 +95,12 @@ fn handler_events_sit_in_the_conn_and_request_spans() {
 #[cfg(feature = "proxy-protocol")]
 #[test]
 fn the_conn_span_of_a_proxied_connection_shows_the_headers_client() {
+    if !in_own_process() {
+        return;
+    }
     let captured = Captured::installed();
-    let srv = common::servers::serve_on(&fast_park(), service_fn(handle), 2, (), || async {
-        let (tcp, addr) = common::runtime::bind_tcp().await;
+    let srv = crate::common::servers::serve_on(&fast_park(), service_fn(handle), 2, (), || async {
+        let (tcp, addr) = crate::common::runtime::bind_tcp().await;
         (dormant::proxy::ProxyProtocol::new(tcp), addr)
     });
     let mut c = srv.connect();

@@ -7,61 +7,30 @@
 //! shutdown, the differential against hyper, HTTP/2) are in the files of
 //! each behaviour, which run over every transport.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod drops;
-    pub(crate) mod harness;
-    pub(crate) mod ladder;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod services;
-    pub(crate) mod sleepers;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    pub(crate) mod unix;
-    pub(crate) mod upgrade_echo;
-    pub(crate) mod wait;
-}
-
 use std::convert::Infallible;
+use std::ffi::OsStr;
 use std::io::ErrorKind;
 use std::net::Shutdown;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use common::client::{Client, get, ok};
-use common::harness::Harness;
-use common::ladder::ladder;
-use common::runtime::{ResponseBody, Servable};
-use common::services::echo_service;
-use common::sleepers::{SWITCHED, UPGRADE};
-use common::temp_dir::TempDir;
-use common::unix::serve_unix;
-use common::upgrade_echo::{check_sleeping_echo, connect_upgraded, sleepy_service};
-use common::wait::wait;
+use crate::common::child::{Child, program};
+use crate::common::client::{Client, get, ok};
+use crate::common::ladder::ladder;
+use crate::common::services::echo_service;
+use crate::common::sleepers::{SWITCHED, UPGRADE};
+use crate::common::temp_dir::TempDir;
+use crate::common::unix::serve_unix;
+use crate::common::upgrade_echo::{check_sleeping_echo, connect_upgraded, sleepy_service};
+use crate::common::wait::wait;
 use dormant::PeerAddr;
 use dormant::upgrade;
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::service::service_fn;
-
-/// Serves `service` on a runtime of the test's own ([`Harness`]), on a
-/// `dormant::UnixListener` at a fresh path in a fresh temporary directory.
-fn start<B: ResponseBody>(
-    builder: &dormant::Builder,
-    service: impl Servable<B>,
-) -> Harness<PathBuf> {
-    let dir = TempDir::new();
-    let path = dir.path.join("http.sock");
-    Harness::start(builder, service, dir, |rt| {
-        let _enter = rt.enter();
-        let listener = dormant::UnixListener::bind(&path).expect("bind the Unix socket");
-        (listener, path)
-    })
-}
 
 /// A tokio runtime for a test's own async client (or for binding).
 fn client_runtime() -> tokio::runtime::Runtime {
@@ -121,7 +90,7 @@ fn sleeping_upgraded_stream_wakes_on_data_and_on_close() {
 #[test]
 fn graceful_shutdown_hands_back_sleeping_upgraded_streams() {
     let (service, s) = sleepy_service();
-    let mut srv = start(&ladder(Duration::from_millis(10)), service);
+    let mut srv = serve_unix(&ladder(Duration::from_millis(10)), service, 2);
     let path = srv.addr.clone();
 
     let mut clients = connect_upgraded(&srv, 3);
@@ -132,7 +101,7 @@ fn graceful_shutdown_hands_back_sleeping_upgraded_streams() {
     srv.wait_for("connections handed off", |st| {
         st.upgrades == 3 && st.active + st.parked + st.dormant == 0
     });
-    srv.shutdown();
+    srv.stop();
     assert!(!path.exists(), "the socket file outlived the listener");
     for c in &mut clients {
         assert_eq!(c.read_to_close(), "bye");
@@ -299,37 +268,17 @@ fn peer_addr_on_a_unix_listener() {
     assert_eq!(c.response(), ok("none"), "off by default");
 }
 
-/// 9. A real client: curl over the Unix socket, if it is installed.
+/// 9. A real client: curl over the Unix socket.
 #[test]
 fn curl_over_the_unix_socket() {
-    let found = std::process::Command::new("which")
-        .arg("curl")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if !found {
-        eprintln!("curl is not installed: skipping curl_over_the_unix_socket");
-        return;
-    }
     let srv = serve_unix(&ladder(Duration::from_millis(10)), echo_service(), 2);
-    let curl = |args: &[&str]| {
-        let out = std::process::Command::new("curl")
-            .args([
-                "--silent",
-                "--show-error",
-                "--max-time",
-                "5",
-                "--unix-socket",
-            ])
-            .arg(&srv.addr)
-            .args(args)
-            .output()
-            .expect("run curl");
-        assert!(
-            out.status.success(),
-            "curl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+    let curl = |urls: &[&str]| {
+        let mut args: Vec<&OsStr> = ["--silent", "--show-error", "--unix-socket"]
+            .map(OsStr::new)
+            .into();
+        args.push(srv.addr.as_os_str());
+        args.extend(urls.iter().map(OsStr::new));
+        Child::start("curl", program("CURL", "curl", "curl"), args).output()
     };
     assert_eq!(curl(&["http://localhost/"]), "GET / read=");
     // Two requests on one kept-alive connection.

@@ -2,34 +2,20 @@
 //! nothing of the server kept, declined upgrades going on as HTTP, and
 //! upgraded streams sleeping in the parking lot.
 //!
-//! The server runs on a runtime of the test's own (`Harness`), so upgraded
-//! streams, which outlive `serve`, can be observed after it returned.
+//! The server's runtime outlives `serve` (`Serve`), so upgraded streams,
+//! which outlive `serve`, can be observed after it returned.
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod drops;
-    pub(crate) mod harness;
-    pub(crate) mod ladder;
-    pub(crate) mod runtime;
-    pub(crate) mod sleepers;
-    pub(crate) mod timeout;
-    pub(crate) mod upgrade_echo;
-    pub(crate) mod wait;
-}
-
-use common::client::{get, ok};
-use common::drops::{DropCount, Dropped};
-use common::harness::Harness;
-use common::ladder::ladder;
-use common::runtime::{ResponseBody, Servable, bind_tcp};
-use common::sleepers::{SWITCHED, UPGRADE};
-use common::timeout::CLIENT_TIMEOUT;
-use common::upgrade_echo::{check_sleeping_echo, connect_upgraded, sleepy_service};
-use common::wait::wait;
+use crate::common::client::{get, ok};
+use crate::common::drops::{DropCount, Dropped};
+use crate::common::ladder::ladder;
+use crate::common::sleepers::{SWITCHED, UPGRADE};
+use crate::common::tcp::serve_with;
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::upgrade_echo::{check_sleeping_echo, connect_upgraded, sleepy_service};
+use crate::common::wait::wait;
 
 use std::convert::Infallible;
 use std::io::Read;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, mpsc};
 use std::task::{Context, Poll};
@@ -75,15 +61,6 @@ impl http_body::Body for TestBody {
     fn size_hint(&self) -> http_body::SizeHint {
         http_body::SizeHint::with_exact(self.data.as_ref().map_or(0, |d| d.len() as u64))
     }
-}
-
-/// Serves `service` on 127.0.0.1, on a runtime of the test's own
-/// ([`Harness`]).
-fn start<B: ResponseBody>(
-    builder: &dormant::Builder,
-    service: impl Servable<B>,
-) -> Harness<SocketAddr> {
-    Harness::start(builder, service, (), |rt| rt.block_on(bind_tcp()))
 }
 
 fn switching(body: TestBody) -> Response<TestBody> {
@@ -202,7 +179,7 @@ fn next(rx: &mpsc::Receiver<String>) -> String {
 #[test]
 fn bytes_after_the_upgrade_request_come_out_first() {
     let (ev, rx) = events();
-    let srv = start(&ladder(None), upgrader(ev));
+    let srv = serve_with(&ladder(None), upgrader(ev));
     let mut c = srv.connect();
     c.send(format!("{UPGRADE}hello").as_bytes());
     assert_eq!(c.response(), SWITCHED);
@@ -224,7 +201,7 @@ fn bytes_after_the_upgrade_request_come_out_first() {
 #[test]
 fn upgrade_after_parked_keep_alive_requests() {
     let (ev, rx) = events();
-    let srv = start(&ladder(None), upgrader(ev));
+    let srv = serve_with(&ladder(None), upgrader(ev));
     let mut c = srv.connect();
     for i in 1..=3 {
         c.send(get(&format!("/plain{i}")).as_bytes());
@@ -244,7 +221,7 @@ fn upgrade_after_parked_keep_alive_requests() {
 #[test]
 fn connect_tunnels() {
     let (ev, _rx) = events();
-    let srv = start(&ladder(None), upgrader(ev));
+    let srv = serve_with(&ladder(None), upgrader(ev));
     let mut c = srv.connect();
     c.send(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\ntunneled");
     assert_eq!(c.response_head(), "HTTP/1.1 200 OK\r\n\r\n");
@@ -256,7 +233,7 @@ fn connect_tunnels() {
 #[test]
 fn declined_upgrade_goes_on_as_http() {
     let (ev, rx) = events();
-    let srv = start(&ladder(None), upgrader(ev));
+    let srv = serve_with(&ladder(None), upgrader(ev));
     let mut c = srv.connect();
     c.send(b"GET /decline HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n");
     assert_eq!(c.response(), ok("declined"));
@@ -275,7 +252,7 @@ fn declined_upgrade_goes_on_as_http() {
 #[test]
 fn not_an_upgrade_request_fails_at_once() {
     let (ev, rx) = events();
-    let srv = start(&ladder(None), upgrader(ev));
+    let srv = serve_with(&ladder(None), upgrader(ev));
     let mut c = srv.connect();
     // `Upgrade` without `Connection: upgrade` is not an upgrade request.
     c.send(b"GET /x HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\n\r\n");
@@ -292,7 +269,7 @@ fn not_an_upgrade_request_fails_at_once() {
 #[test]
 fn dropped_upgrade_future_closes_the_connection() {
     let (ev, _rx) = events();
-    let srv = start(&ladder(None), upgrader(ev));
+    let srv = serve_with(&ladder(None), upgrader(ev));
     let mut c = srv.connect();
     c.send(b"GET /drop HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n");
     assert_eq!(c.read_to_close(), SWITCHED);
@@ -303,7 +280,7 @@ fn dropped_upgrade_future_closes_the_connection() {
 #[test]
 fn http2_upgrade_fails_clearly() {
     let (ev, rx) = events();
-    let srv = start(&ladder(None), upgrader(ev));
+    let srv = serve_with(&ladder(None), upgrader(ev));
     let client_rt = tokio::runtime::Runtime::new().unwrap();
     let status = client_rt.block_on(async {
         let stream = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
@@ -362,7 +339,7 @@ fn after_the_hand_off_nothing_of_the_server_remains() {
             async move { Ok::<_, Infallible>(switching(body)) }
         })
     };
-    let mut srv = start(&ladder(None), service);
+    let mut srv = serve_with(&ladder(None), service);
     let mut c = srv.connect();
     c.send(UPGRADE.as_bytes());
     assert_eq!(c.response(), SWITCHED);
@@ -385,7 +362,7 @@ fn after_the_hand_off_nothing_of_the_server_remains() {
 
     // Shutdown neither waits for nor closes the upgraded stream, and the
     // service goes with the server: the stream held no reference to it.
-    srv.shutdown();
+    srv.stop();
     wait("service dropped", || {
         Arc::strong_count(&service_copies) == 1
     });
@@ -416,13 +393,13 @@ fn shutdown_signal_reaches_upgraded_streams() {
         });
         async { Ok::<_, Infallible>(switching(TestBody::new(""))) }
     });
-    let mut srv = start(&ladder(None), service);
+    let mut srv = serve_with(&ladder(None), service);
     let mut c = srv.connect();
     c.send(UPGRADE.as_bytes());
     assert_eq!(c.response(), SWITCHED);
     c.send(b"echo");
     assert_eq!(c.read_exact_bytes(4), b"echo");
-    srv.shutdown();
+    srv.stop();
     assert_eq!(c.read_to_close(), "going away");
 }
 
@@ -439,7 +416,7 @@ fn dormant_upgraded_stream_wakes_on_data_and_on_close() {
     // `dormant_after(None)`: upgraded streams sleep in the lot regardless.
     let b = ladder(None);
     let (service, s) = sleepy_service();
-    let srv = start(&b, service);
+    let srv = serve_with(&b, service);
     let (rx, drops) = (&s.events, &s.drops);
     let mut c = srv.connect();
     // The leftover wakes it at once.
@@ -469,10 +446,10 @@ fn dormant_upgraded_stream_wakes_on_data_and_on_close() {
 #[test]
 fn dormant_upgraded_streams_are_handed_back_at_shutdown() {
     let (service, s) = sleepy_service();
-    let mut srv = start(&ladder(None), service);
+    let mut srv = serve_with(&ladder(None), service);
     let mut clients = connect_upgraded(&srv, 5);
     wait("all asleep", || s.sleeping() == 5);
-    srv.shutdown();
+    srv.stop();
     for c in &mut clients {
         assert_eq!(c.read_to_close(), "bye");
     }
@@ -485,7 +462,7 @@ fn dormant_upgraded_streams_are_handed_back_at_shutdown() {
     // After shutdown the lot takes nothing: sleeping calls back at once.
     let lot = s.lot.lock().unwrap().clone().unwrap();
     let (tx, woken) = mpsc::channel();
-    srv.rt.block_on(async {
+    srv.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap());
         let (client, accepted) = tokio::join!(client, listener.accept());
@@ -516,13 +493,13 @@ fn hyper_upgraded_streams_outlive_serve() {
         });
         async { Ok::<_, Infallible>(switching(TestBody::new(""))) }
     });
-    let mut srv = start(&ladder(None), service);
+    let mut srv = serve_with(&ladder(None), service);
     let mut c = srv.connect();
     c.send(UPGRADE.as_bytes());
     assert_eq!(c.response(), SWITCHED);
     c.send(b"echo");
     assert_eq!(c.read_exact_bytes(4), b"echo");
-    srv.shutdown();
+    srv.stop();
     c.send(b"after serve");
     assert_eq!(c.read_exact_bytes(11), b"after serve");
 }

@@ -1,23 +1,17 @@
 //! The upgrade examples, served and spoken to: `examples/echo.rs` (streams
 //! sleeping in the lot) and `examples/websocket.rs` (tokio-tungstenite).
 
-mod common {
-    pub(crate) mod client;
-    pub(crate) mod runtime;
-    pub(crate) mod servers;
-    pub(crate) mod tcp;
-    pub(crate) mod timeout;
-}
-use common::timeout::CLIENT_TIMEOUT;
+use crate::common::timeout::CLIENT_TIMEOUT;
 
-use common::tcp::{fast_park, serve_with};
+use crate::common::tcp::{fast_park, serve_with};
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "../examples/echo.rs"]
 mod echo;
+// Also run over TLS by tls_upgrade.rs (a file is one module).
 #[allow(dead_code, unreachable_pub)]
 #[path = "../examples/websocket.rs"]
-mod websocket;
+pub(crate) mod websocket;
 
 use futures_util::{SinkExt, StreamExt};
 use hyper::service::service_fn;

@@ -3,34 +3,14 @@
 //! on connections that slept (PARKED and DORMANT) before the upgrade request,
 //! with real clients (hyper's with upgrades, tokio-tungstenite).
 
-mod common {
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod client;
-    pub(crate) mod ladder;
-    pub(crate) mod rungs;
-    pub(crate) mod runtime;
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod servers;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-}
-
 use std::convert::Infallible;
 
+use crate::common::ladder::ladder;
+use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{AsyncStream, Transport, over_every_transport};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::routing::{any, get};
-use common::ladder::ladder;
-use common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
-use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{AsyncStream, Transport, over_every_transport};
 use futures_util::{SinkExt, StreamExt};
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Empty, Full};

@@ -6,35 +6,15 @@
 //! request that is not an upgrade. And WebSockets over HTTP/2 (RFC 8441)
 //! from an axum app served by `dormant::axum::serve`, with axum's own
 //! extractor and with dormant's, as `axum::serve` serves them.
-#![cfg(all(feature = "ws", feature = "axum"))]
-
-mod common {
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod client;
-    pub(crate) mod runtime;
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod servers;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-    pub(crate) mod wait;
-}
 
 use std::sync::{Arc, Mutex};
 
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{Transport, over_every_transport};
+use crate::common::wait::wait;
 use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{Transport, over_every_transport};
-use common::wait::wait;
 use dormant::ws::{Message, Sender, WebSocketUpgrade};
 use futures_util::{SinkExt, StreamExt};
 use http::StatusCode;

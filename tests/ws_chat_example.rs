@@ -2,26 +2,6 @@
 //! clients (tokio-tungstenite): what one member says, every member hears,
 //! while their sockets sleep between messages; a member that leaves is
 //! announced; the page is served.
-#![cfg(feature = "ws")]
-
-mod common {
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod client;
-    pub(crate) mod runtime;
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod servers;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-    pub(crate) mod wait;
-}
 
 #[allow(
     dead_code,
@@ -33,9 +13,9 @@ mod chat;
 
 use std::sync::Arc;
 
-use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{AsyncStream, Transport, over_every_transport};
-use common::wait::wait;
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{AsyncStream, Transport, over_every_transport};
+use crate::common::wait::wait;
 use futures_util::{SinkExt, StreamExt};
 use hyper::service::service_fn;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

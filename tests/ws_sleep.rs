@@ -6,36 +6,14 @@
 //! and graceful shutdown. Frames in pieces, the socket asleep between
 //! them, keep no worker busy while they wait for their rest: on a server
 //! with one worker, another client is served meanwhile.
-#![cfg(feature = "ws")]
-
-mod common {
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod client;
-    pub(crate) mod runtime;
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod servers;
-    pub(crate) mod temp_dir;
-    pub(crate) mod timeout;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls;
-    #[cfg(any(feature = "tls", feature = "tls-ring"))]
-    #[allow(dead_code, reason = "the raw HTTP/1 client is not used here")]
-    pub(crate) mod tls_client;
-    pub(crate) mod transport;
-    pub(crate) mod unix;
-    pub(crate) mod wait;
-    pub(crate) mod ws;
-    pub(crate) mod xorshift;
-}
 
 use std::time::Duration;
 
-use common::timeout::CLIENT_TIMEOUT;
-use common::transport::{AsyncStream, Transport, over_every_transport};
-use common::wait::wait;
-use common::ws::{PING_EVERY, Room, SMALL, echo, next_event};
-use common::xorshift::XorShift;
+use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{AsyncStream, Transport, over_every_transport};
+use crate::common::wait::wait;
+use crate::common::ws::{PING_EVERY, Room, SMALL, echo, next_event};
+use crate::common::xorshift::XorShift;
 use dormant::ws::{CloseCode, Frame, Sender};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

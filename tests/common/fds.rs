@@ -1,18 +1,11 @@
 //! The process's open descriptors, counted: the server runs in-process, so
-//! a descriptor it keeps shows in the count.
+//! a descriptor it keeps shows in the count. A test that counts them runs
+//! alone in a process of its own (`process::in_own_process`), where no
+//! other test opens or closes one meanwhile.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::timeout::CLIENT_TIMEOUT;
-
-/// Tests of a binary that counts the process's descriptors run one at a
-/// time: each holds this while it runs, so no other test opens or closes
-/// descriptors meanwhile.
-pub(crate) fn exclusive() -> MutexGuard<'static, ()> {
-    static FDS: Mutex<()> = Mutex::new(());
-    FDS.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Open file descriptors of this process.
 pub(crate) fn fd_count() -> usize {

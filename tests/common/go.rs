@@ -1,13 +1,23 @@
 //! The Go client programs of the tests (`tests/go/*`): the `go` command
-//! found, a module built once into the tests' temporary directory, and
-//! the arguments that point a client at a test server ([`GoDial`]).
+//! found, and a module built once per test process into the tests'
+//! temporary directory ([`program`]).
 
-use std::ffi::OsString;
+use std::collections::BTreeMap;
 use std::fs::File;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// The Go program of `tests/go/MODULE` (`client`, in messages), built by
+/// the first test that needs it ([`build`]; the others wait); fails saying
+/// why if it cannot be built.
+pub(crate) fn program(module: &'static str, client: &str) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<&str, Result<PathBuf, String>>> = Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    let program = built.entry(module).or_insert_with(|| build(module, client));
+    program.clone().unwrap_or_else(|e| panic!("{e}"))
+}
 
 /// How long `go build` may take: from an empty module and build cache, it
 /// downloads the module's requirements and compiles `net/http`.
@@ -43,7 +53,7 @@ fn find_go(client: &str) -> Result<PathBuf, String> {
 /// temporary directory with the module's own `go.sum` (`-mod=readonly`)
 /// and the installed Go (`GOTOOLCHAIN=local`), bounded by
 /// [`BUILD_TIMEOUT`]; returns the program's path.
-pub(crate) fn build(module: &str, client: &str) -> Result<PathBuf, String> {
+fn build(module: &str, client: &str) -> Result<PathBuf, String> {
     let go = find_go(client)?;
     let source = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("go")
@@ -106,38 +116,4 @@ pub(crate) fn build(module: &str, client: &str) -> Result<PathBuf, String> {
     std::fs::rename(&out, &path).map_err(|e| format!("{}: {e}", path.display()))?;
     eprintln!("built {client} in {:?}", started.elapsed());
     Ok(path)
-}
-
-/// The Go client's arguments that reach a server at this address.
-pub(crate) trait GoDial {
-    fn go_args(&self) -> Vec<OsString>;
-}
-
-impl GoDial for SocketAddr {
-    fn go_args(&self) -> Vec<OsString> {
-        vec!["-addr".into(), self.to_string().into()]
-    }
-}
-
-impl GoDial for PathBuf {
-    fn go_args(&self) -> Vec<OsString> {
-        vec!["-unix".into(), self.into()]
-    }
-}
-
-#[cfg(any(feature = "tls", feature = "tls-ring"))]
-impl GoDial for super::transport::tls::TlsAddr {
-    /// TLS trusting the server's certificate, for `localhost` (the name it
-    /// was made for); the client program picks its ALPN protocol.
-    fn go_args(&self) -> Vec<OsString> {
-        vec![
-            "-addr".into(),
-            self.addr.to_string().into(),
-            "-tls".into(),
-            "-ca".into(),
-            self.ca.clone().into(),
-            "-servername".into(),
-            "localhost".into(),
-        ]
-    }
 }

@@ -16,7 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::client::{Client, Endpoint};
-use super::runtime::{ResponseBody, bind_tcp, server_runtime};
+use super::runtime::{Panics, ResponseBody, bind_tcp, server_runtime};
 
 /// Which of hyper's servers serves a connection, with its defaults:
 /// `http1::Builder` or `http2::Builder` (whose defaults are dormant's).
@@ -40,6 +40,7 @@ pub(crate) struct PlainHyper<A = SocketAddr> {
     pub(crate) addr: A,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    panics: Panics,
     /// What must outlive the server (a Unix socket's directory).
     _keep: Box<dyn Any + Send + Sync>,
 }
@@ -58,6 +59,7 @@ impl<A> Drop for PlainHyper<A> {
         if let Some(thread) = self.thread.take() {
             if !std::thread::panicking() {
                 thread.join().expect("plain hyper thread panicked");
+                self.panics.assert_none();
             }
         }
     }
@@ -131,11 +133,11 @@ where
     let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
-        let rt = server_runtime(2);
+        let (rt, panics) = server_runtime(2);
         rt.block_on(async move {
             let (listener, addr) = bind().await;
             addr_tx
-                .send(addr)
+                .send((addr, panics))
                 .unwrap_or_else(|_| panic!("the test went away"));
             loop {
                 let stream = tokio::select! {
@@ -173,10 +175,12 @@ where
             }
         });
     });
+    let (addr, panics) = addr_rx.recv().expect("plain hyper started");
     PlainHyper {
-        addr: addr_rx.recv().expect("plain hyper started"),
+        addr,
         shutdown: Some(tx),
         thread: Some(thread),
+        panics,
         _keep: Box::new(keep),
     }
 }

@@ -5,15 +5,15 @@ use std::any::Any;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::client::{Client, Endpoint};
-use super::runtime::{ResponseBody, Servable, assert_no_server_panic, server_runtime};
+use super::runtime::{Panics, ResponseBody, Servable, server_runtime};
 use super::timeout::CLIENT_TIMEOUT;
 
 /// What the tests do with a [`dormant::Handle`], whatever the listener's
 /// address type.
-#[allow(dead_code, reason = "only the shutdown tests steer the server")]
 pub(crate) trait Steer: Send + Sync {
     fn shutdown(&self);
     fn graceful_shutdown(&self, grace: Option<Duration>);
@@ -34,18 +34,28 @@ impl<A: Send + Sync> Steer for dormant::Handle<A> {
     }
 }
 
-/// A running server; shuts down (and joins its runtime) on drop. `A` is
-/// where it listens ([`Endpoint`]).
+/// A running server, on a runtime of its own on a thread of its own. Its
+/// runtime outlives `serve`: upgraded streams, which `serve` hands off and
+/// does not wait for, run (and their callbacks are called) until the test
+/// drops the server, which shuts it down gracefully, checks that `serve`
+/// returned and that none of its tasks panicked, then ends the runtime.
+/// `A` is where it listens ([`Endpoint`]).
 pub(crate) struct Serve<A = SocketAddr> {
     pub(crate) addr: A,
     pub(crate) server: dormant::Server,
     /// The `serve` call's [`dormant::Handle`], whatever its address type.
-    #[allow(dead_code, reason = "only the shutdown tests steer the server")]
     pub(crate) handle: Box<dyn Steer>,
-    /// The server's runtime (for its task metrics).
-    #[allow(dead_code, reason = "read by `wait_tasks`")]
+    /// The server's runtime (for its task metrics, and for a test's task
+    /// beside the server's).
     runtime: tokio::runtime::Handle,
+    panics: Panics,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Set once `serve` has returned.
+    served: Arc<AtomicBool>,
+    /// Whether the test saw `serve` return (and checked for panics).
+    stopped: bool,
+    /// Ends the runtime when dropped.
+    release: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// What must outlive the server (the temporary directory of a Unix
     /// socket); dropped after the server stopped, since fields drop after
@@ -65,12 +75,40 @@ impl<A> Serve<A> {
         }
     }
 
-    /// Waits (bounded) until `serve` has returned; panics if it does not.
+    /// Waits (bounded) until `serve` has returned; panics if it does not,
+    /// or if a task of the server panicked.
     pub(crate) fn wait_stopped(&mut self) {
-        let thread = self.thread.take().expect("server thread");
-        self.wait_until("serve to return after shutdown", || thread.is_finished());
-        thread.join().expect("server thread panicked");
-        assert_no_server_panic();
+        if self.stopped {
+            return;
+        }
+        let thread = self.thread.as_ref().expect("server thread");
+        self.wait_until("serve to return after shutdown", || {
+            self.served.load(Ordering::SeqCst) || thread.is_finished()
+        });
+        if !self.served.load(Ordering::SeqCst) {
+            let thread = self.thread.take().unwrap();
+            thread.join().expect("server thread panicked");
+        }
+        self.stopped = true;
+        self.panics.assert_none();
+    }
+
+    /// Graceful shutdown, waited for ([`wait_stopped`](Self::wait_stopped)).
+    pub(crate) fn stop(&mut self) {
+        self.begin_shutdown();
+        self.wait_stopped();
+    }
+
+    /// Takes back the panics of the server's tasks counted so far (a test
+    /// that causes them on purpose): how many.
+    pub(crate) fn take_panics(&self) -> usize {
+        self.panics.take()
+    }
+
+    /// Runs `future` to its end on the server's runtime, beside the
+    /// server.
+    pub(crate) fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
     }
 
     /// Waits (polling, bounded) until `cond(stats)` holds; panics with the
@@ -80,10 +118,6 @@ impl<A> Serve<A> {
     }
 
     /// Waits (bounded) until the server's runtime has `n` tasks alive.
-    #[allow(
-        dead_code,
-        reason = "only the tests of task-less connections count tasks"
-    )]
     pub(crate) fn wait_tasks(&self, n: usize) {
         self.wait_until(&format!("{n} tasks alive"), || {
             self.runtime.metrics().num_alive_tasks() == n
@@ -99,10 +133,6 @@ impl<A> Serve<A> {
     /// only its worker's time shows it; a poll that never returns keeps
     /// its worker from counting that time, and from running any other
     /// task.
-    #[allow(
-        dead_code,
-        reason = "only the tests of messages in pieces time the workers"
-    )]
     pub(crate) fn pause_idle(&self, pause: Duration, what: &str) {
         let busy = || {
             let metrics = self.runtime.metrics();
@@ -133,7 +163,6 @@ impl<A> Serve<A> {
     /// and then runs a task that spins leaves the driver unpolled while the
     /// other workers wait on a condition variable: the spin then holds up
     /// every socket's readiness, on any tokio server.)
-    #[allow(dead_code, reason = "only the first-poll tests keep workers busy")]
     pub(crate) fn ticking(&self) -> Ticking {
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (ticker, runtime) = (stop.clone(), self.runtime.clone());
@@ -162,7 +191,6 @@ impl<A> Serve<A> {
 }
 
 /// Keeps a server's runtime busy ([`Serve::ticking`]) until dropped.
-#[allow(dead_code, reason = "only the first-poll tests keep workers busy")]
 pub(crate) struct Ticking(
     Arc<std::sync::atomic::AtomicBool>,
     Option<std::thread::JoinHandle<()>>,
@@ -186,10 +214,16 @@ impl<A: Endpoint> Serve<A> {
 impl<A> Drop for Serve<A> {
     fn drop(&mut self) {
         self.begin_shutdown();
-        // Don't join while panicking: a stuck server must not hide the
+        // Don't wait while panicking: a stuck server must not hide the
         // original failure.
-        if !std::thread::panicking() && self.thread.is_some() {
-            self.wait_stopped();
+        if std::thread::panicking() {
+            return;
+        }
+        self.wait_stopped();
+        drop(self.release.take());
+        if let Some(thread) = self.thread.take() {
+            self.wait_until("the server's runtime to end", || thread.is_finished());
+            thread.join().expect("server thread panicked");
         }
     }
 }
@@ -200,7 +234,6 @@ impl<A> Drop for Serve<A> {
 /// it), on the listener `bind` makes there (it runs inside the runtime and
 /// returns the listener and the address clients connect to). `keep` lives
 /// as long as the server.
-#[allow(dead_code, reason = "only some binaries bind listeners of their own")]
 pub(crate) fn serve_on<L, A, Bind, Fut, S, B>(
     builder: &dormant::Builder,
     service: S,
@@ -249,13 +282,15 @@ where
     let steer = Box::new(handle.clone());
     let (tx, rx) = tokio::sync::oneshot::channel();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let srv = server.clone();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let served = Arc::new(AtomicBool::new(false));
+    let (srv, done) = (server.clone(), served.clone());
     let thread = std::thread::spawn(move || {
-        let rt = server_runtime(workers);
+        let (rt, panics) = server_runtime(workers);
         rt.block_on(async move {
             let (listener, addr) = bind().await;
             addr_tx
-                .send((addr, tokio::runtime::Handle::current()))
+                .send((addr, tokio::runtime::Handle::current(), panics))
                 .unwrap_or_else(|_| panic!("the test went away"));
             let mut serve = srv.serve(listener, service).with_handle(handle);
             if let Some(accept) = hooks.accept {
@@ -271,14 +306,21 @@ where
                 .await
                 .unwrap();
         });
+        done.store(true, Ordering::SeqCst);
+        // Upgraded streams live on until the test drops the server.
+        let _ = released.recv();
     });
-    let (addr, handle) = addr_rx.recv().expect("server started");
+    let (addr, runtime, panics) = addr_rx.recv().expect("server started");
     Serve {
         addr,
         server,
         handle: steer,
-        runtime: handle,
+        runtime,
+        panics,
         shutdown: Some(tx),
+        served,
+        stopped: false,
+        release: Some(release),
         thread: Some(thread),
         _keep: Box::new(keep),
     }

@@ -12,8 +12,8 @@ use hyper::service::service_fn;
 use tokio::io::AsyncWriteExt;
 
 use super::client::{Client, Endpoint, Stream};
-use super::harness::Harness;
 use super::runtime::Servable;
+use super::servers::Serve;
 use super::sleepers::{SWITCHED, Sleeper, Sleepers, UPGRADE};
 use super::wait::wait;
 
@@ -73,14 +73,8 @@ pub(crate) fn sleepy_service() -> (impl Servable<Empty<Bytes>>, Sleepers) {
     (service, sleepers)
 }
 
-impl<A: Endpoint> Harness<A> {
-    pub(crate) fn connect(&self) -> Client<A::Stream> {
-        self.addr.connect()
-    }
-}
-
 /// `n` connections to `srv`, each upgraded with [`UPGRADE`], kept open.
-pub(crate) fn connect_upgraded<A: Endpoint>(srv: &Harness<A>, n: usize) -> Vec<Client<A::Stream>> {
+pub(crate) fn connect_upgraded<A: Endpoint>(srv: &Serve<A>, n: usize) -> Vec<Client<A::Stream>> {
     (0..n)
         .map(|_| {
             let mut c = srv.connect();

@@ -1,23 +1,26 @@
 // Headless Chromium's own `WebSocket`, driven through its DevTools protocol
 // (devtools.mjs) by commands on stdin, one a line, each answered by one
-// line on stdout once done. The page (about:blank) keeps one WebSocket in
-// a global, `t.ws`; certificate errors are ignored (the tests'
-// certificates are self-signed).
+// line on stdout once done: the command language of the tests' WebSocket
+// clients (tests/ws_clients.rs; go/wsclient and python/ws_client.py speak
+// it too), as far as a page can. The page (about:blank) keeps one
+// WebSocket in a global, `t.ws`; certificate errors are ignored (the
+// tests' certificates are self-signed).
 //
-//   node tests/node/chromium_ws.mjs BASE PROFILE_DIR
+//   node tests/node/chromium_ws.mjs --addr HOST:PORT [--tls] --profile DIR
 //
-// BASE is `ws://127.0.0.1:PORT` or `wss://localhost:PORT`. Commands and
-// their answers:
+// Over TLS the URL is `wss://localhost:PORT` (the name the certificate is
+// for); a browser's WebSocket reaches no Unix socket (`--unix` fails).
+// Commands and their answers:
 //
-//   open PATH          a new WebSocket to BASE + PATH   → `open`
+//   connect PATH       a new WebSocket to the server's PATH → `connected`
 //   extensions         the extensions the server answered (`ws.extensions`)
 //                                        → `extensions VALUE` (or `none`)
 //   text N             sends N bytes of UTF-8 text ("é"s, an "a" if N is
 //                      odd), and checks the next message is the same
-//                                                        → `text N ok`
+//                                                    → `text N echoed`
 //   binary N           sends N bytes (byte i is i % 256) as an ArrayBuffer,
 //                      and checks the next message byte for byte
-//                                                        → `binary N ok`
+//                                                    → `binary N echoed`
 //   echo-compressed N  sends N bytes of text that compresses well (a
 //                      JSON-like line repeated), checks the next message is
 //                      the same, and that it went compressed (RSV1 set on
@@ -28,16 +31,15 @@
 //                                                        → `echo N compressed`
 //   send-binary N      the same bytes, not waiting for an answer → `sent`
 //   send TEXT          a text message, not waiting for an answer → `sent`
-//   read MS            waits MS ms (the browser reads, and answers the
-//                      server's pings by itself)        → `read open`
 //   pings N            waits until the browser has received N pings and
 //                      sent N pongs (since it started, as its net log
 //                      shows them: the page cannot see them), the
-//                      socket still open              → `pings N answered`
+//                      socket still open                 → `pinged N times`
 //   close CODE REASON  `ws.close(CODE, REASON)`, then its close event
 //   wait-close         its close event
-//                        → `closed CODE "REASON" clean` (or `unclean`; the
-//                          reason as a JSON string)
+//                        → `closed CODE "REASON"` (the reason as a JSON
+//                          string), and ` unclean` after it if the close
+//                          was not clean
 //   kill               SIGKILLs the browser's processes (the WebSocket
 //                      vanishes, with no close frame; Linux: they are
 //                      found in /proc)                   → `killed`
@@ -53,7 +55,18 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { launch, open } from "./devtools.mjs";
 
-const [base, profile] = process.argv.slice(2);
+const args = process.argv.slice(2);
+const arg = (name) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+if (args.includes("--unix")) {
+  process.stderr.write("chromium_ws.mjs: a browser's WebSocket reaches no Unix socket\n");
+  process.exit(1);
+}
+const port = arg("--addr").split(":").pop();
+const base = args.includes("--tls") ? `wss://localhost:${port}` : `ws://${arg("--addr")}`;
+const profile = arg("--profile");
 // The browser's net log, beside the profile: where its WebSockets' frame
 // headers are seen, pings and pongs included.
 const netlog = join(dirname(profile), "netlog.json");
@@ -94,7 +107,7 @@ const page = `window.t = {
   closed: null,
   closeWaiters: [],
   describe(e) {
-    return "closed " + e.code + " " + JSON.stringify(e.reason) + " " + (e.wasClean ? "clean" : "unclean");
+    return "closed " + e.code + " " + JSON.stringify(e.reason) + (e.wasClean ? "" : " unclean");
   },
   open(url) {
     t.inbox = [];
@@ -105,7 +118,7 @@ const page = `window.t = {
     ws.binaryType = "arraybuffer";
     t.ws = ws;
     return new Promise((resolve) => {
-      ws.onopen = () => resolve("open");
+      ws.onopen = () => resolve("connected");
       ws.onmessage = (e) => {
         if (t.waiting) {
           const w = t.waiting;
@@ -161,7 +174,7 @@ const page = `window.t = {
     if (new TextEncoder().encode(sent).length !== n) return "error: the text is not " + n + " bytes";
     t.ws.send(sent);
     const got = await t.next();
-    return got === sent ? "text " + n + " ok" : "text " + n + " got " + t.what(got);
+    return got === sent ? "text " + n + " echoed" : "text " + n + " got " + t.what(got);
   },
   async echoCompressible(n) {
     const sent = t.compressible(n);
@@ -180,12 +193,11 @@ const page = `window.t = {
     for (let i = 0; i < n; i++) {
       if (back[i] !== sent[i]) return "binary " + n + " differs at byte " + i;
     }
-    return "binary " + n + " ok";
+    return "binary " + n + " echoed";
   },
-  async read(ms) {
-    await new Promise((resolve) => setTimeout(resolve, ms));
+  state() {
     if (t.closed) return t.closed;
-    return t.ws.readyState === WebSocket.OPEN ? "read open" : "read state " + t.ws.readyState;
+    return t.ws.readyState === WebSocket.OPEN ? "open" : "state " + t.ws.readyState;
   },
 };
 "ready"`;
@@ -324,53 +336,50 @@ let commands = 0;
 let killed = false;
 for await (const line of createInterface({ input: process.stdin })) {
   commands++;
-  const [command, ...args] = line.split(" ");
+  const [command, ...words] = line.split(" ");
   let answer;
   switch (command) {
-    case "open":
-      answer = await evaluate(`t.open(${JSON.stringify(base + args[0])})`);
+    case "connect":
+      answer = await evaluate(`t.open(${JSON.stringify(base + words[0])})`);
       break;
     case "extensions":
       answer = `extensions ${(await evaluate("t.ws.extensions")) || "none"}`;
       break;
     case "echo-compressed":
-      answer = await echoCompressed(Number(args[0]));
+      answer = await echoCompressed(Number(words[0]));
       break;
     case "text":
-      answer = await evaluate(`t.echoText(${Number(args[0])})`);
+      answer = await evaluate(`t.echoText(${Number(words[0])})`);
       break;
     case "binary":
-      answer = await evaluate(`t.echoBinary(${Number(args[0])})`);
+      answer = await evaluate(`t.echoBinary(${Number(words[0])})`);
       break;
     case "send-binary":
-      answer = await evaluate(`(t.ws.send(t.bytes(${Number(args[0])}).buffer), "sent")`);
+      answer = await evaluate(`(t.ws.send(t.bytes(${Number(words[0])}).buffer), "sent")`);
       break;
     case "send":
-      answer = await evaluate(`(t.ws.send(${JSON.stringify(args.join(" "))}), "sent")`);
+      answer = await evaluate(`(t.ws.send(${JSON.stringify(words.join(" "))}), "sent")`);
       break;
     case "pings": {
-      const n = Number(args[0]);
+      const n = Number(words[0]);
       for (;;) {
         const { pings, pongs } = pingsAndPongs();
-        const state = await evaluate("t.read(0)");
-        if (state !== "read open") {
+        const state = await evaluate("t.state()");
+        if (state !== "open") {
           answer = `pings: ${pings} came, ${pongs} answered, then ${state}`;
           break;
         }
         if (pings >= n && pongs >= n) {
-          answer = `pings ${n} answered`;
+          answer = `pinged ${n} times`;
           break;
         }
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
       break;
     }
-    case "read":
-      answer = await evaluate(`t.read(${Number(args[0])})`);
-      break;
     case "close":
       answer = await evaluate(
-        `(t.ws.close(${Number(args[0])}, ${JSON.stringify(args.slice(1).join(" "))}), t.closeEvent())`,
+        `(t.ws.close(${Number(words[0])}, ${JSON.stringify(words.slice(1).join(" "))}), t.closeEvent())`,
       );
       break;
     case "wait-close":

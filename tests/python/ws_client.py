@@ -1,26 +1,27 @@
-"""Python's `websockets` (its asyncio client), driven by
-tests/ws_client_python.rs against a dormant::ws echo server
-(tests/common/ws.rs: every message comes back; the text `close CODE` has
-the server close with that code and the reason "asked to").
+"""Python's `websockets` (its asyncio client), driven by tests/ws_clients.rs
+against a dormant::ws echo server (tests/common/ws.rs: every message comes
+back; the text `close CODE` has the server close with that code and the
+reason "asked to").
 
 It reads commands from stdin, one a line, and answers each with one line
 on stdout once done, so that the test decides when the socket is left
-idle (to sleep). It opens one connection at a time (TCP, a Unix socket,
-or TLS trusting the server's certificate), with `max_size=None` (16 MiB
-messages), `ping_interval=None` (the server pings; this client does not
-by itself) and websockets' default compression (it offers
-`permessage-deflate; client_max_window_bits`, and compresses what it
-sends when the server accepts):
+idle (to sleep): the command language of the tests' WebSocket clients
+(go/wsclient and node/chromium_ws.mjs speak it too). It opens one
+connection (TCP, a Unix socket, or TLS trusting the server's
+certificate), with `max_size=None` (16 MiB messages), `ping_interval=None`
+(the server pings; this client does not by itself) and websockets' default
+compression (it offers `permessage-deflate; client_max_window_bits`, and
+compresses what it sends when the server accepts):
 
     connect PATH        opens a connection to PATH; "connected"
     extensions          the server's `Sec-WebSocket-Extensions` answer (its
                         lines joined with ", "); "extensions VALUE", or
                         "extensions none" without one
-    echo text N         sends a text of N bytes ("é" repeated, and an "a"
+    text N              sends a text of N bytes ("é" repeated, and an "a"
                         if N is odd), checks that the same comes back;
-                        "echo text N ok"
-    echo binary N       the same with the bytes 0, 1, ..., 255, 0, ...;
-                        "echo binary N ok"
+                        "text N echoed"
+    binary N            the same with the bytes 0, 1, ..., 255, 0, ...;
+                        "binary N echoed"
     echo-compressed N   sends a text of N bytes that compresses well (a
                         JSON-like line repeated), checks that the same
                         comes back and that fewer than N/4 bytes came on
@@ -30,15 +31,15 @@ sends when the server accepts):
     fragment TEXT       sends TEXT (the rest of the line) as the next
                         fragment of a text message (`send` of an async
                         iterable fed by an asyncio.Queue); "fragment sent"
-    fragments end       ends the message (websockets sends its last frame,
-                        empty, with FIN) and reads the echo; "echo TEXT"
-    ping PAYLOAD        pings (between fragments too), waits for the pong
-                        with PAYLOAD; "pong PAYLOAD"
-    pings N             waits until N more pings from the server have come
-                        (websockets answers each by itself as it reads);
-                        "saw N pings", or "closed CODE REASON" if the
-                        connection closed first
-    send-text TEXT      sends TEXT, reads nothing; "sent"
+    end                 ends the message (websockets sends its last frame,
+                        empty, with FIN) and reads the echo; "echoed TEXT"
+    ping                pings (between fragments too) with a payload of its
+                        own, waits for the pong with it; "pong"
+    pings N             waits until N pings from the server have come since
+                        it connected (websockets answers each by itself as
+                        it reads); "pinged N times", or "closed CODE
+                        \"REASON\"" if the connection closed first
+    send TEXT           sends TEXT, reads nothing; "sent"
     send-binary N       sends N bytes, reads nothing; "sent"
     send-zeros N        sends N zero bytes (binary: websockets compresses
                         8 MiB of them to about 8 KB), reads nothing, checks
@@ -46,19 +47,19 @@ sends when the server accepts):
                         decompression bomb, not a message the server can
                         refuse by its length); "sent" (the count goes to
                         stderr)
-    send-invalid-utf8   sends a text message of the bytes ff fe; "sent"
-    recv                reads the next message: "text TEXT", "binary N
-                        bytes", or, when the connection closed, "closed
-                        CODE REASON" (the code and reason the server sent;
-                        "closed 1006" without a close frame)
+    send-invalid        sends a text message of the bytes ff fe; "sent"
+    wait-close          reads (and drops) messages until the connection
+                        closes; "closed CODE \"REASON\"" (what the server's
+                        close frame had, the reason as a JSON string;
+                        "closed 1006 \"\"" without one)
     close CODE REASON   closes with CODE and REASON, waits for the end of
-                        the handshake; "closed CODE REASON" (what the
+                        the handshake; "closed CODE \"REASON\"" (what the
                         server answered)
     EOF                 closes the connection if open, prints "closed
                         after N commands" and exits 0
 
-A send the server's close cuts short counts as sent: `recv` then tells
-the close. Any error or mismatch exits 1 with a message on stderr.
+A send the server's close cuts short counts as sent: `wait-close` then
+tells the close. Any error or mismatch exits 1 with a message on stderr.
 
     python3 ws_client.py (--addr HOST:PORT [--tls --ca FILE] | --unix PATH)
 
@@ -67,6 +68,7 @@ Needs websockets 13 or newer (`python3 -m pip install 'websockets==17.4'`).
 
 import argparse
 import asyncio
+import json
 import ssl
 import sys
 
@@ -132,7 +134,7 @@ def binary_of(n):
 
 
 def closed(code, reason):
-    return f"closed {code} {reason}" if reason else f"closed {code}"
+    return f"closed {code} {json.dumps(reason or '', ensure_ascii=False)}"
 
 
 class Client:
@@ -142,6 +144,8 @@ class Client:
         # A fragmented message being sent: its queue, the event set when
         # a fragment is written, the task of `send`, and its text.
         self.fragments = None
+        # The pings this client sent.
+        self.pings_sent = 0
 
     async def connect(self, path):
         options = dict(
@@ -164,16 +168,14 @@ class Client:
             self.ws = await connect(f"ws://{self.args.addr}{path}", **options)
         return "connected"
 
-    async def recv(self):
-        try:
-            message = await self.ws.recv()
-        except ConnectionClosed as e:
-            if e.rcvd is None:
-                return closed(1006, "")
-            return closed(e.rcvd.code, e.rcvd.reason)
-        if isinstance(message, str):
-            return f"text {message}"
-        return f"binary {len(message)} bytes"
+    async def wait_close(self):
+        while True:
+            try:
+                await self.ws.recv()
+            except ConnectionClosed as e:
+                if e.rcvd is None:
+                    return closed(1006, "")
+                return closed(e.rcvd.code, e.rcvd.reason)
 
     async def send(self, message, **kwargs):
         try:
@@ -188,8 +190,8 @@ class Client:
         got = await self.ws.recv()
         if got != message:
             what = f"{type(got).__name__} of {len(got)}"
-            raise Failed(f"echo {kind} {n}: {what} came back, or other bytes")
-        return f"echo {kind} {n} ok"
+            raise Failed(f"{kind} {n}: {what} came back, or other bytes")
+        return f"{kind} {n} echoed"
 
     async def echo_compressed(self, n):
         message = compressible_of(n)
@@ -259,15 +261,16 @@ class Client:
         got = await self.ws.recv()
         if got != "".join(sent):
             raise Failed(f"fragments: {got!r} came back for {sent!r}")
-        return f"echo {got}"
+        return f"echoed {got}"
 
-    async def ping(self, payload):
-        pong = await self.ws.ping(payload)
+    async def ping(self):
+        self.pings_sent += 1
+        pong = await self.ws.ping(f"ping {self.pings_sent}")
         await pong
-        return f"pong {payload}"
+        return "pong"
 
     async def pings(self, n):
-        target = self.ws.pings + n
+        target = n
         closing = asyncio.create_task(self.ws.wait_closed())
         try:
             while self.ws.pings < target:
@@ -279,7 +282,7 @@ class Client:
                     return closed(self.ws.close_code, self.ws.close_reason)
         finally:
             closing.cancel()
-        return f"saw {n} pings"
+        return f"pinged {n} times"
 
     async def close(self, code, reason):
         await self.ws.close(code, reason)
@@ -291,33 +294,30 @@ class Client:
             return await self.connect(rest)
         if self.ws is None:
             raise Failed(f"{command}: not connected")
-        if command == "echo":
-            kind, n = rest.split(" ")
-            if kind not in ("text", "binary"):
-                raise Failed(f"echo of {kind}")
-            return await self.echo(kind, int(n))
+        if command in ("text", "binary"):
+            return await self.echo(command, int(rest))
         if line == "extensions":
             return self.extensions()
         if command == "echo-compressed":
             return await self.echo_compressed(int(rest))
         if command == "fragment":
             return await self.fragment(rest)
-        if line == "fragments end":
+        if line == "end":
             return await self.end_fragments()
-        if command == "ping":
-            return await self.ping(rest)
+        if line == "ping":
+            return await self.ping()
         if command == "pings":
             return await self.pings(int(rest))
-        if command == "send-text":
+        if command == "send":
             return await self.send(rest)
         if command == "send-binary":
             return await self.send(binary_of(int(rest)))
         if command == "send-zeros":
             return await self.send_zeros(int(rest))
-        if line == "send-invalid-utf8":
+        if line == "send-invalid":
             return await self.send(b"\xff\xfe", text=True)
-        if line == "recv":
-            return await self.recv()
+        if line == "wait-close":
+            return await self.wait_close()
         if command == "close":
             code, _, reason = rest.partition(" ")
             return await self.close(int(code), reason)

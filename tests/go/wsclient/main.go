@@ -1,11 +1,13 @@
 // Command wsclient is github.com/coder/websocket's client, driven by
-// tests/ws_client_go.rs against a dormant::ws server serving the tests' echo
+// tests/ws_clients.rs against a dormant::ws server serving the tests' echo
 // (tests/common/ws.rs): every text and binary message comes back as it was
 // sent, and the text "close CODE" has the server close with CODE, "asked to".
 //
 // It reads commands from stdin, one a line, and answers each with one line
 // on stdout, so that the test decides when the socket is left idle (to
-// sleep). It opens at most one connection (over TCP, a Unix socket or TLS,
+// sleep): the command language of the tests' WebSocket clients
+// (python/ws_client.py and node/chromium_ws.mjs speak it too). It opens at
+// most one connection (over TCP, a Unix socket or TLS,
 // from its flags); a goroutine reads it throughout (answering the server's
 // pings, and reading the pongs Ping waits for) and hands the messages, then
 // how the connection ended, to the command loop. With -compression context
@@ -21,7 +23,6 @@
 //	text N          a text message of N bytes ("é"s, and an "a" if N is odd),
 //	                then its echo, checked byte for byte; "text N echoed"
 //	binary N        the same with N bytes i%256; "binary N echoed"
-//	echo WORDS      the text WORDS, then its echo; "echoed WORDS"
 //	echo-compressed N  a text of N bytes that compresses well (a JSON-like
 //	                line repeated), then its echo, checked byte for byte,
 //	                which must have come on fewer than N/4 bytes read from
@@ -44,12 +45,13 @@
 //	                ping: coder/websocket writes a frame that is not the
 //	                message's last into its 4 KiB buffer and flushes it only
 //	                with a final frame (a control frame is one), so without
-//	                the ping the fragment would not leave the client;
-//	                "fragment: W B written by Write, P B by the ping"
+//	                the ping the fragment would not leave the client; checks
+//	                that Write wrote nothing and the ping the frame and
+//	                itself (the bytes go to stderr); "fragment sent"
 //	end             ends the fragmented message (Writer's Close: an empty
 //	                final frame), then its echo; "echoed TEXT"
 //	ping            Ping, which waits for the pong with its payload (the
-//	                client's count of its pings); "pong PAYLOAD"
+//	                client's count of its pings); "pong"
 //	pings N         waits until the server has pinged at least N times
 //	                (each answered by the reader); "pinged N times"
 //	close CODE WORDS  a ping (its pong puts the reader back in Read), then
@@ -57,7 +59,8 @@
 //	                server's close frame had; "closed CODE \"REASON\""
 //	wait-close      waits for the server's close frame; "closed CODE
 //	                \"REASON\"" (or "ended: ERROR" without one)
-//	EOF             closes the connection (1000) and exits 0
+//	EOF             closes the connection (1000) if open, prints "closed
+//	                after N commands" and exits 0
 //
 // Errors and timeouts exit non-zero with a message on stderr.
 package main
@@ -334,6 +337,20 @@ func compressible(n int) []byte {
 	return []byte(strings.Repeat(line, n/len(line)+1)[:n])
 }
 
+// frameSize is the size of a masked frame (a client's) of n bytes of
+// payload: two bytes of header, a longer length past 125 bytes, and the
+// mask.
+func frameSize(n int) int64 {
+	size := 2 + 4 + n
+	switch {
+	case n > 65535:
+		size += 8
+	case n > 125:
+		size += 2
+	}
+	return int64(size)
+}
+
 func binary(n int) []byte {
 	b := make([]byte, n)
 	for i := range b {
@@ -403,14 +420,6 @@ func (c *client) run(line string) (string, error) {
 			return "", fmt.Errorf("%s: %w", line, err)
 		}
 		return fmt.Sprintf("%s %d echoed", cmd, n), nil
-	case "echo":
-		if err := c.write(websocket.MessageText, []byte(arg)); err != nil {
-			return "", fmt.Errorf("%s: %w", line, err)
-		}
-		if err := c.expect(websocket.MessageText, []byte(arg)); err != nil {
-			return "", fmt.Errorf("%s: %w", line, err)
-		}
-		return "echoed " + arg, nil
 	case "extensions":
 		if c.extensions == "" {
 			return "extensions none", nil
@@ -488,11 +497,16 @@ func (c *client) run(line string) (string, error) {
 		}
 		byWrite := c.written.Load() - before
 		c.fragText.WriteString(arg)
-		if _, err := c.ping(); err != nil {
+		payload, err := c.ping()
+		if err != nil {
 			return "", fmt.Errorf("%s: the ping after it: %w", line, err)
 		}
 		byPing := c.written.Load() - before - byWrite
-		return fmt.Sprintf("fragment: %d B written by Write, %d B by the ping", byWrite, byPing), nil
+		fmt.Fprintf(os.Stderr, "wsclient: %s: %d B written by Write, %d B by the ping\n", line, byWrite, byPing)
+		if want := frameSize(len(arg)) + frameSize(len(payload)); byWrite != 0 || byPing != want {
+			return "", fmt.Errorf("%s: %d B written by Write, %d B by the ping, not 0 and %d (the fragment's frame and the ping's)", line, byWrite, byPing, want)
+		}
+		return "fragment sent", nil
 	case "end":
 		if c.fragments == nil {
 			return "", errors.New("end: no fragmented message")
@@ -508,11 +522,10 @@ func (c *client) run(line string) (string, error) {
 		}
 		return "echoed " + whole, nil
 	case "ping":
-		payload, err := c.ping()
-		if err != nil {
+		if _, err := c.ping(); err != nil {
 			return "", fmt.Errorf("%s: %w", line, err)
 		}
-		return "pong " + payload, nil
+		return "pong", nil
 	case "pings":
 		n, err := number()
 		if err != nil {
@@ -565,12 +578,14 @@ func main() {
 	}
 	c := newClient()
 	lines := bufio.NewScanner(os.Stdin)
+	commands := 0
 	for lines.Scan() {
 		answer, err := c.run(lines.Text())
 		if err != nil {
 			fail("%v", err)
 		}
 		fmt.Println(answer)
+		commands++
 	}
 	if err := lines.Err(); err != nil {
 		fail("stdin: %v", err)
@@ -578,4 +593,5 @@ func main() {
 	if c.conn != nil && c.ended == nil {
 		c.conn.Close(websocket.StatusNormalClosure, "")
 	}
+	fmt.Printf("closed after %d commands\n", commands)
 }
