@@ -25,10 +25,6 @@
 //! The client's suite is ChaCha20-Poly1305: its keys can be used from any
 //! sequence number (aws-lc's AES-GCM seal insists on starting at 0).
 
-#[allow(
-    dead_code,
-    reason = "the shared clients and servers: this file drives its own client"
-)]
 use std::any::Any;
 use std::convert::Infallible;
 use std::io::{self, ErrorKind, Read, Write};

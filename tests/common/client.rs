@@ -15,20 +15,14 @@ pub(crate) trait Stream: Read + Write + Send + Sized + 'static {
     /// `TimedOut`.
     fn set_read_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()>;
 
-    #[allow(
-        dead_code,
-        reason = "only the tests of a client's close half-close; dead in the other binaries"
-    )]
     /// Ends the client's sending side and keeps reading: a TCP or Unix
     /// `shutdown(Write)`; over TLS, `close_notify` and then that.
     fn close_write(&mut self) -> io::Result<()>;
 
-    #[allow(dead_code, reason = "only the hook tests look at the client's address")]
     /// The client's own address, as the server sees it as its peer: over
     /// TCP; `None` over a Unix socket, whose clients are unnamed.
     fn local(&self) -> Option<std::net::SocketAddr>;
 
-    #[allow(dead_code, reason = "only the tests of empty wakes send urgent data")]
     /// The socket under the stream (TCP under TLS), for what only a
     /// socket does (urgent data).
     fn socket(&self) -> std::os::fd::BorrowedFd<'_>;
@@ -86,10 +80,6 @@ pub(crate) trait Endpoint {
     /// a TLS connection during its handshake).
     fn try_connect(&self) -> io::Result<Client<Self::Stream>>;
 
-    #[allow(
-        dead_code,
-        reason = "only the shutdown tests connect after the listener is gone"
-    )]
     /// Whether a connection attempt fails: nothing listens any more.
     fn refuses(&self) -> bool;
 }
@@ -123,7 +113,6 @@ impl Endpoint for PathBuf {
 }
 
 /// How the server ended a connection, as the client saw it.
-#[allow(dead_code, reason = "read by the binaries that read to the end")]
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum End {
     /// An orderly end: a FIN (TCP), the peer's close (Unix), `close_notify`
@@ -154,10 +143,8 @@ impl<S: Stream> Client<S> {
     }
 }
 
-// Every test binary reads with the raw client its own way: whole
-// responses, a bare head, raw bytes, or all to the end. The ways one does
-// not use are dead in it.
-#[allow(dead_code, reason = "each test binary uses some of these reads")]
+// The ways a test reads with the raw client: whole responses, a bare
+// head, raw bytes, or all to the end.
 impl<S: Stream> Client<S> {
     /// Reads more bytes into the buffer; panics if the server closed.
     fn read_more(&mut self, what: &str) {
@@ -258,7 +245,6 @@ pub(crate) fn strip_date(s: &str) -> String {
 }
 
 /// The length of the first complete HTTP/1 response in `buf`, if any.
-#[allow(dead_code, reason = "with the response reads")]
 pub(crate) fn complete_response(buf: &[u8]) -> Option<usize> {
     let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
     let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
@@ -302,10 +288,6 @@ pub(crate) fn complete_response(buf: &[u8]) -> Option<usize> {
 }
 
 /// `200 OK` with `body`, as the echo and hello services answer.
-#[allow(
-    dead_code,
-    reason = "the binaries that speak HTTP/2 only do not read it"
-)]
 pub(crate) fn ok(body: &str) -> String {
     format!(
         "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
@@ -314,7 +296,6 @@ pub(crate) fn ok(body: &str) -> String {
 }
 
 /// A keep-alive `GET` of `path`.
-#[allow(dead_code, reason = "some binaries write their requests out in full")]
 pub(crate) fn get(path: &str) -> String {
     format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n")
 }

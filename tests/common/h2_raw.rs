@@ -17,10 +17,8 @@ use super::transport::AsyncStream;
 pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 // Frame types and flags (RFC 9113, 6).
-#[allow(dead_code, reason = "only some binaries look at DATA frames")]
 pub(crate) const DATA: u8 = 0x0;
 pub(crate) const HEADERS: u8 = 0x1;
-#[allow(dead_code, reason = "only some binaries look at resets")]
 pub(crate) const RST_STREAM: u8 = 0x3;
 pub(crate) const SETTINGS: u8 = 0x4;
 pub(crate) const PING: u8 = 0x6;
@@ -32,7 +30,6 @@ pub(crate) const END_HEADERS: u8 = 0x4;
 /// GOAWAY's and RST_STREAM's error code for a graceful end.
 pub(crate) const NO_ERROR: u32 = 0x0;
 /// RST_STREAM's error code for a stream the server did not process.
-#[allow(dead_code, reason = "only some binaries look at resets")]
 pub(crate) const REFUSED_STREAM: u32 = 0x7;
 
 /// One frame as read off the wire.
@@ -109,7 +106,6 @@ impl RawClient {
 
     /// [`start`](Self::start) on `io`, on which the first `sent` bytes of
     /// the preface were written already (by the test, in pieces).
-    #[allow(dead_code, reason = "only the tests of a preface in pieces")]
     pub(crate) async fn start_after(io: Box<dyn AsyncStream>, sent: usize) -> RawClient {
         let (mut read, mut write) = tokio::io::split(io);
         // The preface goes first, before the reader may acknowledge the

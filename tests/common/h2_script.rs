@@ -45,13 +45,10 @@ pub(crate) const CANCEL: u32 = 0x8;
 
 // Settings (RFC 9113, 6.5.2).
 pub(crate) const HEADER_TABLE_SIZE: u16 = 0x1;
-#[allow(dead_code, reason = "only some binaries change it")]
 pub(crate) const ENABLE_PUSH: u16 = 0x2;
-#[allow(dead_code, reason = "only some binaries change it")]
 pub(crate) const MAX_CONCURRENT_STREAMS: u16 = 0x3;
 pub(crate) const INITIAL_WINDOW_SIZE: u16 = 0x4;
 pub(crate) const MAX_FRAME_SIZE: u16 = 0x5;
-#[allow(dead_code, reason = "only some binaries change it")]
 pub(crate) const MAX_HEADER_LIST_SIZE: u16 = 0x6;
 
 /// Every connection's and stream's window before SETTINGS and
@@ -89,7 +86,6 @@ pub(crate) struct Request {
 /// plainest: no padding, no priority, a header block in as few frames as
 /// fit, END_STREAM on the last frame of the request.
 #[derive(Clone, Debug, Default)]
-#[allow(dead_code, reason = "only some binaries vary the framing")]
 pub(crate) struct Framing {
     /// The frames of the request's head.
     pub(crate) head: Block,
@@ -113,7 +109,6 @@ pub(crate) struct Framing {
 
 /// How a header block goes on the wire.
 #[derive(Clone, Debug, Default)]
-#[allow(dead_code, reason = "only some binaries vary the framing")]
 pub(crate) struct Block {
     /// The HEADERS frame is PADDED with this many bytes.
     pub(crate) padding: Option<u8>,
@@ -140,7 +135,6 @@ pub(crate) struct Priority {
 
 /// How the client cancels a request with RST_STREAM (CANCEL).
 #[derive(Clone, Copy, Debug)]
-#[allow(dead_code, reason = "only some binaries reset streams")]
 pub(crate) enum Reset {
     /// Once `after` bytes of the request body have gone (fewer than the
     /// body's length): the server never sees its end.
@@ -543,7 +537,6 @@ impl Client {
     /// synchronous clients do, leaves what the server sends meanwhile
     /// unread, and unanswered. Every wait of the client's turns reading
     /// back on.
-    #[allow(dead_code, reason = "only some binaries stop reading")]
     pub(crate) fn reading(&self, on: bool) {
         self.reading.send_replace(on);
     }
@@ -551,7 +544,6 @@ impl Client {
     /// Sends `requests` at once, each on a stream of its own (ids in their
     /// order), their bodies side by side as the server's windows allow,
     /// and waits until every response has ended; returns the stream ids.
-    #[allow(dead_code, reason = "only some binaries fail on the first error")]
     pub(crate) async fn exchange(&self, requests: &[Request]) -> Vec<u32> {
         let framed: Vec<_> = requests
             .iter()
@@ -724,7 +716,6 @@ impl Client {
     }
 
     /// Sends a PING and waits for its ACK.
-    #[allow(dead_code, reason = "only some binaries fail on the first error")]
     pub(crate) async fn ping(&self, payload: [u8; 8]) {
         self.try_ping(payload, true)
             .await
@@ -747,7 +738,6 @@ impl Client {
     }
 
     /// Sends a SETTINGS frame of `settings` and waits for its ACK.
-    #[allow(dead_code, reason = "only some binaries fail on the first error")]
     pub(crate) async fn settings(&self, settings: &[(u16, u32)]) {
         self.try_settings(settings, true)
             .await
@@ -775,7 +765,6 @@ impl Client {
     }
 
     /// Sends a WINDOW_UPDATE of `n` for the connection.
-    #[allow(dead_code, reason = "only some binaries grant window by hand")]
     pub(crate) fn window_update(&self, n: u32) {
         let mut c = self.conn.lock().unwrap();
         c.receive_window += i64::from(n);
@@ -786,14 +775,12 @@ impl Client {
     /// From now on, the client gives window back (connection and streams)
     /// only once half of it is used, as Node's, Python's h2 and Netty's
     /// clients do, instead of at once.
-    #[allow(dead_code, reason = "only some binaries give window back lazily")]
     pub(crate) fn lazy_windows(&self) {
         self.conn.lock().unwrap().lazy = true;
     }
 
     /// Sends a PRIORITY frame for stream `id` (any stream but 0: idle,
     /// open or closed).
-    #[allow(dead_code, reason = "only some binaries send PRIORITY frames")]
     pub(crate) fn priority(&self, id: u32, p: Priority) {
         assert_ne!(id, 0, "PRIORITY is for a stream");
         let c = self.conn.lock().unwrap();
@@ -810,7 +797,6 @@ impl Client {
     /// WINDOW_UPDATE (of a server that grants more than the initial
     /// window), which otherwise gives back some of the first requests'
     /// DATA or not by timing.
-    #[allow(dead_code, reason = "only some binaries wait for the settings")]
     pub(crate) async fn try_ready(&self, window: bool) -> Result<(), String> {
         self.try_wait_for("the server's SETTINGS", |r| {
             r.count(SETTINGS, 0) > 0 && (!window || r.count(WINDOW_UPDATE, 0) > 0)
@@ -819,14 +805,12 @@ impl Client {
     }
 
     /// The id of the stream the next request opens.
-    #[allow(dead_code, reason = "only some binaries name streams ahead")]
     pub(crate) fn next_stream(&self) -> u32 {
         self.conn.lock().unwrap().next_stream
     }
 
     /// Waits until every PING and SETTINGS the client sent is
     /// acknowledged.
-    #[allow(dead_code, reason = "only some binaries send without waiting")]
     pub(crate) async fn settle(&self) -> Result<(), String> {
         let (pings, settings) = {
             let c = self.conn.lock().unwrap();
@@ -842,7 +826,6 @@ impl Client {
     }
 
     /// What the client received so far.
-    #[allow(dead_code, reason = "only some binaries look before the end")]
     pub(crate) fn received(&self) -> Received {
         self.conn.lock().unwrap().received.clone()
     }
@@ -850,7 +833,6 @@ impl Client {
     /// Sends a GOAWAY (no stream of the server's processed, no error),
     /// waits until the server closes the connection, and returns what the
     /// client received.
-    #[allow(dead_code, reason = "only some binaries fail on the first error")]
     pub(crate) async fn go_away(self) -> Received {
         self.try_go_away()
             .await

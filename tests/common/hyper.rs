@@ -23,14 +23,9 @@ use super::runtime::{Panics, ResponseBody, bind_tcp, server_runtime};
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Protocol {
     Http1,
-    #[allow(dead_code, reason = "only the HTTP/2 differential serves HTTP/2")]
     Http2,
     /// HTTP/2 with these initial stream and connection windows (hyper's
     /// `initial_stream_window_size` and `initial_connection_window_size`).
-    #[allow(
-        dead_code,
-        reason = "only the generated HTTP/2 differential sets windows"
-    )]
     Http2Windows(u32, u32),
 }
 
@@ -90,7 +85,6 @@ impl Accept for tokio::net::UnixListener {
 
 /// Serves `handler` with `hyper::server::conn::http1` (default settings)
 /// over tokio on 127.0.0.1, on its own runtime thread.
-#[allow(dead_code, reason = "the differential tests serve every transport")]
 pub(crate) fn serve_plain_hyper<F, Fut, B>(handler: F) -> PlainHyper
 where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,

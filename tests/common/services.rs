@@ -31,10 +31,6 @@ where
 }
 
 /// [`echo`] as a service of dormant's.
-#[allow(
-    dead_code,
-    reason = "the binaries whose handlers call `echo` themselves do not serve it alone"
-)]
 pub(crate) fn echo_service() -> impl Servable<Full<Bytes>> {
     service_fn(echo::<dormant::Body>)
 }
@@ -44,7 +40,6 @@ pub(crate) fn echo_service() -> impl Servable<Full<Bytes>> {
 /// `x-` headers copied into the response, so that a test checks header
 /// blocks both ways. A request body that fails to arrive is a `400` with
 /// the error (not a panic: a client's reset is not the server's failure).
-#[allow(dead_code, reason = "only the HTTP/2 tests mirror requests")]
 pub(crate) async fn mirror(
     req: Request<dormant::Body>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
@@ -70,7 +65,6 @@ pub(crate) async fn mirror(
 }
 
 /// [`mirror`] as a service of dormant's.
-#[allow(dead_code, reason = "only the HTTP/2 tests mirror requests")]
 pub(crate) fn mirror_service() -> impl Servable<Full<Bytes>> {
     service_fn(mirror)
 }
@@ -78,7 +72,6 @@ pub(crate) fn mirror_service() -> impl Servable<Full<Bytes>> {
 /// `len` bytes in which a lost, repeated or reordered run shows: each byte
 /// is a hash of its offset, of `len` and of `seed` (so that bodies of the
 /// same length differ too).
-#[allow(dead_code, reason = "only the HTTP/2 tests mirror requests")]
 pub(crate) fn pattern(len: usize, seed: u64) -> Bytes {
     let salt = ((len as u64) << 32) ^ seed.wrapping_mul(0xff51_afd7_ed55_8ccd);
     (0..len)
@@ -88,7 +81,6 @@ pub(crate) fn pattern(len: usize, seed: u64) -> Bytes {
 
 /// `/slow` waits for a permit of `gate` (the test decides when it answers,
 /// instead of a sleep); anything else answers `hello`.
-#[allow(dead_code, reason = "only the shutdown and limit tests gate requests")]
 pub(crate) fn gated(gate: Arc<Semaphore>, entered: Arc<AtomicUsize>) -> impl Servable<Full<Bytes>> {
     service_fn(move |req: Request<dormant::Body>| {
         let gate = gate.clone();

@@ -1,4 +1,4 @@
-//! What the TLS test binaries share: the crypto provider, certificates
+//! What the TLS tests share: the crypto provider, certificates
 //! made in the test (rcgen), client configurations, the client runtime,
 //! reading TLS records off the wire, and a client TCP stream whose writes
 //! a test can hold back or cut ([`Tap`]). Built only with a crypto provider
@@ -100,7 +100,7 @@ pub(crate) fn tls13(cert: &Cert) -> Arc<ClientConfig> {
     client_config(&[cert], &[&TLS13], &[])
 }
 
-/// The runtime every TLS client of a test binary runs on: each call
+/// The runtime every TLS client of the tests runs on: each call
 /// blocks on it, so the tests read like the raw-socket suites.
 pub(crate) fn client_rt() -> &'static tokio::runtime::Runtime {
     static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {

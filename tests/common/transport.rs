@@ -24,17 +24,14 @@ pub(crate) trait Transport {
     /// Where its servers listen, as clients reach them.
     type Addr: Endpoint + Clone + Send + Sync + 'static;
 
-    #[allow(dead_code, reason = "only the axum tests read peers' addresses")]
     /// The address type of the server's listener (`dormant::Addr`): what
     /// `PeerAddr` and axum's `ConnectInfo` carry.
     type ServerAddr: Clone + std::fmt::Debug + Send + Sync + 'static;
 
-    #[allow(dead_code, reason = "only some behaviours count handshakes")]
     /// TLS handshakes the server counts for each connection
     /// (`Stats::tls_handshakes`).
     const HANDSHAKES: u64;
 
-    #[allow(dead_code, reason = "only the tests of a client's close check it")]
     /// Whether the lot tells a client's close from new bytes on a sleeping
     /// connection by itself: a TCP peek finds the end, and the lot closes
     /// the connection (`lot_closes`). A Unix socket cannot be peeked, and a
@@ -46,13 +43,11 @@ pub(crate) trait Transport {
     /// PING (and the ACK of the lot's keep-alive PING) without waking: the
     /// lot reads a plain socket in its parked form; a TLS session's records
     /// are its own to decrypt, and wake the connection.
-    #[allow(dead_code, reason = "only the HTTP/2 sleep tests ping")]
     const ANSWERS_ASLEEP: bool;
 
     /// Starts `service` on a dormant server built by `builder`, on a
     /// runtime of its own with `workers` worker threads (with one, the
     /// server serves a woken connection's first poll in the lot's task).
-    #[allow(dead_code, reason = "the hook tests serve with hooks only")]
     fn serve_with_workers<B: ResponseBody>(
         builder: &dormant::Builder,
         service: impl Servable<B>,
@@ -70,23 +65,17 @@ pub(crate) trait Transport {
         hooks: Hooks,
     ) -> Serve<Self::Addr>;
 
-    #[allow(dead_code, reason = "only the HTTP/2 tests connect asynchronously")]
     /// An async connection to `addr` for hyper's HTTP/2 client, on the
     /// caller's runtime: over TLS, after a handshake offering ALPN `h2`,
     /// which the server must have chosen; over TCP and a Unix socket, for
     /// HTTP/2 with prior knowledge.
     async fn connect_h2(addr: &Self::Addr) -> TokioIo<Box<dyn AsyncStream>>;
 
-    #[allow(
-        dead_code,
-        reason = "only the upgrade tests connect asynchronously for HTTP/1"
-    )]
     /// An async connection to `addr` for an HTTP/1.1 client, on the
     /// caller's runtime: over TLS, after a handshake offering ALPN
     /// `http/1.1`.
     async fn connect_http1(addr: &Self::Addr) -> Box<dyn AsyncStream>;
 
-    #[allow(dead_code, reason = "only some HTTP/2 tests use hyper's client")]
     /// A connection of hyper's HTTP/2 client (its defaults: a 5 MiB
     /// connection window, 2 MiB stream windows) to `addr`, for request
     /// bodies of type `B`, driven by a task of its own on the caller's
@@ -118,7 +107,6 @@ pub(crate) trait Transport {
 
     /// [`serve_with_workers`](Transport::serve_with_workers) with two
     /// workers.
-    #[allow(dead_code, reason = "the hook tests serve with hooks only")]
     fn serve<B: ResponseBody>(
         builder: &dormant::Builder,
         service: impl Servable<B>,
@@ -128,7 +116,6 @@ pub(crate) trait Transport {
 }
 
 /// The request side of hyper's HTTP/2 client connection.
-#[allow(dead_code, reason = "only some HTTP/2 tests use hyper's client")]
 pub(crate) type HyperSend = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
 
 /// A client's async stream, whatever the transport.
@@ -222,7 +209,6 @@ pub(crate) mod tls {
         pub(crate) config: Arc<ClientConfig>,
         /// The server's certificate as a PEM file, for clients of other
         /// processes to trust (it lives as long as the server).
-        #[allow(dead_code, reason = "only clients of other processes read it")]
         pub(crate) ca: PathBuf,
     }
 

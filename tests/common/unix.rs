@@ -10,7 +10,6 @@ use super::temp_dir::TempDir;
 /// runtime of `workers` worker threads, on a `dormant::UnixListener` at a
 /// fresh path (`http.sock`) in a fresh temporary directory, removed when
 /// the server is dropped.
-#[allow(dead_code, reason = "only the Unix socket tests call it by name")]
 pub(crate) fn serve_unix<B: ResponseBody>(
     builder: &dormant::Builder,
     service: impl Servable<B>,

@@ -4,7 +4,6 @@
 /// xorshift64; seed it with a non-zero number.
 pub(crate) struct XorShift(pub(crate) u64);
 
-#[allow(dead_code, reason = "each test binary uses some of these")]
 impl XorShift {
     pub(crate) fn next(&mut self) -> u64 {
         let mut x = self.0;
@@ -21,6 +20,10 @@ impl XorShift {
     }
 
     /// `n` random bytes.
+    #[cfg_attr(
+        not(any(feature = "tls", feature = "tls-ring")),
+        allow(dead_code, reason = "only the TLS record tests make random bytes")
+    )]
     pub(crate) fn bytes(&mut self, n: usize) -> Vec<u8> {
         (0..n).map(|_| self.next() as u8).collect()
     }
