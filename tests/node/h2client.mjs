@@ -1,5 +1,5 @@
 // Node's HTTP/2 client (the built-in `http2` module, on nghttp2) driven by
-// tests/http2_node_client.rs against a dormant server serving the tests'
+// tests/http2_clients.rs against a dormant server serving the tests'
 // mirror service (tests/common/services.rs): POST bodies come back byte for
 // byte, GET /bytes/N answers N bytes of the tests' pattern, and `x-`
 // headers are copied into the response.
