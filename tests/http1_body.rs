@@ -103,40 +103,54 @@ fn chunked_post(path: &str) -> String {
     )
 }
 
-#[test]
-fn content_length_body_read_then_next_request() {
+/// A POST to `path` with a body (chunked, or with a `content-length`),
+/// cut where its head ends: (head, body).
+fn post_in_two(path: &str, chunked: bool) -> (String, String) {
+    let req = if chunked {
+        chunked_post(path)
+    } else {
+        cl_post(path)
+    };
+    let head_end = req.find("\r\n\r\n").unwrap() + 4;
+    let (head, body) = req.split_at(head_end);
+    (head.to_owned(), body.to_owned())
+}
+
+/// Sends `writes` on one connection, each in a write of its own, and
+/// reads to its close: the responses must be `want`.
+fn written(writes: &[&[u8]], want: &str) {
     check(
         |t| {
             let mut c = t.connect();
-            c.send(cl_post("/echo").as_bytes());
-            c.send(NEXT);
+            for bytes in writes {
+                c.send(bytes);
+            }
             c.read_to_close()
         },
+        want,
+    );
+}
+
+#[test]
+fn content_length_body_read_then_next_request() {
+    written(
+        &[cl_post("/echo").as_bytes(), NEXT],
         &(ok(&format!("POST /echo read={SMUGGLED}")) + &ok_close("GET /next read=")),
     );
 }
 
 #[test]
 fn content_length_body_ignored_then_next_request() {
-    check(
-        |t| {
-            let mut c = t.connect();
-            c.send((cl_post("/ignore") + std::str::from_utf8(NEXT).unwrap()).as_bytes());
-            c.read_to_close()
-        },
+    written(
+        &[&[cl_post("/ignore").as_bytes(), NEXT].concat()],
         &(ok("hello") + &ok_close("GET /next read=")),
     );
 }
 
 #[test]
 fn chunked_body_read_then_next_request() {
-    check(
-        |t| {
-            let mut c = t.connect();
-            c.send(chunked_post("/echo").as_bytes());
-            c.send(NEXT);
-            c.read_to_close()
-        },
+    written(
+        &[chunked_post("/echo").as_bytes(), NEXT],
         &(ok(&format!("POST /echo read={SMUGGLED}")) + &ok_close("GET /next read=")),
     );
 }
@@ -184,12 +198,8 @@ fn body_read_after_the_response_arriving_late() {
 /// two chunks is not drained by it, so hyper closes after the response.
 #[test]
 fn chunked_body_ignored_then_next_request() {
-    check(
-        |t| {
-            let mut c = t.connect();
-            c.send((chunked_post("/ignore") + std::str::from_utf8(NEXT).unwrap()).as_bytes());
-            c.read_to_close()
-        },
+    written(
+        &[&[chunked_post("/ignore").as_bytes(), NEXT].concat()],
         &ok("hello"),
     );
 }
@@ -200,13 +210,7 @@ fn chunked_body_ignored_then_next_request() {
 #[test]
 fn ignored_body_arriving_late_is_never_a_request() {
     for chunked in [false, true] {
-        let req = if chunked {
-            chunked_post("/ignore")
-        } else {
-            cl_post("/ignore")
-        };
-        let head_end = req.find("\r\n\r\n").unwrap() + 4;
-        let (head, body) = req.split_at(head_end);
+        let (head, body) = post_in_two("/ignore", chunked);
         check(
             |t| {
                 let mut c = t.connect();
@@ -228,13 +232,7 @@ fn ignored_body_arriving_late_is_never_a_request() {
 #[test]
 fn read_body_arriving_late_then_next_request() {
     for chunked in [false, true] {
-        let req = if chunked {
-            chunked_post("/echo")
-        } else {
-            cl_post("/echo")
-        };
-        let head_end = req.find("\r\n\r\n").unwrap() + 4;
-        let (head, body) = req.split_at(head_end);
+        let (head, body) = post_in_two("/echo", chunked);
         check(
             |t| {
                 let mut c = t.connect();

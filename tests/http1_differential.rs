@@ -7,45 +7,21 @@
 //! come back (`date` removed) and the way each server ends the connection
 //! must be identical (invariant I2).
 
-use std::convert::Infallible;
 use std::time::Duration;
 
 use crate::common::client::{Client, End, Stream};
 use crate::common::hyper::Protocol;
 use crate::common::reference::Reference;
 use crate::common::servers::Serve;
+use crate::common::services::describe;
 use crate::common::transport::over_every_transport;
 use crate::common::xorshift::XorShift;
-use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
 use hyper::service::service_fn;
 
 over_every_transport!(
     split_pipelines_match_plain_hyper,
     split_pipelines_match_plain_hyper_on_one_worker,
 );
-
-/// Describes the request: method, path and query, body and trailers.
-async fn describe<B>(req: Request<B>) -> Result<Response<Full<Bytes>>, Infallible>
-where
-    B: http_body::Body<Data = Bytes>,
-    B::Error: std::fmt::Display,
-{
-    let line = format!("{} {}", req.method(), req.uri());
-    let text = match req.into_body().collect().await {
-        Ok(c) => {
-            let trailers = c.trailers().map(|t| format!("{t:?}")).unwrap_or_default();
-            let body = c.to_bytes();
-            format!(
-                "{line} body={} trailers={trailers}",
-                String::from_utf8_lossy(&body)
-            )
-        }
-        Err(e) => format!("{line} error={e}"),
-    };
-    Ok(Response::new(Full::new(Bytes::from(text))))
-}
 
 /// Content-Length and chunked bodies (with an extension and a trailer),
 /// HEAD, `Expect: 100-continue`, and a last request that closes.

@@ -7,6 +7,7 @@
 use crate::common::h2::post;
 use crate::common::hyper::serve_plain_hyper;
 use crate::common::ladder::ladder;
+use crate::common::rungs::client_runtime;
 use crate::common::services::{echo, echo_service};
 use crate::common::tcp::{fast_park, serve_with};
 use crate::common::timeout::CLIENT_TIMEOUT;
@@ -19,16 +20,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::time::timeout;
 
 over_every_transport!(an_h2_connection_sleeps_when_idle_and_wakes_for_streams);
-
-/// A runtime for the test's own async client: one worker, so the client
-/// connection's task runs while the test waits on the server.
-fn client_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// An HTTP/2 connection (TCP and a Unix socket: prior knowledge; TLS:
 /// ALPN `h2`) is served by hyper's h2 server, sleeps once idle (PARKED,

@@ -578,10 +578,17 @@ fn a_proxied_tokio_unix_listener_gives_the_address() {
     let path = dir.path.join("http.sock");
     let service = peer_service::<dormant::proxy::UnixPeer>();
     let builder = with_peer_addr(dormant::Server::builder());
-    let srv = serve_on(&builder, service, 2, dir, move || async move {
-        let listener = tokio::net::UnixListener::bind(&path).unwrap();
-        (ProxyProtocol::new(listener), path)
-    });
+    let srv = serve_on(
+        &builder,
+        service,
+        2,
+        dir,
+        move || async move {
+            let listener = tokio::net::UnixListener::bind(&path).unwrap();
+            (ProxyProtocol::new(listener), path)
+        },
+        Hooks::default(),
+    );
     for (header, client) in [(V1_TCP4.to_vec(), Some(CLIENT4)), (v2(0, 0, &[]), None)] {
         let mut c = Unix::connect(&srv.addr, &header, HeaderWrite::Apart);
         c.send(get("/").as_bytes());

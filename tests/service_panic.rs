@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::common::client::{get, ok};
 use crate::common::runtime::bind_tcp;
-use crate::common::servers::serve_on;
+use crate::common::servers::{Hooks, serve_on};
 use crate::common::services::echo;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -35,7 +35,7 @@ fn a_service_panic_after_a_wake_closes_only_its_connection() {
         let mut b = dormant::Server::builder();
         b.park_after(Duration::from_millis(2)).dormant_after(None);
         let service = hyper::service::service_fn(panics_on_request);
-        let srv = serve_on(&b, service, workers, (), bind_tcp);
+        let srv = serve_on(&b, service, workers, (), bind_tcp, Hooks::default());
         let mut clients: Vec<_> = (0..3).map(|_| srv.connect()).collect();
         for c in &mut clients {
             c.send(get("/").as_bytes());

@@ -35,7 +35,7 @@ use crate::common::child::{Child, STEP_TIMEOUT, program};
 use crate::common::client::get;
 use crate::common::ladder::ladder;
 use crate::common::runtime::bind_tcp;
-use crate::common::servers::{Serve, serve_on};
+use crate::common::servers::{Hooks, Serve, serve_on};
 use crate::common::services::echo_service;
 use crate::common::temp_dir::TempDir;
 use crate::common::tls::Cert;
@@ -60,6 +60,7 @@ fn echo_over_tls() -> (Cert, Serve<SocketAddr>) {
             let (tcp, addr) = bind_tcp().await;
             (TlsListener::new(tcp, config), addr)
         },
+        Hooks::default(),
     );
     (cert, srv)
 }

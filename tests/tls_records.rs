@@ -26,7 +26,6 @@
 //! sequence number (aws-lc's AES-GCM seal insists on starting at 0).
 
 use std::any::Any;
-use std::convert::Infallible;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
@@ -36,13 +35,13 @@ use std::time::{Duration, Instant};
 
 use crate::common::hyper::{Protocol, serve_hyper};
 use crate::common::runtime::bind_tcp;
-use crate::common::servers::{Serve, serve_on};
+use crate::common::servers::{Hooks, Serve, serve_on};
+use crate::common::services::describe;
 use crate::common::temp_dir::TempDir;
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::tls::{Cert, provider};
 use crate::common::xorshift::XorShift;
-use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::service::service_fn;
 use tokio_rustls::rustls::crypto::cipher::{
@@ -68,19 +67,6 @@ const ANSWERED: Duration = Duration::from_millis(500);
 /// How many seeded cases run, and how many connections at once.
 const CASES: usize = 480;
 const CONCURRENCY: usize = 12;
-
-async fn describe<B>(req: Request<B>) -> Result<Response<Full<Bytes>>, Infallible>
-where
-    B: http_body::Body<Data = Bytes>,
-    B::Error: std::fmt::Display,
-{
-    let line = format!("{} {}", req.method(), req.uri());
-    let text = match req.into_body().collect().await {
-        Ok(body) => format!("{line} body={}", String::from_utf8_lossy(&body.to_bytes())),
-        Err(e) => format!("{line} error={e}"),
-    };
-    Ok(Response::new(Full::new(Bytes::from(text))))
-}
 
 /// The protocol a case speaks after the handshake (ALPN).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,30 +203,45 @@ fn serve_dormant(via: Via, tickets: bool, workers: usize) -> (Serve<Reach>, Path
     let ca = cert.cert.clone();
     let service = service_fn(describe::<dormant::Body>);
     let server = match via {
-        Via::Tcp => serve_on(&builder, service, workers, cert, || async {
-            let (tcp, addr) = bind_tcp().await;
-            (
-                dormant::tls::TlsListener::new(tcp, config),
-                Reach::Tcp(addr),
-            )
-        }),
+        Via::Tcp => serve_on(
+            &builder,
+            service,
+            workers,
+            cert,
+            || async {
+                let (tcp, addr) = bind_tcp().await;
+                (
+                    dormant::tls::TlsListener::new(tcp, config),
+                    Reach::Tcp(addr),
+                )
+            },
+            Hooks::default(),
+        ),
         Via::Unix => {
             let dir = TempDir::new();
             let path = dir.path.join("tls.sock");
-            serve_on(&builder, service, workers, (cert, dir), || async move {
-                let unix = dormant::UnixListener::bind(&path).expect("bind");
-                (
-                    dormant::tls::TlsListener::new(unix, config),
-                    Reach::Unix(path),
-                )
-            })
+            serve_on(
+                &builder,
+                service,
+                workers,
+                (cert, dir),
+                || async move {
+                    let unix = dormant::UnixListener::bind(&path).expect("bind");
+                    (
+                        dormant::tls::TlsListener::new(unix, config),
+                        Reach::Unix(path),
+                    )
+                },
+                Hooks::default(),
+            )
         }
         Via::Proxied => proxied(&builder, service, workers, cert, config),
     };
     (server, ca)
 }
 
-#[cfg(feature = "proxy-protocol")]
+/// The server behind a PROXY header; without the feature, the same server
+/// as over TCP, and no header: the cases still run.
 fn proxied(
     builder: &dormant::Builder,
     service: impl crate::common::runtime::Servable<Full<Bytes>>,
@@ -248,33 +249,24 @@ fn proxied(
     cert: Cert,
     config: dormant::tls::TlsConfig,
 ) -> Serve<Reach> {
-    serve_on(builder, service, workers, cert, || async {
-        let (tcp, addr) = bind_tcp().await;
-        let proxied = dormant::proxy::ProxyProtocol::new(tcp);
-        (
-            dormant::tls::TlsListener::new(proxied, config),
-            Reach::Proxied(addr),
-        )
-    })
-}
-
-#[cfg(not(feature = "proxy-protocol"))]
-fn proxied(
-    builder: &dormant::Builder,
-    service: impl crate::common::runtime::Servable<Full<Bytes>>,
-    workers: usize,
-    cert: Cert,
-    config: dormant::tls::TlsConfig,
-) -> Serve<Reach> {
-    // Without the feature, the same server as over TCP, and no header:
-    // the cases still run.
-    serve_on(builder, service, workers, cert, || async {
-        let (tcp, addr) = bind_tcp().await;
-        (
-            dormant::tls::TlsListener::new(tcp, config),
-            Reach::Tcp(addr),
-        )
-    })
+    serve_on(
+        builder,
+        service,
+        workers,
+        cert,
+        || async {
+            let (tcp, addr) = bind_tcp().await;
+            #[cfg(feature = "proxy-protocol")]
+            let (tcp, addr) = (
+                dormant::proxy::ProxyProtocol::new(tcp),
+                Reach::Proxied(addr),
+            );
+            #[cfg(not(feature = "proxy-protocol"))]
+            let addr = Reach::Tcp(addr);
+            (dormant::tls::TlsListener::new(tcp, config), addr)
+        },
+        Hooks::default(),
+    )
 }
 
 /// Plain hyper over tokio-rustls on TCP, with tickets or not, serving
@@ -1038,22 +1030,17 @@ impl Servers {
     }
 
     fn dormant(&self, via: Via, tickets: bool) -> &Target {
-        &self
-            .dormant
-            .iter()
-            .find(|(k, _)| *k == (via, tickets))
-            .unwrap()
-            .1
+        keyed(&self.dormant, (via, tickets))
     }
 
     fn reference(&self, tickets: bool, proto: Proto) -> &Target {
-        &self
-            .reference
-            .iter()
-            .find(|(k, _)| *k == (tickets, proto))
-            .unwrap()
-            .1
+        keyed(&self.reference, (tickets, proto))
     }
+}
+
+/// The target of `key` in `targets`.
+fn keyed<K: PartialEq>(targets: &[(K, Target)], key: K) -> &Target {
+    &targets.iter().find(|(k, _)| *k == key).unwrap().1
 }
 
 /// One case of a differential: what it sends, and to which servers.

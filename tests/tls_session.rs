@@ -26,7 +26,7 @@ use crate::common::client::{Client, End, Endpoint, get, ok};
 use crate::common::h2::post;
 use crate::common::ladder::ladder;
 use crate::common::runtime::{ResponseBody, Servable, bind_tcp};
-use crate::common::servers::{Serve, serve_on};
+use crate::common::servers::{Hooks, Serve, serve_on};
 use crate::common::services::echo_service;
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::tls::{
@@ -144,10 +144,17 @@ fn serve_tls<B: ResponseBody>(
     service: impl Servable<B>,
 ) -> Serve<SocketAddr> {
     let config = config.clone();
-    serve_on(builder, service, 2, (), move || async move {
-        let (tcp, addr) = bind_tcp().await;
-        (TlsListener::new(tcp, config), addr)
-    })
+    serve_on(
+        builder,
+        service,
+        2,
+        (),
+        move || async move {
+            let (tcp, addr) = bind_tcp().await;
+            (TlsListener::new(tcp, config), addr)
+        },
+        Hooks::default(),
+    )
 }
 
 /// Reads a raw socket until the server closes it; returns the bytes.

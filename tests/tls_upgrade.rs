@@ -27,7 +27,7 @@ use crate::common::fds::{fd_count, wait_for_fds};
 use crate::common::ladder::ladder;
 use crate::common::process::in_own_process;
 use crate::common::runtime::{ResponseBody, Servable, bind_tcp};
-use crate::common::servers::{Serve, serve_on};
+use crate::common::servers::{Hooks, Serve, serve_on};
 use crate::common::sleepers::{SWITCHED, Sleeper, Sleepers, UPGRADE};
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::tls::{
@@ -71,6 +71,7 @@ fn serve_tls<B: ResponseBody>(cert: &Cert, service: impl Servable<B>) -> Serve<S
             let (tcp, addr) = bind_tcp().await;
             (TlsListener::new(tcp, config), addr)
         },
+        Hooks::default(),
     )
 }
 

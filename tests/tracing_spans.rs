@@ -8,6 +8,11 @@
 //! through it.
 
 use crate::common::process::in_own_process;
+#[cfg(feature = "proxy-protocol")]
+use crate::common::runtime::bind_tcp;
+use crate::common::servers::Serve;
+#[cfg(feature = "proxy-protocol")]
+use crate::common::servers::{Hooks, serve_on};
 use crate::common::tcp::{fast_park, serve_with};
 
 use std::convert::Infallible;
@@ -65,22 +70,27 @@ async fn handle(req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, In
     Ok(Response::new(Full::new(Bytes::from_static(b"ok"))))
 }
 
-#[test]
-fn handler_events_sit_in_the_conn_and_request_spans() {
-    if !in_own_process() {
-        return;
-    }
-    let captured = Captured::installed();
-    let srv = serve_with(&fast_park(), service_fn(handle));
+/// On one connection to `srv`, `GET {root}/first` (after `header`, in the
+/// same write), a park, then `GET {root}/woken`: the handler's event of
+/// each sits in `conn{peer=…}:request{…}`, `peer` being the header's client
+/// if given, else the connection's own.
+fn events_across_a_park(
+    srv: &Serve,
+    captured: &Captured,
+    header: &str,
+    root: &str,
+    peer: Option<&str>,
+) {
     let mut c = srv.connect();
-    let peer = c.stream.local_addr().unwrap();
-    c.send(b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n");
+    let peer = peer.map_or_else(|| c.stream.local_addr().unwrap().to_string(), str::to_owned);
+    let (first, woken) = (format!("{root}/first"), format!("{root}/woken"));
+    c.send(format!("{header}GET {first} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
     assert!(c.response().ends_with("\r\n\r\nok"));
     srv.wait_for("park", |s| s.parks >= 1);
-    c.send(b"GET /woken HTTP/1.1\r\nHost: x\r\n\r\n");
+    c.send(format!("GET {woken} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
     assert!(c.response().ends_with("\r\n\r\nok"));
 
-    for path in ["/first", "/woken"] {
+    for path in [first, woken] {
         let lines = captured.lines_with(&format!("handling {path}"));
         assert_eq!(lines.len(), 1, "{lines:?}");
         let expected = format!("conn{{peer={peer}}}:request{{method=GET uri={path}}}:");
@@ -92,6 +102,16 @@ fn handler_events_sit_in_the_conn_and_request_spans() {
     }
 }
 
+#[test]
+fn handler_events_sit_in_the_conn_and_request_spans() {
+    if !in_own_process() {
+        return;
+    }
+    let captured = Captured::installed();
+    let srv = serve_with(&fast_park(), service_fn(handle));
+    events_across_a_park(&srv, captured, "", "", None);
+}
+
 #[cfg(feature = "proxy-protocol")]
 #[test]
 fn the_conn_span_of_a_proxied_connection_shows_the_headers_client() {
@@ -99,25 +119,22 @@ fn the_conn_span_of_a_proxied_connection_shows_the_headers_client() {
         return;
     }
     let captured = Captured::installed();
-    let srv = crate::common::servers::serve_on(&fast_park(), service_fn(handle), 2, (), || async {
-        let (tcp, addr) = crate::common::runtime::bind_tcp().await;
-        (dormant::proxy::ProxyProtocol::new(tcp), addr)
-    });
-    let mut c = srv.connect();
-    c.send(b"PROXY TCP4 192.168.0.1 192.168.0.11 56324 443\r\nGET /proxied/first HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert!(c.response().ends_with("\r\n\r\nok"));
-    srv.wait_for("park", |s| s.parks >= 1);
-    c.send(b"GET /proxied/woken HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert!(c.response().ends_with("\r\n\r\nok"));
-
-    for path in ["/proxied/first", "/proxied/woken"] {
-        let lines = captured.lines_with(&format!("handling {path}"));
-        assert_eq!(lines.len(), 1, "{lines:?}");
-        let expected = format!("conn{{peer=192.168.0.1:56324}}:request{{method=GET uri={path}}}:");
-        assert!(
-            lines[0].contains(&expected),
-            "{expected} not in {:?}",
-            lines[0]
-        );
-    }
+    let srv = serve_on(
+        &fast_park(),
+        service_fn(handle),
+        2,
+        (),
+        || async {
+            let (tcp, addr) = bind_tcp().await;
+            (dormant::proxy::ProxyProtocol::new(tcp), addr)
+        },
+        Hooks::default(),
+    );
+    events_across_a_park(
+        &srv,
+        captured,
+        "PROXY TCP4 192.168.0.1 192.168.0.11 56324 443\r\n",
+        "/proxied",
+        Some("192.168.0.1:56324"),
+    );
 }

@@ -19,6 +19,7 @@ use std::time::Duration;
 use crate::common::child::{Child, program};
 use crate::common::client::{Client, get, ok};
 use crate::common::ladder::ladder;
+use crate::common::rungs::client_runtime;
 use crate::common::services::echo_service;
 use crate::common::sleepers::{SWITCHED, UPGRADE};
 use crate::common::temp_dir::TempDir;
@@ -31,14 +32,6 @@ use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::service::service_fn;
-
-/// A tokio runtime for a test's own async client (or for binding).
-fn client_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 /// 5. An upgraded Unix stream sleeps in the lot between messages, wakes on
 ///    data (no byte lost over many wakes), and on the client's close: a

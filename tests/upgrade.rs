@@ -5,9 +5,11 @@
 //! The server's runtime outlives `serve` (`Serve`), so upgraded streams,
 //! which outlive `serve`, can be observed after it returned.
 
-use crate::common::client::{get, ok};
+use crate::common::client::{Client, get, ok};
 use crate::common::drops::{DropCount, Dropped};
 use crate::common::ladder::ladder;
+use crate::common::runtime::Servable;
+use crate::common::servers::Serve;
 use crate::common::sleepers::{SWITCHED, UPGRADE};
 use crate::common::tcp::serve_with;
 use crate::common::timeout::CLIENT_TIMEOUT;
@@ -172,14 +174,32 @@ fn events() -> (Events, mpsc::Receiver<String>) {
     (Arc::new(Mutex::new(tx)), rx)
 }
 
+/// A server of [`upgrader`] that parks after 3 ms and never goes DORMANT,
+/// and its handler's events.
+fn upgrader_server() -> (Serve, mpsc::Receiver<String>) {
+    let (ev, rx) = events();
+    (serve_with(&ladder(None), upgrader(ev)), rx)
+}
+
+/// A server of `service`, whose upgraded streams echo, and a client whose
+/// upgraded stream had an echo.
+fn upgraded_echo<S: Servable<TestBody>>(service: S) -> (Serve, Client) {
+    let srv = serve_with(&ladder(None), service);
+    let mut c = srv.connect();
+    c.send(UPGRADE.as_bytes());
+    assert_eq!(c.response(), SWITCHED);
+    c.send(b"echo");
+    assert_eq!(c.read_exact_bytes(4), b"echo");
+    (srv, c)
+}
+
 fn next(rx: &mpsc::Receiver<String>) -> String {
     rx.recv_timeout(CLIENT_TIMEOUT).expect("handler event")
 }
 
 #[test]
 fn bytes_after_the_upgrade_request_come_out_first() {
-    let (ev, rx) = events();
-    let srv = serve_with(&ladder(None), upgrader(ev));
+    let (srv, rx) = upgrader_server();
     let mut c = srv.connect();
     c.send(format!("{UPGRADE}hello").as_bytes());
     assert_eq!(c.response(), SWITCHED);
@@ -200,8 +220,7 @@ fn bytes_after_the_upgrade_request_come_out_first() {
 
 #[test]
 fn upgrade_after_parked_keep_alive_requests() {
-    let (ev, rx) = events();
-    let srv = serve_with(&ladder(None), upgrader(ev));
+    let (srv, rx) = upgrader_server();
     let mut c = srv.connect();
     for i in 1..=3 {
         c.send(get(&format!("/plain{i}")).as_bytes());
@@ -220,8 +239,7 @@ fn upgrade_after_parked_keep_alive_requests() {
 
 #[test]
 fn connect_tunnels() {
-    let (ev, _rx) = events();
-    let srv = serve_with(&ladder(None), upgrader(ev));
+    let (srv, _rx) = upgrader_server();
     let mut c = srv.connect();
     c.send(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\ntunneled");
     assert_eq!(c.response_head(), "HTTP/1.1 200 OK\r\n\r\n");
@@ -232,8 +250,7 @@ fn connect_tunnels() {
 
 #[test]
 fn declined_upgrade_goes_on_as_http() {
-    let (ev, rx) = events();
-    let srv = serve_with(&ladder(None), upgrader(ev));
+    let (srv, rx) = upgrader_server();
     let mut c = srv.connect();
     c.send(b"GET /decline HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n");
     assert_eq!(c.response(), ok("declined"));
@@ -251,8 +268,7 @@ fn declined_upgrade_goes_on_as_http() {
 
 #[test]
 fn not_an_upgrade_request_fails_at_once() {
-    let (ev, rx) = events();
-    let srv = serve_with(&ladder(None), upgrader(ev));
+    let (srv, rx) = upgrader_server();
     let mut c = srv.connect();
     // `Upgrade` without `Connection: upgrade` is not an upgrade request.
     c.send(b"GET /x HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\n\r\n");
@@ -268,8 +284,7 @@ fn not_an_upgrade_request_fails_at_once() {
 
 #[test]
 fn dropped_upgrade_future_closes_the_connection() {
-    let (ev, _rx) = events();
-    let srv = serve_with(&ladder(None), upgrader(ev));
+    let (srv, _rx) = upgrader_server();
     let mut c = srv.connect();
     c.send(b"GET /drop HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n");
     assert_eq!(c.read_to_close(), SWITCHED);
@@ -279,8 +294,7 @@ fn dropped_upgrade_future_closes_the_connection() {
 
 #[test]
 fn http2_upgrade_fails_clearly() {
-    let (ev, rx) = events();
-    let srv = serve_with(&ladder(None), upgrader(ev));
+    let (srv, rx) = upgrader_server();
     let client_rt = tokio::runtime::Runtime::new().unwrap();
     let status = client_rt.block_on(async {
         let stream = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
@@ -393,12 +407,7 @@ fn shutdown_signal_reaches_upgraded_streams() {
         });
         async { Ok::<_, Infallible>(switching(TestBody::new(""))) }
     });
-    let mut srv = serve_with(&ladder(None), service);
-    let mut c = srv.connect();
-    c.send(UPGRADE.as_bytes());
-    assert_eq!(c.response(), SWITCHED);
-    c.send(b"echo");
-    assert_eq!(c.read_exact_bytes(4), b"echo");
+    let (mut srv, mut c) = upgraded_echo(service);
     srv.stop();
     assert_eq!(c.read_to_close(), "going away");
 }
@@ -493,12 +502,7 @@ fn hyper_upgraded_streams_outlive_serve() {
         });
         async { Ok::<_, Infallible>(switching(TestBody::new(""))) }
     });
-    let mut srv = serve_with(&ladder(None), service);
-    let mut c = srv.connect();
-    c.send(UPGRADE.as_bytes());
-    assert_eq!(c.response(), SWITCHED);
-    c.send(b"echo");
-    assert_eq!(c.read_exact_bytes(4), b"echo");
+    let (mut srv, mut c) = upgraded_echo(service);
     srv.stop();
     c.send(b"after serve");
     assert_eq!(c.read_exact_bytes(11), b"after serve");

@@ -9,6 +9,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::common::rungs::client_runtime;
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::transport::{Transport, over_every_transport};
 use crate::common::wait::wait;
@@ -50,13 +51,6 @@ fn app(senders: Senders) -> axum::Router {
     axum::Router::new()
         .route("/chat", get(chat))
         .with_state(senders)
-}
-
-fn client_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 fn an_axum_route_serves_sleeping_websockets<T: Transport>() {

@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use crate::common::rungs::client_runtime;
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::transport::{AsyncStream, Transport, over_every_transport};
 use crate::common::wait::wait;
@@ -111,14 +112,6 @@ async fn raw(ws: &mut Client, bytes: &[u8]) {
     let io = ws.get_mut();
     io.write_all(bytes).await.unwrap();
     io.flush().await.unwrap();
-}
-
-fn client_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// Text and binary messages from empty to 16 MiB, each sent to a socket

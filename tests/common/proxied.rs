@@ -25,7 +25,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::client::{Client, Stream};
 use super::runtime::{Servable, bind_tcp};
-use super::servers::{Hooks, Serve, serve_hooked_on};
+use super::servers::{Hooks, Serve, serve_on};
 use super::temp_dir::TempDir;
 use super::transport::AsyncStream;
 
@@ -213,7 +213,7 @@ impl Proxied for Tcp {
             let (tcp, addr) = bind_tcp().await;
             (ProxyProtocol::new(tcp), addr)
         };
-        serve_hooked_on(
+        serve_on(
             builder,
             peer_service::<SocketAddr>(),
             workers,
@@ -273,7 +273,7 @@ impl Proxied for Unix {
             let listener = dormant::UnixListener::bind(&path).expect("bind the Unix socket");
             (ProxyProtocol::new(listener), path)
         };
-        serve_hooked_on(builder, service, workers, dir, bind, hooks)
+        serve_on(builder, service, workers, dir, bind, hooks)
     }
 
     fn connect(addr: &PathBuf, header: &[u8], send: HeaderWrite) -> Client<Prefixed<UnixStream>> {
@@ -354,7 +354,7 @@ mod tls {
                 };
                 (listener, addr)
             };
-            serve_hooked_on(builder, service, workers, cert, bind, hooks)
+            serve_on(builder, service, workers, cert, bind, hooks)
         }
 
         fn connect(addr: &TlsAddr, header: &[u8], send: HeaderWrite) -> Client<TlsStream> {

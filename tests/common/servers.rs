@@ -228,30 +228,6 @@ impl<A> Drop for Serve<A> {
     }
 }
 
-/// Starts `service` on a dormant server built by `builder`, on its own
-/// runtime of `workers` worker threads (with one, the server serves a
-/// woken connection's first poll in the lot's task instead of spawning
-/// it), on the listener `bind` makes there (it runs inside the runtime and
-/// returns the listener and the address clients connect to). `keep` lives
-/// as long as the server.
-pub(crate) fn serve_on<L, A, Bind, Fut, S, B>(
-    builder: &dormant::Builder,
-    service: S,
-    workers: usize,
-    keep: impl Any + Send + Sync,
-    bind: Bind,
-) -> Serve<A>
-where
-    L: dormant::Listener,
-    A: Send + 'static,
-    Bind: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = (L, A)>,
-    S: Servable<B>,
-    B: ResponseBody,
-{
-    serve_hooked_on(builder, service, workers, keep, bind, Hooks::default())
-}
-
 /// The connection hooks a test sets, with the peer address as its `Debug`
 /// form (whatever the listener's address type).
 #[derive(Clone, Default)]
@@ -260,8 +236,13 @@ pub(crate) struct Hooks {
     pub(crate) state: Option<Arc<dyn Fn(String, dormant::ConnState) + Send + Sync>>,
 }
 
-/// [`serve_on`], with `hooks` set on the `serve` call.
-pub(crate) fn serve_hooked_on<L, A, Bind, Fut, S, B>(
+/// Starts `service` on a dormant server built by `builder`, with `hooks`
+/// set on the `serve` call, on its own runtime of `workers` worker threads
+/// (with one, the server serves a woken connection's first poll in the
+/// lot's task instead of spawning it), on the listener `bind` makes there
+/// (it runs inside the runtime and returns the listener and the address
+/// clients connect to). `keep` lives as long as the server.
+pub(crate) fn serve_on<L, A, Bind, Fut, S, B>(
     builder: &dormant::Builder,
     service: S,
     workers: usize,

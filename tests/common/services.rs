@@ -35,6 +35,28 @@ pub(crate) fn echo_service() -> impl Servable<Full<Bytes>> {
     service_fn(echo::<dormant::Body>)
 }
 
+/// Describes the request: method, path and query, body and trailers (what
+/// the differential tests compare).
+pub(crate) async fn describe<B>(req: Request<B>) -> Result<Response<Full<Bytes>>, Infallible>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
+    let line = format!("{} {}", req.method(), req.uri());
+    let text = match req.into_body().collect().await {
+        Ok(c) => {
+            let trailers = c.trailers().map(|t| format!("{t:?}")).unwrap_or_default();
+            let body = c.to_bytes();
+            format!(
+                "{line} body={} trailers={trailers}",
+                String::from_utf8_lossy(&body)
+            )
+        }
+        Err(e) => format!("{line} error={e}"),
+    };
+    Ok(Response::new(Full::new(Bytes::from(text))))
+}
+
 /// Answers `200` with the request's body byte for byte, or, for
 /// `/bytes/N`, with `N` bytes of [`pattern`]; either way with the request's
 /// `x-` headers copied into the response, so that a test checks header

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::runtime::{ResponseBody, Servable, bind_tcp};
-use super::servers::{Serve, serve_on};
+use super::servers::{Hooks, Serve, serve_on};
 
 /// Starts `service` on a dormant server built by `builder`, on its own
 /// runtime thread (two workers), listening on 127.0.0.1 (a free port).
@@ -13,7 +13,7 @@ pub(crate) fn serve_with<B: ResponseBody>(
     builder: &dormant::Builder,
     service: impl Servable<B>,
 ) -> Serve<SocketAddr> {
-    serve_on(builder, service, 2, (), bind_tcp)
+    serve_on(builder, service, 2, (), bind_tcp, Hooks::default())
 }
 
 /// A builder that parks quickly, so tests need short pauses only.

@@ -15,7 +15,7 @@ use tokio::time::timeout;
 
 use super::client::Endpoint;
 use super::runtime::{ResponseBody, Servable, bind_tcp};
-use super::servers::{Hooks, Serve, serve_hooked_on};
+use super::servers::{Hooks, Serve, serve_on};
 use super::timeout::CLIENT_TIMEOUT;
 use super::unix::serve_unix_hooked;
 
@@ -139,7 +139,7 @@ impl Transport for Tcp {
         workers: usize,
         hooks: Hooks,
     ) -> Serve<SocketAddr> {
-        serve_hooked_on(builder, service, workers, (), bind_tcp, hooks)
+        serve_on(builder, service, workers, (), bind_tcp, hooks)
     }
 
     async fn connect_h2(addr: &SocketAddr) -> TokioIo<Box<dyn AsyncStream>> {
@@ -257,7 +257,7 @@ pub(crate) mod tls {
                     },
                 )
             };
-            serve_hooked_on(builder, service, workers, cert, bind, hooks)
+            serve_on(builder, service, workers, cert, bind, hooks)
         }
 
         async fn connect_h2(addr: &TlsAddr) -> TokioIo<Box<dyn AsyncStream>> {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::runtime::{ResponseBody, Servable};
-use super::servers::{Hooks, Serve, serve_hooked_on};
+use super::servers::{Hooks, Serve, serve_on};
 use super::temp_dir::TempDir;
 
 /// Starts `service` on a dormant server built by `builder`, on its own
@@ -31,5 +31,5 @@ pub(crate) fn serve_unix_hooked<B: ResponseBody>(
         let listener = dormant::UnixListener::bind(&path).expect("bind the Unix socket");
         (listener, path)
     };
-    serve_hooked_on(builder, service, workers, dir, bind, hooks)
+    serve_on(builder, service, workers, dir, bind, hooks)
 }
