@@ -7,6 +7,7 @@
 
 use std::future::IntoFuture;
 
+use crate::common::hyper::send_http1;
 use crate::common::ladder::ladder;
 use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
 use crate::common::timeout::CLIENT_TIMEOUT;
@@ -56,15 +57,11 @@ async fn client(io: Box<dyn AsyncStream>) -> SendRequest<Empty<Bytes>> {
 
 /// `GET path`: its status and body.
 async fn get_text(send: &mut SendRequest<Empty<Bytes>>, path: &str) -> (StatusCode, String) {
-    send.ready().await.expect("the connection closed");
     let req = Request::get(path)
         .header(header::HOST, "localhost")
         .body(Empty::new())
         .unwrap();
-    let res = timeout(CLIENT_TIMEOUT, send.send_request(req))
-        .await
-        .expect("no response")
-        .expect("the response");
+    let res = send_http1(send, req).await;
     let status = res.status();
     let body = res.into_body().collect().await.unwrap().to_bytes();
     (status, String::from_utf8(body.to_vec()).unwrap())

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{ConnectInfo, State};
 use axum::response::sse::{Event, Sse};
 use axum::routing::get;
@@ -34,7 +34,9 @@ use tower_http::cors::CorsLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
+use crate::common::axum::{bye, echo};
 use crate::common::child::{Child, program};
+use crate::common::hyper::send_http1;
 use crate::common::timeout::CLIENT_TIMEOUT;
 
 /// The page headless Chromium loads: `fetch`es and a WebSocket, whose
@@ -76,21 +78,6 @@ impl Peer for SocketAddr {
 impl Peer for tokio::net::unix::SocketAddr {
     fn describe(&self) -> String {
         format!("unix unnamed={}", self.is_unnamed())
-    }
-}
-
-async fn echo(mut socket: WebSocket) {
-    while let Some(Ok(message)) = socket.recv().await {
-        let reply = match message {
-            Message::Text(text) => Message::Text(text),
-            Message::Binary(bytes) => Message::Binary(bytes),
-            // tungstenite answers pings and the close itself, the close at
-            // the next `recv`, which then ends.
-            Message::Ping(_) | Message::Pong(_) | Message::Close(_) => continue,
-        };
-        if socket.send(reply).await.is_err() {
-            return;
-        }
     }
 }
 
@@ -137,19 +124,7 @@ fn app<A: Peer>() -> axum::Router {
             "/ws",
             get(|ws: WebSocketUpgrade| async move { ws.on_upgrade(echo) }),
         )
-        .route(
-            "/bye",
-            get(|ws: WebSocketUpgrade| async move {
-                ws.on_upgrade(|mut socket| async move {
-                    let close = CloseFrame {
-                        code: 4001,
-                        reason: "bye".into(),
-                    };
-                    let _ = socket.send(Message::Close(Some(close))).await;
-                    while socket.recv().await.is_some() {}
-                })
-            }),
-        )
+        .route("/bye", get(bye))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             Duration::from_millis(300),
@@ -186,17 +161,13 @@ const COMPARED: [&str; 5] = [
 ];
 
 async fn fetch(send: &mut SendRequest<Empty<Bytes>>, path: &'static str) -> Seen {
-    send.ready().await.expect("the connection closed");
     let req = Request::get(path)
         .header(header::HOST, "localhost")
         .header(header::ACCEPT_ENCODING, "gzip")
         .header(header::ORIGIN, "http://example.com")
         .body(Empty::new())
         .unwrap();
-    let res = timeout(CLIENT_TIMEOUT, send.send_request(req))
-        .await
-        .expect("no response")
-        .expect("the response");
+    let res = send_http1(send, req).await;
     let status = res.status().as_u16();
     let mut headers: Vec<_> = COMPARED
         .iter()

@@ -5,11 +5,12 @@
 
 use std::convert::Infallible;
 
+use crate::common::axum::{bye, echo};
 use crate::common::ladder::ladder;
 use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::transport::{AsyncStream, Transport, over_every_transport};
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::WebSocketUpgrade;
 use axum::routing::{any, get};
 use futures_util::{SinkExt, StreamExt};
 use http::{Request, Response, StatusCode, header};
@@ -199,20 +200,6 @@ fn hyper_upgrade_declined_goes_on_as_http<T: Transport>() {
 /// An axum `Router` with a WebSocket echo route (axum's own
 /// `WebSocketUpgrade`), served through `TowerToHyperService`.
 fn axum_app() -> axum::Router {
-    async fn echo(mut socket: WebSocket) {
-        while let Some(Ok(message)) = socket.recv().await {
-            let reply = match message {
-                Message::Text(text) => Message::Text(text),
-                Message::Binary(bytes) => Message::Binary(bytes),
-                // tungstenite answers pings and closes by itself, the
-                // close at the next `recv`, which then ends.
-                Message::Ping(_) | Message::Pong(_) | Message::Close(_) => continue,
-            };
-            if socket.send(reply).await.is_err() {
-                return;
-            }
-        }
-    }
     axum::Router::new()
         .route("/", get(|| async { "hi" }))
         .route(
@@ -220,19 +207,7 @@ fn axum_app() -> axum::Router {
             "/ws",
             any(|ws: WebSocketUpgrade| async move { ws.on_upgrade(echo) }),
         )
-        .route(
-            "/bye",
-            get(|ws: WebSocketUpgrade| async move {
-                ws.on_upgrade(|mut socket| async move {
-                    let close = CloseFrame {
-                        code: 4001,
-                        reason: "bye".into(),
-                    };
-                    let _ = socket.send(Message::Close(Some(close))).await;
-                    while socket.recv().await.is_some() {}
-                })
-            }),
-        )
+        .route("/bye", get(bye))
 }
 
 /// A WebSocket client (tokio-tungstenite) on a connection that served a

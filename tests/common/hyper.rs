@@ -17,6 +17,27 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::client::{Client, Endpoint};
 use super::runtime::{Panics, ResponseBody, bind_tcp, server_runtime};
+use super::timeout::CLIENT_TIMEOUT;
+
+/// Sends `req` on hyper's HTTP/1 client connection `send` once it is
+/// ready: the response, within [`CLIENT_TIMEOUT`].
+#[cfg_attr(
+    not(feature = "axum"),
+    allow(
+        dead_code,
+        reason = "only the axum tests send with hyper's HTTP/1 client"
+    )
+)]
+pub(crate) async fn send_http1<B: http_body::Body + 'static>(
+    send: &mut hyper::client::conn::http1::SendRequest<B>,
+    req: Request<B>,
+) -> Response<Incoming> {
+    send.ready().await.expect("the connection closed");
+    tokio::time::timeout(CLIENT_TIMEOUT, send.send_request(req))
+        .await
+        .expect("no response")
+        .expect("the response")
+}
 
 /// Which of hyper's servers serves a connection, with its defaults:
 /// `http1::Builder` or `http2::Builder` (whose defaults are dormant's).

@@ -6,6 +6,7 @@
 //! `go`), plain hyper as the reference (`hyper`, `reference`), and what a
 //! test waits for or counts (`rungs`, `wait`, `drops`, `probes`, `fds`).
 
+pub(crate) mod axum;
 pub(crate) mod child;
 pub(crate) mod client;
 pub(crate) mod drops;
