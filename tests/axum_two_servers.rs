@@ -251,19 +251,8 @@ async fn curl(args: &[String], base: &str) -> Vec<Seen> {
 /// WebSocket logged (`tests/node/chromium.mjs` drives it over its DevTools
 /// protocol and prints the page's log once it is complete).
 async fn chromium(base: &str) -> Seen {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("node/chromium.mjs");
     let page = format!("{base}/page");
-    // devtools.mjs runs `$CHROMIUM`, else `chromium`: there must be one.
-    program("CHROMIUM", "chromium", "Chromium");
-    let node = program("NODE", "node", "Node.js 18 or newer");
-    let log = run(move || {
-        Child::start_group(
-            "Chromium (through Node)",
-            node,
-            [script.as_os_str(), page.as_ref()],
-        )
-    })
-    .await;
+    let log = run(move || Child::chromium("chromium.mjs", vec![page.into()])).await;
     assert!(log.ends_with("END\n"), "the page did not finish: {log}");
     Seen::Browser(log)
 }

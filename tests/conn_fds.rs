@@ -10,6 +10,7 @@ use crate::common::client::{Client, Endpoint, Stream, get, ok};
 use crate::common::fds::{fd_count, wait_for_fds};
 use crate::common::ladder::ladder;
 use crate::common::process::in_own_process;
+use crate::common::rungs::none_open;
 use crate::common::servers::Serve;
 use crate::common::services::echo_service;
 use crate::common::transport::{Transport, over_every_transport};
@@ -20,10 +21,6 @@ over_every_transport!(
     clients_closing_leave_no_connection_and_no_fd,
 );
 
-fn all_closed(s: &dormant::Stats) -> bool {
-    s.active + s.parked + s.dormant == 0
-}
-
 /// Warms up the runtimes (lazily opened descriptors) with a request on a
 /// connection that closes; returns the process's descriptors after.
 fn warm_up<A: Endpoint>(srv: &Serve<A>) -> usize {
@@ -31,7 +28,7 @@ fn warm_up<A: Endpoint>(srv: &Serve<A>) -> usize {
     c.send(b"GET /warm HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     c.read_to_close();
     drop(c);
-    srv.wait_for("warm-up closed", all_closed);
+    srv.wait_for("warm-up closed", none_open);
     fd_count()
 }
 
@@ -60,6 +57,19 @@ fn dormant_clients<A: Endpoint>(
     (baseline, base, clients)
 }
 
+/// Waits until the server has closed every connection, each of
+/// `clients` reading its end with nothing before it; then only the
+/// clients' sockets are left of them, and none once they are dropped.
+fn closed_then_dropped<A, S: Stream>(srv: &Serve<A>, mut clients: Vec<Client<S>>, baseline: usize) {
+    srv.wait_for("all closed", none_open);
+    for c in &mut clients {
+        assert_eq!(c.read_to_close(), "", "closed, with nothing before");
+    }
+    wait_for_fds(baseline + clients.len(), "after the clients closed");
+    drop(clients);
+    wait_for_fds(baseline, "after the clients dropped their sockets");
+}
+
 /// Clients closing while their connections are DORMANT, half of them with
 /// a half-close (over TLS, `close_notify` and a FIN) and reading on, half
 /// dropping their sockets: the server releases every descriptor. Over TCP
@@ -79,14 +89,8 @@ fn client_close_while_dormant_releases_the_fd<T: Transport>() {
         c.stream.close_write().expect("half-close");
     }
     drop(dropped);
-    srv.wait_for("all closed", all_closed);
-    for c in &mut half_closed {
-        assert_eq!(c.read_to_close(), "", "closed, with nothing before");
-    }
     // The server's 6 are closed; the test's 3 left.
-    wait_for_fds(baseline + 3, "after the clients closed");
-    drop(half_closed);
-    wait_for_fds(baseline, "after the clients dropped their sockets");
+    closed_then_dropped(&srv, half_closed, baseline);
     let s = srv.stats();
     let (lot_wakes, lot_closes) = if T::PEEKS { (0, 6) } else { (6, 0) };
     assert_eq!(
@@ -123,7 +127,7 @@ fn client_close_while_parked_releases_the_fd<T: Transport>() {
         // The test's socket and the server's.
         assert_eq!(fd_count(), baseline + 2);
         drop(c);
-        srv.wait_for("closed", all_closed);
+        srv.wait_for("closed", none_open);
         wait_for_fds(baseline, "after the client closed");
     }
     let s = srv.stats();
@@ -150,7 +154,7 @@ fn clients_closing_leave_no_connection_and_no_fd<T: Transport>() {
     // The test's own 20 sockets plus the server's 20.
     assert_eq!(fd_count(), baseline + 40);
     drop(clients);
-    srv.wait_for("all closed", all_closed);
+    srv.wait_for("all closed", none_open);
     wait_for_fds(baseline, "after closing parked connections");
     assert_eq!(srv.stats().pool.in_use, 0);
 
@@ -161,14 +165,14 @@ fn clients_closing_leave_no_connection_and_no_fd<T: Transport>() {
         s.parks == 21 && s.parked == 1
     });
     drop(c);
-    srv.wait_for("closed", all_closed);
+    srv.wait_for("closed", none_open);
     wait_for_fds(baseline, "after closing a connection with carried bytes");
 
     // Never sent a request.
     let c = srv.connect();
     srv.wait_for("accepted", |s| s.parked == 1);
     drop(c);
-    srv.wait_for("closed", all_closed);
+    srv.wait_for("closed", none_open);
     wait_for_fds(baseline, "after closing a silent connection");
 
     // Active: the handler waits for a body that never comes.
@@ -176,7 +180,7 @@ fn clients_closing_leave_no_connection_and_no_fd<T: Transport>() {
     c.send(b"POST /wait HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc");
     srv.wait_for("active", |s| s.active == 1);
     drop(c);
-    srv.wait_for("closed", all_closed);
+    srv.wait_for("closed", none_open);
     wait_for_fds(baseline, "after closing an active connection");
     assert_eq!(srv.stats().pool.in_use, 0);
 }
@@ -202,13 +206,7 @@ fn close_notify_alone_while_dormant_releases_the_fd() {
         c.stream.tls.get_mut().1.send_close_notify();
         block("flush close_notify", c.stream.tls.flush()).expect("flush close_notify");
     }
-    srv.wait_for("all closed", all_closed);
-    for c in &mut clients {
-        assert_eq!(c.read_to_close(), "", "closed, with nothing before");
-    }
-    wait_for_fds(baseline + 3, "after the clients closed");
-    drop(clients);
-    wait_for_fds(baseline, "after the clients dropped their sockets");
+    closed_then_dropped(&srv, clients, baseline);
     let s = srv.stats();
     assert_eq!(
         (

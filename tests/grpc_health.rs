@@ -9,6 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use crate::common::h2::close;
 use crate::common::ladder::ladder;
 use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
 use crate::common::servers::Serve;
@@ -57,9 +58,11 @@ type Client = HealthClient<H2Channel>;
 
 /// tonic-health's service on a dormant server over `T` whose connections
 /// park after 3 ms and go dormant after [`DORMANT_AFTER`], and the
-/// reporter that sets the statuses it serves.
+/// reporter that sets the statuses it serves (`ECHO` serving from the
+/// start).
 fn serve_health<T: Transport>() -> (Serve<T::Addr>, HealthReporter) {
     let (reporter, service) = health_reporter();
+    client_runtime().block_on(reporter.set_service_status(ECHO, ServingStatus::Serving));
     let srv = T::serve(
         &ladder(DORMANT_AFTER),
         dormant::TowerToHyperService::new(service),
@@ -86,17 +89,6 @@ async fn check(client: &mut Client, service: &str) -> Result<Wire, tonic::Status
     Ok(res.into_inner().status())
 }
 
-/// Ends the client's connection (dropping the client sends a GOAWAY) and
-/// waits for it.
-async fn close(client: Client, conn: JoinHandle<hyper::Result<()>>) {
-    drop(client);
-    timeout(CLIENT_TIMEOUT, conn)
-        .await
-        .expect("the client connection did not end")
-        .unwrap()
-        .expect("the client connection ended in an error");
-}
-
 /// `Check` before and after pauses that cross PARKED, DORMANT and PARKED
 /// again, the statuses changed while the connection sleeps: each answer is
 /// the status of the moment (unary calls, and a NOT_FOUND sent as
@@ -104,9 +96,6 @@ async fn close(client: Client, conn: JoinHandle<hyper::Result<()>>) {
 fn checks_across_sleeps<T: Transport>() {
     let (srv, reporter) = serve_health::<T>();
     client_runtime().block_on(async {
-        reporter
-            .set_service_status(ECHO, ServingStatus::Serving)
-            .await;
         let (mut client, conn) = connect::<T>(&srv.addr).await;
         let mut before = srv.stats();
         assert_eq!(check(&mut client, "").await.unwrap(), Wire::Serving);
@@ -141,9 +130,6 @@ fn checks_across_sleeps<T: Transport>() {
 fn an_open_watch_keeps_the_connection_awake<T: Transport>() {
     let (srv, reporter) = serve_health::<T>();
     client_runtime().block_on(async {
-        reporter
-            .set_service_status(ECHO, ServingStatus::Serving)
-            .await;
         let (mut client, conn) = connect::<T>(&srv.addr).await;
         let mut before = srv.stats();
         assert_eq!(check(&mut client, ECHO).await.unwrap(), Wire::Serving);

@@ -19,6 +19,7 @@ use std::time::Duration;
 use crate::common::client::{Stream, get, ok};
 use crate::common::ladder::ladder;
 use crate::common::probes::{DropProbe, Probes, WAIT, handler_started, next_drop};
+use crate::common::rungs::none_open;
 use crate::common::servers::Serve;
 use crate::common::services::echo;
 use crate::common::transport::{Transport, over_every_transport};
@@ -100,10 +101,6 @@ fn serve_probed<T: Transport>() -> Probed<T::Addr> {
     }
 }
 
-fn all_closed(s: &dormant::Stats) -> bool {
-    s.active + s.parked + s.dormant == 0
-}
-
 /// A client that goes away while its request waits, on a new connection:
 /// the handler is dropped, and the connection released.
 fn closing_drops_a_waiting_handler<T: Transport>() {
@@ -113,7 +110,7 @@ fn closing_drops_a_waiting_handler<T: Transport>() {
     handler_started(&p.started);
     drop(c);
     assert_eq!(next_drop(&p.dropped), "handler");
-    p.srv.wait_for("connection released", all_closed);
+    p.srv.wait_for("connection released", none_open);
 }
 
 /// The same with a half-close (over TLS, `close_notify` and a FIN), on a
@@ -135,7 +132,7 @@ fn half_closing_a_woken_connection_drops_its_waiting_handler<T: Transport>() {
         c.stream.close_write().unwrap();
         assert_eq!(next_drop(&p.dropped), "handler", "dormant: {dormant}");
         assert_eq!(c.read_to_close(), "");
-        p.srv.wait_for("connection released", all_closed);
+        p.srv.wait_for("connection released", none_open);
     }
 }
 
@@ -150,7 +147,7 @@ fn closing_ends_a_streaming_response<T: Transport>() {
     assert_eq!(c.read_exact_bytes(10), b"5\r\nfirst\r\n");
     drop(c);
     assert_eq!(next_drop(&p.dropped), "body");
-    p.srv.wait_for("connection released", all_closed);
+    p.srv.wait_for("connection released", none_open);
 }
 
 /// Requests that arrive while one is answered are found by the look for a

@@ -62,15 +62,15 @@ struct Client {
 }
 
 impl Client {
-    /// Go's client, with `flags` (its settings).
-    fn go(flags: &[&str]) -> Client {
+    /// Go's client, with `flags` (its settings, split at spaces).
+    fn go(flags: &str) -> Client {
         Client {
             name: "the Go client",
             program: crate::common::go::program(
                 "h2client",
                 "Go's HTTP/2 client (tests/go/h2client)",
             ),
-            args: flags.iter().map(OsString::from).collect(),
+            args: flags.split_whitespace().map(OsString::from).collect(),
             requests_per_round: 19,
             pings: &[1, 2],
         }
@@ -96,7 +96,7 @@ fn go_client_with_its_defaults_across_sleeps<T: Transport>()
 where
     T::Addr: Dial,
 {
-    across_sleeps::<T>(Client::go(&[]));
+    across_sleeps::<T>(Client::go(""));
 }
 
 /// Go's client with the smallest windows it takes: a connection window of
@@ -107,14 +107,9 @@ fn go_client_with_small_windows_across_sleeps<T: Transport>()
 where
     T::Addr: Dial,
 {
-    across_sleeps::<T>(Client::go(&[
-        "--conn-window",
-        "65535",
-        "--stream-window",
-        "65535",
-        "--max-frame",
-        "16384",
-    ]));
+    across_sleeps::<T>(Client::go(
+        "--conn-window 65535 --stream-window 65535 --max-frame 16384",
+    ));
 }
 
 /// Go's client with a browser's settings (Firefox's): a 12 MiB connection
@@ -124,16 +119,9 @@ fn go_client_with_browser_like_settings_across_sleeps<T: Transport>()
 where
     T::Addr: Dial,
 {
-    across_sleeps::<T>(Client::go(&[
-        "--conn-window",
-        "12582912",
-        "--stream-window",
-        "131072",
-        "--max-frame",
-        "16777215",
-        "--header-table",
-        "65536",
-    ]));
+    across_sleeps::<T>(Client::go(
+        "--conn-window 12582912 --stream-window 131072 --max-frame 16777215 --header-table 65536",
+    ));
 }
 
 fn node_client_with_its_default_windows_across_sleeps<T: Transport>()

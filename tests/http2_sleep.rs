@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::common::h2::close;
 use crate::common::h2_raw::{
     ACK, DATA, END_HEADERS, END_STREAM, Frame, GOAWAY, HEADERS, NO_ERROR, PING, PREFACE, RawClient,
     frame, get_frame,
@@ -138,17 +139,6 @@ async fn mirror_all(send: &HyperSend, round: usize, bodies: Vec<Bytes>) {
     while let Some(done) = streams.join_next().await {
         done.expect("a stream's check failed");
     }
-}
-
-/// Ends hyper's client connection as a client does when done with it
-/// (dropping its last `SendRequest` sends a GOAWAY), and waits for it.
-async fn hyper_close(send: HyperSend, conn: JoinHandle<hyper::Result<()>>) {
-    drop(send);
-    timeout(CLIENT_TIMEOUT, conn)
-        .await
-        .expect("the client connection did not end")
-        .unwrap()
-        .expect("the client connection ended in an error");
 }
 
 // ---- h2's client ----
@@ -414,7 +404,7 @@ fn many_concurrent_streams_across_sleeps<T: Transport>() {
             mirror_all(&send, round, bodies.collect()).await;
         })
         .await;
-        hyper_close(send, conn).await;
+        close(send, conn).await;
     });
     all_closed(&srv);
     assert_eq!(srv.stats().accepted, 1);
@@ -439,7 +429,7 @@ fn request_bodies_from_empty_to_a_mebibyte_across_sleeps<T: Transport>() {
             mirror_all(&send, round, bodies.collect()).await;
         })
         .await;
-        hyper_close(send, conn).await;
+        close(send, conn).await;
     });
     all_closed(&srv);
 }
@@ -1171,7 +1161,7 @@ fn adaptive_window_uploads_across_pauses<T: Transport>() {
             mirror_all(&send, round, bodies.collect()).await;
             tokio::time::sleep(DORMANT_AFTER * 2).await;
         }
-        hyper_close(send, conn).await;
+        close(send, conn).await;
     });
     all_closed(&srv);
 }
@@ -1207,7 +1197,7 @@ async fn send_in_pieces<T: Transport>(
             let (send, conn) = T::hyper_h2(&srv.addr).await;
             let body = hyper_post(send.clone(), "/other".into(), Bytes::from("other")).await;
             assert_eq!(body, "other", "another client");
-            hyper_close(send, conn).await;
+            close(send, conn).await;
         }
     }
     write(&bytes[start..]).await;

@@ -1,35 +1,18 @@
 //! `Builder::build` validates the configuration.
 
+use crate::common::ladder::{accepts, rejects};
+
 #[test]
 fn max_header_bytes_below_8192_is_a_config_error() {
-    let err = dormant::Server::builder()
-        .max_header_bytes(100)
-        .build()
-        .unwrap_err();
-    assert!(err.is_config(), "{err:?}");
-    assert!(err.to_string().contains("max_header_bytes"), "{err}");
-    assert!(
-        dormant::Server::builder()
-            .max_header_bytes(8191)
-            .build()
-            .is_err()
-    );
-    assert!(
-        dormant::Server::builder()
-            .max_header_bytes(8192)
-            .build()
-            .is_ok()
-    );
+    rejects(|b| b.max_header_bytes(100), "max_header_bytes");
+    rejects(|b| b.max_header_bytes(8191), "max_header_bytes");
+    accepts(|b| b.max_header_bytes(8192));
 }
 
 #[test]
 fn zero_max_headers_is_a_config_error() {
-    let err = dormant::Server::builder()
-        .max_headers(0)
-        .build()
-        .unwrap_err();
-    assert!(err.is_config(), "{err:?}");
-    assert!(dormant::Server::builder().max_headers(1).build().is_ok());
+    rejects(|b| b.max_headers(0), "max_headers");
+    accepts(|b| b.max_headers(1));
 }
 
 #[test]
@@ -48,32 +31,22 @@ fn defaults_build() {
 fn connection_limits_out_of_range_are_config_errors() {
     use std::time::Duration;
     const DAY: Duration = Duration::from_secs(24 * 3600);
-    type Set = fn(&mut dormant::Builder);
-    let cases: [(Set, &str); 4] = [
-        (
-            |b| _ = b.max_connection_age(Duration::ZERO),
-            "max_connection_age",
-        ),
-        (|b| _ = b.max_connection_age(DAY * 21), "max_connection_age"),
-        (
-            |b| _ = b.max_connection_age_grace(DAY * 25),
-            "max_connection_age_grace",
-        ),
-        (
-            |b| _ = b.max_requests_per_connection(0),
-            "max_requests_per_connection",
-        ),
-    ];
-    for (set, name) in cases {
-        let mut b = dormant::Server::builder();
-        set(&mut b);
-        let err = b.build().unwrap_err();
-        assert!(err.is_config(), "{err:?}");
-        assert!(err.to_string().contains(name), "{err}");
-    }
-    let mut b = dormant::Server::builder();
-    b.max_connection_age(DAY * 20)
-        .max_connection_age_grace(DAY * 24)
-        .max_requests_per_connection(1);
-    assert!(b.build().is_ok());
+    rejects(
+        |b| b.max_connection_age(Duration::ZERO),
+        "max_connection_age",
+    );
+    rejects(|b| b.max_connection_age(DAY * 21), "max_connection_age");
+    rejects(
+        |b| b.max_connection_age_grace(DAY * 25),
+        "max_connection_age_grace",
+    );
+    rejects(
+        |b| b.max_requests_per_connection(0),
+        "max_requests_per_connection",
+    );
+    accepts(|b| {
+        b.max_connection_age(DAY * 20)
+            .max_connection_age_grace(DAY * 24)
+            .max_requests_per_connection(1)
+    });
 }

@@ -278,10 +278,7 @@ fn a_request_in_pieces_wakes_a_parked_connection_and_keeps_no_worker_busy<T: Tra
         // loaded machine the park may come after the pause).
         srv.wait_for("parked again", |s| s.active == 0);
         if others.is_empty() {
-            let mut other = srv.connect();
-            other.send(get("/other").as_bytes());
-            assert_eq!(other.response(), ok("GET /other read="));
-            others.push(other);
+            others.push(served_other(&srv));
         }
     }
     c.send(&request[start..]);
@@ -297,6 +294,14 @@ fn a_request_in_pieces_wakes_a_parked_connection_and_keeps_no_worker_busy<T: Tra
     assert_eq!((got, end), (ok("GET /3 read="), End::Clean));
     srv.wait_for("closed", |s| s.parked == 1 && s.active == 0);
     srv.pause_idle(PAUSE, "after the half-close");
+}
+
+/// Another client of `srv`, served `GET /other`, its connection kept.
+fn served_other<A: Endpoint>(srv: &Serve<A>) -> Client<A::Stream> {
+    let mut other = srv.connect();
+    other.send(get("/other").as_bytes());
+    assert_eq!(other.response(), ok("GET /other read="));
+    other
 }
 
 /// A connection parked task-less (PARKED, and DORMANT) on a server with
@@ -335,10 +340,7 @@ fn a_wake_that_brings_nothing_parks_again_and_keeps_no_worker_busy<T: Transport>
             }
             srv.pause_idle(PAUSE, &format!("{dormant_after:?}: after urgent byte {i}"));
             if others.is_empty() {
-                let mut other = srv.connect();
-                other.send(get("/other").as_bytes());
-                assert_eq!(other.response(), ok("GET /other read="));
-                others.push(other);
+                others.push(served_other(&srv));
             }
             srv.wait_for("asleep again", |s| rung(s) == 2 && s.active == 0);
         }

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use crate::common::client::ok;
 use crate::common::ladder::ladder;
+use crate::common::rungs::{client_runtime, none_open};
+use crate::common::servers::Serve;
 use crate::common::services::echo_service;
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::transport::{Tcp, Transport, over_every_transport};
@@ -239,19 +241,8 @@ fn idle_timeout_shuts_down_an_idle_h2_connection() {
     let mut b = dormant::Server::builder();
     b.idle_timeout(Duration::from_millis(300));
     let srv = Tcp::serve(&b, service_fn(hello));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let tcp = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
-        let (mut send, conn) = hyper::client::conn::http2::handshake(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(tcp),
-        )
-        .await
-        .unwrap();
-        let conn = tokio::spawn(conn);
+    client_runtime().block_on(async {
+        let (mut send, conn) = Tcp::hyper_h2(&srv.addr).await;
         let res = send
             .send_request(Request::new(Full::new(Bytes::new())))
             .await
@@ -329,10 +320,6 @@ over_every_transport!(
     idle_timeout_closes_a_dormant_connection,
 );
 
-fn all_closed(s: &dormant::Stats) -> bool {
-    s.active + s.parked + s.dormant == 0
-}
-
 /// A connection that never parks is closed by its task at the idle
 /// deadline.
 fn idle_timeout_closes_an_active_connection<T: Transport>() {
@@ -343,11 +330,22 @@ fn idle_timeout_closes_an_active_connection<T: Transport>() {
     c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(c.response(), ok("hello"));
     assert_eq!(c.read_to_close(), "", "closed by the idle timeout");
-    srv.wait_for("the idle timeout", |s| {
-        s.idle_timeouts == 1 && all_closed(s)
-    });
+    srv.wait_for("the idle timeout", |s| s.idle_timeouts == 1 && none_open(s));
     let s = srv.stats();
     assert_eq!(s.parks, 0, "{s:?}");
+}
+
+/// Waits until the one connection of `srv` timed out idle and closed, the
+/// lot closing it (it parked once, and went DORMANT `dormancies` times)
+/// without handing it back to tokio.
+fn closed_by_the_lot_at_its_idle_deadline<A>(srv: &Serve<A>, dormancies: u64) {
+    srv.wait_for("timed out", |s| s.idle_timeouts == 1 && none_open(s));
+    let s = srv.stats();
+    assert_eq!(
+        (s.parks, s.dormancies, s.lot_wakes, s.lot_closes),
+        (1, dormancies, 0, 0),
+        "{s:?}"
+    );
 }
 
 /// The lot closes a task-less PARKED connection at its idle deadline (not
@@ -367,13 +365,7 @@ fn idle_timeout_closes_a_parked_connection<T: Transport>() {
         "{:?}",
         sent.elapsed()
     );
-    srv.wait_for("timed out", |s| s.idle_timeouts == 1 && all_closed(s));
-    let s = srv.stats();
-    assert_eq!(
-        (s.parks, s.dormancies, s.lot_wakes, s.lot_closes),
-        (1, 0, 0, 0),
-        "{s:?}"
-    );
+    closed_by_the_lot_at_its_idle_deadline(&srv, 0);
 }
 
 /// The lot closes a DORMANT connection's fd at its idle deadline, without
@@ -387,11 +379,5 @@ fn idle_timeout_closes_a_dormant_connection<T: Transport>() {
     assert_eq!(c.response(), ok("GET / read="));
     srv.wait_for("dormant", |s| s.dormant == 1);
     assert_eq!(c.read_to_close(), "", "closed at the idle deadline");
-    srv.wait_for("timed out", |s| s.idle_timeouts == 1 && all_closed(s));
-    let s = srv.stats();
-    assert_eq!(
-        (s.parks, s.dormancies, s.lot_wakes, s.lot_closes),
-        (1, 1, 0, 0),
-        "{s:?}"
-    );
+    closed_by_the_lot_at_its_idle_deadline(&srv, 1);
 }

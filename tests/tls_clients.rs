@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use crate::common::child::{Child, STEP_TIMEOUT, program};
 use crate::common::client::get;
 use crate::common::ladder::ladder;
+use crate::common::rungs::none_open;
 use crate::common::runtime::bind_tcp;
 use crate::common::servers::{Hooks, Serve, serve_on};
 use crate::common::services::echo_service;
@@ -87,15 +88,11 @@ fn slept_again(srv: &Serve<SocketAddr>, before: &Stats) -> Stats {
     srv.stats()
 }
 
-fn all_closed(s: &Stats) -> bool {
-    s.active + s.parked + s.dormant == 0
-}
-
 /// What the tests (but Chromium's) assert at their end, once the clients
 /// are gone: no failed handshake, and `kept` sessions left on rustls (the
 /// TLS 1.2 ones).
 fn assert_clean(srv: &Serve<SocketAddr>, kept: u64) {
-    srv.wait_for("every connection closed", all_closed);
+    srv.wait_for("every connection closed", none_open);
     let s = srv.stats();
     assert_eq!(s.tls_handshake_failures, 0, "{s:?}");
     assert_eq!(s.tls_kept_by_rustls, kept, "{s:?}");
@@ -354,7 +351,7 @@ fn openssl_each_tls13_suite_across_sleeps_and_a_key_update() {
         "TLS_AES_256_GCM_SHA384",
         "TLS_CHACHA20_POLY1305_SHA256",
     ] {
-        srv.wait_for("the last client's connection closed", all_closed);
+        srv.wait_for("the last client's connection closed", none_open);
         let args = ["-tls1_3", "-ciphersuites", suite];
         let mut c = SClient::connect(srv.addr, &cert, &args, "TLSv1.3", suite);
         c.get_ok(&format!("/{suite}/before"));
@@ -394,7 +391,7 @@ fn openssl_tls12_suites_across_sleeps_stay_on_rustls() {
         "ECDHE-ECDSA-CHACHA20-POLY1305",
     ];
     for suite in suites {
-        srv.wait_for("the last client's connection closed", all_closed);
+        srv.wait_for("the last client's connection closed", none_open);
         let args = ["-tls1_2", "-cipher", suite];
         let mut c = SClient::connect(srv.addr, &cert, &args, "TLSv1.2", suite);
         c.get_ok(&format!("/{suite}/0"));
@@ -646,7 +643,6 @@ fn python_tls12_close_notify_to_a_dormant_connection_is_answered() {
 fn chromium_fetches_over_h2_across_sleeps() {
     let (_cert, srv) = echo_over_tls();
     let dir = TempDir::new();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("node/chromium_steps.mjs");
     let profile = dir.path.join("profile");
     std::fs::create_dir_all(profile.join("Default")).unwrap();
     std::fs::write(
@@ -655,13 +651,7 @@ fn chromium_fetches_over_h2_across_sleeps() {
     )
     .unwrap();
     let page = format!("https://localhost:{}/page", srv.addr.port());
-    // chromium_steps.mjs runs `$CHROMIUM`, else `chromium`: there must be one.
-    program("CHROMIUM", "chromium", "Chromium");
-    let mut node = Child::start_group(
-        "Chromium (through Node)",
-        program("NODE", "node", "Node.js 18 or newer"),
-        [script.as_os_str(), page.as_ref(), profile.as_os_str()],
-    );
+    let mut node = Child::chromium("chromium_steps.mjs", vec![page.into(), profile.into()]);
     node.wait_for_text("loaded GET /page read=\n");
     let loaded = srv.stats();
     assert!(loaded.tls_handshakes >= 1, "{loaded:?}");
@@ -676,7 +666,7 @@ fn chromium_fetches_over_h2_across_sleeps() {
         srv.wait_for("woken from DORMANT", |s| s.lot_wakes > before.lot_wakes);
     }
     node.exit_ok();
-    srv.wait_for("every connection closed", all_closed);
+    srv.wait_for("every connection closed", none_open);
     let s = srv.stats();
     assert_eq!(
         (s.accepted, s.tls_handshake_failures, s.tls_kept_by_rustls),

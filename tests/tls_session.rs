@@ -25,6 +25,7 @@ use std::time::Duration;
 use crate::common::client::{Client, End, Endpoint, get, ok};
 use crate::common::h2::post;
 use crate::common::ladder::ladder;
+use crate::common::rungs::none_open;
 use crate::common::runtime::{ResponseBody, Servable, bind_tcp};
 use crate::common::servers::{Hooks, Serve, serve_on};
 use crate::common::services::echo_service;
@@ -186,10 +187,6 @@ fn client_hello(config: &Arc<ClientConfig>) -> Vec<u8> {
     hello
 }
 
-fn all_closed(s: &dormant::Stats) -> bool {
-    s.active + s.parked + s.dormant == 0
-}
-
 /// The pipelined requests of test 2, one with a `Content-Length` body and
 /// one chunked, and their answers.
 const PIPELINED: &[u8] = b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\n\
@@ -289,7 +286,7 @@ fn a_record_split_across_tcp_writes_and_a_park() {
     }
 
     // A DORMANT connection woken by the start of a record.
-    srv.wait_for("new connections closed", all_closed);
+    srv.wait_for("new connections closed", none_open);
     let mut c = connect(srv.addr, &config);
     c.get_ok("/0");
     for i in 0..CUTS {
@@ -410,7 +407,7 @@ fn tls12_and_tls13() {
         (&TLS12, ProtocolVersion::TLSv1_2),
         (&TLS13, ProtocolVersion::TLSv1_3),
     ] {
-        srv.wait_for("the last client's connection closed", all_closed);
+        srv.wait_for("the last client's connection closed", none_open);
         let before = srv.stats();
         let mut c = connect(srv.addr, &client_config(&[&cert], &[version], &[]));
         assert_eq!(c.conn().protocol_version(), Some(want));
@@ -446,7 +443,7 @@ fn alpn_http1_and_none() {
         (&[&b"http/1.1"[..]][..], Some(&b"http/1.1"[..])),
         (&[], None),
     ] {
-        srv.wait_for("the last client's connection closed", all_closed);
+        srv.wait_for("the last client's connection closed", none_open);
         let before = srv.stats();
         let mut c = connect(srv.addr, &client_config(&[&cert], &[], alpn));
         assert_eq!(c.conn().alpn_protocol(), agreed);
@@ -456,7 +453,7 @@ fn alpn_http1_and_none() {
     }
 
     // No ALPN, and HTTP/2's preface: HTTP/2 with prior knowledge.
-    srv.wait_for("the last client's connection closed", all_closed);
+    srv.wait_for("the last client's connection closed", none_open);
     let c = connect(srv.addr, &client_config(&[&cert], &[], &[]));
     assert_eq!(c.conn().alpn_protocol(), None);
     block("h2 with prior knowledge", async {
@@ -1041,7 +1038,7 @@ fn graceful_shutdown_closes_sessions_mid_record_and_before_their_handshake() {
 fn resumed_session_after_the_first_went_dormant() {
     let (cert, srv) = echo_over_tls(&ladder(Duration::from_millis(10)));
     for version in [&TLS13, &TLS12] {
-        srv.wait_for("the last clients' connections closed", all_closed);
+        srv.wait_for("the last clients' connections closed", none_open);
         let before = srv.stats();
         let config = client_config(&[&cert], &[version], &[]);
         let mut first = connect(srv.addr, &config);
@@ -1150,7 +1147,7 @@ fn tls_info_reports_what_the_handshake_negotiated() {
         ("127.0.0.1", &TLS12, http1, None),
     ];
     for (name, version, alpn, sni) in cases {
-        srv.wait_for("the last client's connection closed", all_closed);
+        srv.wait_for("the last client's connection closed", none_open);
         let before = srv.stats();
         let config = client_config(&[&cert], &[version], alpn);
         let mut c = connect_as(srv.addr, &config, name);

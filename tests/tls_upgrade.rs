@@ -26,6 +26,7 @@ use std::time::Duration;
 use crate::common::fds::{fd_count, wait_for_fds};
 use crate::common::ladder::ladder;
 use crate::common::process::in_own_process;
+use crate::common::rungs::none_open;
 use crate::common::runtime::{ResponseBody, Servable, bind_tcp};
 use crate::common::servers::{Hooks, Serve, serve_on};
 use crate::common::sleepers::{SWITCHED, Sleeper, Sleepers, UPGRADE};
@@ -73,10 +74,6 @@ fn serve_tls<B: ResponseBody>(cert: &Cert, service: impl Servable<B>) -> Serve<S
         },
         Hooks::default(),
     )
-}
-
-fn all_closed(s: &dormant::Stats) -> bool {
-    s.active + s.parked + s.dormant == 0
 }
 
 /// The client's TLS stream.
@@ -191,6 +188,20 @@ fn echoed(ws: &mut Ws, message: Message) {
         .expect("an echo, not the end")
         .expect("an echo");
     assert_eq!(echo, message);
+}
+
+/// Three wss:// clients of `addr`, each with an echo, then asleep in the
+/// lot (`sleepers` counts them).
+fn three_asleep(addr: SocketAddr, config: &Arc<ClientConfig>, sleepers: &Sleepers) -> Vec<Ws> {
+    let clients = (0..3)
+        .map(|i| {
+            let mut ws = wss(addr, config);
+            echoed(&mut ws, Message::text(format!("hello {i}")));
+            ws
+        })
+        .collect();
+    wait("all asleep", || sleepers.sleeping() == 3);
+    clients
 }
 
 /// A WebSocket handshake request, and the answer to it.
@@ -411,7 +422,7 @@ fn wss_sleeps_in_the_lot_between_messages() {
         let mut ws = ws_handshake(tls);
         assert_eq!(s.hand_off(), r#"tls=true read_buf=b"""#);
         wait("asleep after the hand-off", || s.sleeping() == 1);
-        srv.wait_for("handed off", |st| st.upgrades == 1 && all_closed(st));
+        srv.wait_for("handed off", |st| st.upgrades == 1 && none_open(st));
         assert_eq!(s.wakes.load(SeqCst), 0, "{version:?}: nothing woke it yet");
 
         let big: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
@@ -460,7 +471,7 @@ fn wss_sleeps_in_the_lot_between_messages() {
             (1, 1, 2, 1, 0),
             "{version:?}: {st:?}"
         );
-        assert!(all_closed(&st), "{st:?}");
+        assert!(none_open(&st), "{st:?}");
         assert_eq!(s.drops.get(), 0, "the state lives while the stream sleeps");
         assert!(s.events.try_recv().is_err(), "nothing ended");
     }
@@ -494,14 +505,7 @@ fn client_close_while_asleep_releases_the_stream() {
     wait("warm-up state dropped", || s.drops.get() == 1);
     let baseline = fd_count();
 
-    let mut clients: Vec<Ws> = (0..3)
-        .map(|i| {
-            let mut ws = wss(srv.addr, &config);
-            echoed(&mut ws, Message::text(format!("hello {i}")));
-            ws
-        })
-        .collect();
-    wait("all asleep", || s.sleeping() == 3);
+    let mut clients = three_asleep(srv.addr, &config, &s);
     // The test's 3 sockets and the server's 3.
     assert_eq!(fd_count(), baseline + 6);
 
@@ -537,7 +541,7 @@ fn client_close_while_asleep_releases_the_stream() {
     wait_for_fds(baseline, "after the clients dropped their sockets");
     let st = srv.stats();
     assert_eq!((st.upgrades, st.pool.in_use), (4, 0), "{st:?}");
-    assert!(all_closed(&st), "{st:?}");
+    assert!(none_open(&st), "{st:?}");
     assert!(s.events.try_recv().is_err(), "each called back once");
 }
 
@@ -568,7 +572,7 @@ fn early_frame_to_a_sleeping_websocket(early: Early) {
     wait("asleep again", || s.sleeping() == 1);
     assert_eq!(s.wakes.load(SeqCst), 2, "one wake per message");
     assert!(s.events.try_recv().is_err(), "nothing ended");
-    srv.wait_for("handed off", |st| st.upgrades == 1 && all_closed(st));
+    srv.wait_for("handed off", |st| st.upgrades == 1 && none_open(st));
 }
 
 /// 3. The first WebSocket frame sent in the same TLS record as the
@@ -590,14 +594,7 @@ fn graceful_shutdown_while_asleep_closes_each_websocket() {
     let config = tls13(&cert);
     let (service, s) = sleeping_wss();
     let mut srv = serve_tls(&cert, service);
-    let mut clients: Vec<Ws> = (0..3)
-        .map(|i| {
-            let mut ws = wss(srv.addr, &config);
-            echoed(&mut ws, Message::text(format!("hello {i}")));
-            ws
-        })
-        .collect();
-    wait("all asleep", || s.sleeping() == 3);
+    let mut clients = three_asleep(srv.addr, &config, &s);
 
     srv.stop();
     let away = Message::Close(Some(CloseFrame {
@@ -636,7 +633,7 @@ fn websocket_example_serves_wss() {
     block("close", ws.close(None)).expect("close");
     let reply = next_message(&mut ws).expect("the server's reply");
     assert_eq!(reply.expect("a close frame"), Message::Close(None));
-    srv.wait_for("handed off", |st| st.upgrades == 1 && all_closed(st));
+    srv.wait_for("handed off", |st| st.upgrades == 1 && none_open(st));
 }
 
 /// 6. The example's handler answers the first frame sent with the
@@ -656,7 +653,7 @@ fn websocket_example_answers_a_frame_sent_with_the_upgrade_request() {
         echoed(&mut ws, Message::text(format!("{early:?}, then late")));
         open.push(ws);
     }
-    srv.wait_for("handed off", |st| st.upgrades == 2 && all_closed(st));
+    srv.wait_for("handed off", |st| st.upgrades == 2 && none_open(st));
 }
 
 /// 7. The example over TLS closes a too big message with a close frame

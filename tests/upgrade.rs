@@ -8,11 +8,13 @@
 use crate::common::client::{Client, get, ok};
 use crate::common::drops::{DropCount, Dropped};
 use crate::common::ladder::ladder;
+use crate::common::rungs::client_runtime;
 use crate::common::runtime::Servable;
 use crate::common::servers::Serve;
 use crate::common::sleepers::{SWITCHED, UPGRADE};
 use crate::common::tcp::serve_with;
 use crate::common::timeout::CLIENT_TIMEOUT;
+use crate::common::transport::{Tcp, Transport};
 use crate::common::upgrade_echo::{check_sleeping_echo, connect_upgraded, sleepy_service};
 use crate::common::wait::wait;
 
@@ -193,6 +195,22 @@ fn upgraded_echo<S: Servable<TestBody>>(service: S) -> (Serve, Client) {
     (srv, c)
 }
 
+/// Sends `request`, which must be answered `200` with `body`: the
+/// handler's event, which must start with `event`.
+fn answered(
+    c: &mut Client,
+    rx: &mpsc::Receiver<String>,
+    request: &[u8],
+    body: &str,
+    event: &str,
+) -> String {
+    c.send(request);
+    assert_eq!(c.response(), ok(body));
+    let seen = next(rx);
+    assert!(seen.starts_with(event), "{seen}");
+    seen
+}
+
 fn next(rx: &mpsc::Receiver<String>) -> String {
     rx.recv_timeout(CLIENT_TIMEOUT).expect("handler event")
 }
@@ -252,10 +270,9 @@ fn connect_tunnels() {
 fn declined_upgrade_goes_on_as_http() {
     let (srv, rx) = upgrader_server();
     let mut c = srv.connect();
-    c.send(b"GET /decline HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n");
-    assert_eq!(c.response(), ok("declined"));
-    let event = next(&rx);
-    assert!(event.starts_with("declined=true"), "{event}");
+    let decline =
+        b"GET /decline HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n";
+    answered(&mut c, &rx, decline, "declined", "declined=true");
     // The connection still speaks HTTP, parks, and wakes.
     c.send(get("/after").as_bytes());
     assert_eq!(c.response(), ok("plain"));
@@ -271,10 +288,8 @@ fn not_an_upgrade_request_fails_at_once() {
     let (srv, rx) = upgrader_server();
     let mut c = srv.connect();
     // `Upgrade` without `Connection: upgrade` is not an upgrade request.
-    c.send(b"GET /x HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\n\r\n");
-    assert_eq!(c.response(), ok("plain"));
-    let event = next(&rx);
-    assert!(event.starts_with("unsupported=true"), "{event}");
+    let request = b"GET /x HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\n\r\n";
+    let event = answered(&mut c, &rx, request, "plain", "unsupported=true");
     assert!(event.contains("not an HTTP/1.1 upgrade request"), "{event}");
     // Nor is an HTTP/1.0 request.
     c.send(b"GET /x HTTP/1.0\r\nConnection: upgrade, keep-alive\r\nUpgrade: echo\r\n\r\n");
@@ -295,16 +310,8 @@ fn dropped_upgrade_future_closes_the_connection() {
 #[test]
 fn http2_upgrade_fails_clearly() {
     let (srv, rx) = upgrader_server();
-    let client_rt = tokio::runtime::Runtime::new().unwrap();
-    let status = client_rt.block_on(async {
-        let stream = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
-        let (mut send, conn) = hyper::client::conn::http2::handshake(
-            hyper_util::rt::TokioExecutor::new(),
-            hyper_util::rt::TokioIo::new(stream),
-        )
-        .await
-        .unwrap();
-        tokio::spawn(conn);
+    let status = client_runtime().block_on(async {
+        let (mut send, _conn) = Tcp::hyper_h2(&srv.addr).await;
         let req = Request::get("http://x/echo")
             .body(http_body_util::Empty::<Bytes>::new())
             .unwrap();

@@ -3,6 +3,7 @@
 
 use crate::common::timeout::CLIENT_TIMEOUT;
 
+use crate::common::servers::Serve;
 use crate::common::tcp::{fast_park, serve_with};
 
 #[allow(dead_code, unreachable_pub)]
@@ -16,6 +17,7 @@ pub(crate) mod websocket;
 use futures_util::{SinkExt, StreamExt};
 use hyper::service::service_fn;
 use tokio::time::timeout;
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
@@ -49,11 +51,12 @@ fn echo_example_echoes_and_sleeps_between_messages() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-async fn websocket_example_echoes() {
+/// examples/websocket.rs served, and a tokio-tungstenite client connected
+/// to it (its handshake answered 101).
+async fn websocket_example() -> (Serve, WebSocketStream<tokio::net::TcpStream>) {
     let srv = serve_with(&fast_park(), service_fn(websocket::handle));
     let stream = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
-    let (mut ws, res) = timeout(
+    let (ws, res) = timeout(
         CLIENT_TIMEOUT,
         tokio_tungstenite::client_async("ws://x/chat", stream),
     )
@@ -61,6 +64,12 @@ async fn websocket_example_echoes() {
     .expect("handshake timed out")
     .expect("handshake");
     assert_eq!(res.status(), 101);
+    (srv, ws)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn websocket_example_echoes() {
+    let (srv, mut ws) = websocket_example().await;
     let big: Vec<u8> = (0..20_000u32).map(|i| i as u8).collect();
     for message in [Message::text("hello"), Message::binary(big)] {
         ws.send(message.clone()).await.unwrap();
@@ -80,15 +89,7 @@ async fn websocket_example_echoes() {
 /// connection ends cleanly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn websocket_example_closes_with_1009_on_a_too_big_message() {
-    let srv = serve_with(&fast_park(), service_fn(websocket::handle));
-    let stream = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
-    let (mut ws, _) = timeout(
-        CLIENT_TIMEOUT,
-        tokio_tungstenite::client_async("ws://x/chat", stream),
-    )
-    .await
-    .expect("handshake timed out")
-    .expect("handshake");
+    let (srv, mut ws) = websocket_example().await;
     let limit = websocket::config()
         .max_message_size
         .expect("the example limits messages");

@@ -9,7 +9,7 @@ use crate::common::axum::{bye, echo};
 use crate::common::ladder::ladder;
 use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
 use crate::common::timeout::CLIENT_TIMEOUT;
-use crate::common::transport::{AsyncStream, Transport, over_every_transport};
+use crate::common::transport::{AsyncStream, Transport, over_every_transport, read_until};
 use axum::extract::ws::WebSocketUpgrade;
 use axum::routing::{any, get};
 use futures_util::{SinkExt, StreamExt};
@@ -93,6 +93,17 @@ async fn ready(
     send
 }
 
+/// `GET /`, answered `plain`.
+async fn get_plain(send: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>) {
+    let req = Request::get("/").header(header::HOST, "localhost");
+    let res = ready(send)
+        .await
+        .send_request(req.body(Empty::new()).unwrap())
+        .await;
+    let body = res.unwrap().into_body().collect().await.unwrap();
+    assert_eq!(body.to_bytes(), "plain");
+}
+
 fn upgrade_request(path: &str) -> Request<Empty<Bytes>> {
     Request::get(path)
         .header(header::HOST, "localhost")
@@ -135,13 +146,7 @@ fn upgraded_after_a_sleep<T: Transport>(
     client_runtime().block_on(async {
         for (i, rung) in [Rung::Parked, Rung::Dormant].into_iter().enumerate() {
             let mut send = hyper_client(T::connect_http1(&srv.addr).await).await;
-            let req = Request::get("/").header(header::HOST, "localhost");
-            let res = ready(&mut send)
-                .await
-                .send_request(req.body(Empty::new()).unwrap())
-                .await;
-            let body = res.unwrap().into_body().collect().await.unwrap();
-            assert_eq!(body.to_bytes(), "plain");
+            get_plain(&mut send).await;
             sleep_until(&srv, rung, srv.stats());
             let before = srv.stats();
             let res = timeout(
@@ -184,13 +189,7 @@ fn hyper_upgrade_declined_goes_on_as_http<T: Transport>() {
             assert_eq!(res.status(), StatusCode::OK);
             let body = res.into_body().collect().await.unwrap();
             assert_eq!(body.to_bytes(), "declined");
-            let req = Request::get("/").header(header::HOST, "localhost");
-            let res = ready(&mut send)
-                .await
-                .send_request(req.body(Empty::new()).unwrap())
-                .await;
-            let body = res.unwrap().into_body().collect().await.unwrap();
-            assert_eq!(body.to_bytes(), "plain");
+            get_plain(&mut send).await;
         }
     });
     assert_eq!(srv.stats().upgrades, 0);
@@ -228,15 +227,7 @@ fn axum_websocket_works_after_a_sleep<T: Transport>() {
             io.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
                 .await
                 .unwrap();
-            let mut head = Vec::new();
-            while !head.ends_with(b"\r\n\r\nhi") {
-                let mut byte = [0];
-                timeout(CLIENT_TIMEOUT, io.read_exact(&mut byte))
-                    .await
-                    .expect("no response")
-                    .expect("the response");
-                head.push(byte[0]);
-            }
+            read_until(&mut io, b"\r\n\r\nhi").await;
             sleep_until(&srv, rung, before);
             let before = srv.stats();
             let (mut ws, res) = timeout(

@@ -55,7 +55,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use crate::common::child::{Child, Dial, STEP_TIMEOUT, program, python};
+use crate::common::child::{Child, Dial, STEP_TIMEOUT, python};
 use crate::common::servers::Serve;
 use crate::common::temp_dir::TempDir;
 use crate::common::transport::Transport;
@@ -149,14 +149,10 @@ impl WsClient for Chromium {
             Offer::DeflateWithoutContext,
             "Chromium offers its own"
         );
-        let node = program("NODE", "node", "Node.js 18 or newer");
-        // devtools.mjs runs `$CHROMIUM`, else `chromium`: there must be one.
-        program("CHROMIUM", "chromium", "Chromium");
         let profile = TempDir::new();
-        let mut args = vec![script("node/chromium_ws.mjs")];
-        args.extend(addr.dial());
+        let mut args = addr.dial();
         args.extend(["--profile".into(), profile.path.join("profile").into()]);
-        Child::start_group("Chromium (through Node)", node, args).keeping(profile)
+        Child::chromium("chromium_ws.mjs", args).keeping(profile)
     }
 
     /// SIGKILLs the browser's processes, its network service first (the

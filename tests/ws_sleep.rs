@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::common::rungs::client_runtime;
 use crate::common::timeout::CLIENT_TIMEOUT;
-use crate::common::transport::{AsyncStream, Transport, over_every_transport};
+use crate::common::transport::{AsyncStream, Transport, over_every_transport, read_until};
 use crate::common::wait::wait;
 use crate::common::ws::{PING_EVERY, Room, SMALL, echo, next_event};
 use crate::common::xorshift::XorShift;
@@ -634,7 +634,7 @@ fn a_frame_in_pieces_does_not_stop_another_socket<T: Transport>() {
         io.write_all(&[upgrade.as_bytes(), &frame[..1]].concat())
             .await
             .unwrap();
-        let head = read_head(&mut io).await;
+        let head = read_until(&mut io, b"\r\n\r\n").await;
         assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
         srv.pause_idle(PAUSE, "after an upgrade and a byte");
         room.wait_asleep(3);
@@ -647,21 +647,6 @@ fn a_frame_in_pieces_does_not_stop_another_socket<T: Transport>() {
         assert_eq!(echoed, *b"\x81\x0aread ahead");
         srv.pause_idle(PAUSE, "every message answered");
     });
-}
-
-/// Reads a response head, byte by byte (the bytes after it are the
-/// stream's).
-async fn read_head(io: &mut Box<dyn AsyncStream>) -> String {
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        let mut byte = [0];
-        timeout(CLIENT_TIMEOUT, io.read_exact(&mut byte))
-            .await
-            .expect("no response head")
-            .unwrap();
-        head.push(byte[0]);
-    }
-    String::from_utf8(head).unwrap()
 }
 
 /// A topic's members get what is published to it where they sleep: no

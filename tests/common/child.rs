@@ -188,9 +188,11 @@ impl Child {
         Child::spawn(name, program.as_ref(), args, false)
     }
 
-    /// [`start`](Self::start), as the leader of a process group of its
-    /// own, which [`fail`](Self::fail) and dropping kill whole (Node and
-    /// the browser it starts).
+    /// Headless Chromium, driven through its DevTools protocol by the Node
+    /// script `tests/node/{script}` with `args`; Node leads a process group
+    /// of its own, which [`fail`](Self::fail) and dropping kill whole (Node
+    /// and the browser it starts). Fails saying what to install if Node or
+    /// Chromium is missing.
     #[cfg_attr(
         not(any(
             feature = "ws",
@@ -198,14 +200,17 @@ impl Child {
             feature = "tls",
             feature = "tls-ring"
         )),
-        allow(dead_code, reason = "only the browsers' tests start process groups")
+        allow(dead_code, reason = "only the browsers' tests run Chromium")
     )]
-    pub(crate) fn start_group<S: AsRef<OsStr>>(
-        name: &str,
-        program: impl AsRef<OsStr>,
-        args: impl IntoIterator<Item = S>,
-    ) -> Child {
-        Child::spawn(name, program.as_ref(), args, true)
+    pub(crate) fn chromium(script: &str, args: Vec<OsString>) -> Child {
+        let node = program("NODE", "node", "Node.js 18 or newer");
+        // devtools.mjs runs `$CHROMIUM`, else `chromium`: there must be one.
+        program("CHROMIUM", "chromium", "Chromium");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("node")
+            .join(script);
+        let args = [script.into_os_string()].into_iter().chain(args);
+        Child::spawn("Chromium (through Node)", node.as_os_str(), args, true)
     }
 
     fn spawn<S: AsRef<OsStr>>(

@@ -1,9 +1,11 @@
-//! An HTTP/2 client request, bounded so that a hang fails.
+//! An HTTP/2 client's request and its connection's end, bounded so that a
+//! hang fails.
 
 use http::{Request, StatusCode, Version};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::client::conn::http2::SendRequest;
+use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
 use super::timeout::CLIENT_TIMEOUT;
@@ -29,4 +31,16 @@ pub(crate) async fn post(
         .expect("h2 body")
         .to_bytes();
     (parts.status, parts.version, body)
+}
+
+/// Ends hyper's client connection as a client does when done with it:
+/// drops `client` (its last `SendRequest`: a GOAWAY goes out), and waits
+/// for the connection's task `conn` to end without an error.
+pub(crate) async fn close<C>(client: C, conn: JoinHandle<hyper::Result<()>>) {
+    drop(client);
+    timeout(CLIENT_TIMEOUT, conn)
+        .await
+        .expect("the client connection did not end")
+        .unwrap()
+        .expect("the client connection ended in an error");
 }

@@ -86,7 +86,10 @@ pub(crate) fn woke<A>(srv: &Serve<A>, rung: Rung, before: Stats) {
 
 /// Waits until the server has no connection left.
 pub(crate) fn all_closed<A>(srv: &Serve<A>) {
-    srv.wait_for("every connection closed", |s| {
-        s.active + s.parked + s.dormant == 0
-    });
+    srv.wait_for("every connection closed", none_open);
+}
+
+/// Whether `s` counts no open connection, on any rung.
+pub(crate) fn none_open(s: &dormant::Stats) -> bool {
+    s.active + s.parked + s.dormant == 0
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
@@ -122,6 +122,21 @@ pub(crate) type HyperSend = hyper::client::conn::http2::SendRequest<Full<Bytes>>
 pub(crate) trait AsyncStream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 
 impl<S: AsyncRead + AsyncWrite + Send + Unpin + 'static> AsyncStream for S {}
+
+/// Reads from `io`, byte by byte, up to the end of `end` (a response head;
+/// the bytes after it are the stream's): what it read.
+pub(crate) async fn read_until(io: &mut Box<dyn AsyncStream>, end: &[u8]) -> String {
+    let mut read = Vec::new();
+    while !read.ends_with(end) {
+        let mut byte = [0];
+        timeout(CLIENT_TIMEOUT, io.read_exact(&mut byte))
+            .await
+            .expect("nothing came")
+            .expect("read");
+        read.push(byte[0]);
+    }
+    String::from_utf8(read).unwrap()
+}
 
 /// TCP on 127.0.0.1 (a free port).
 pub(crate) struct Tcp;

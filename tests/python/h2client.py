@@ -26,11 +26,12 @@ Any error or mismatch exits 1 with a message on stderr.
 Needs httpx with HTTP/2 (`python3 -m pip install 'httpx[http2]'`).
 """
 
-import argparse
 import ssl
 import sys
 
 import httpx
+
+import dial
 
 MASK = (1 << 64) - 1
 
@@ -47,12 +48,7 @@ def pattern(length, seed):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--addr")
-    parser.add_argument("--unix")
-    parser.add_argument("--tls", action="store_true")
-    parser.add_argument("--ca")
-    args = parser.parse_args()
+    args = dial.args()
     if args.unix:
         transport = httpx.HTTPTransport(http1=False, http2=True, uds=args.unix)
         base = "http://localhost"

@@ -66,7 +66,6 @@ tells the close. Any error or mismatch exits 1 with a message on stderr.
 Needs websockets 13 or newer (`python3 -m pip install 'websockets==17.4'`).
 """
 
-import argparse
 import asyncio
 import json
 import ssl
@@ -82,6 +81,8 @@ except ImportError as e:
         "`python3 -m pip install 'websockets==17.4'`\n"
     )
     sys.exit(1)
+
+import dial
 
 # Every command is done within this, or the client fails (the test waits
 # 40 s for an answer).
@@ -325,12 +326,7 @@ class Client:
 
 
 async def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--addr")
-    parser.add_argument("--unix")
-    parser.add_argument("--tls", action="store_true")
-    parser.add_argument("--ca")
-    args = parser.parse_args()
+    args = dial.args()
     loop = asyncio.get_running_loop()
     stdin = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
