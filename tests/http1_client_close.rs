@@ -10,10 +10,8 @@
 //! TLS session is read ahead, and what was read is handed to hyper first.
 
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::common::client::{Stream, get, ok};
@@ -23,9 +21,10 @@ use crate::common::rungs::none_open;
 use crate::common::servers::Serve;
 use crate::common::services::echo;
 use crate::common::transport::{Transport, over_every_transport};
+use futures_util::{StreamExt, stream};
 use http::{Request, Response};
 use http_body::Frame;
-use http_body_util::{Either, Full};
+use http_body_util::{Either, Full, StreamBody};
 use hyper::body::Bytes;
 use hyper::service::service_fn;
 
@@ -37,25 +36,15 @@ over_every_transport!(
     a_request_answered_at_once_survives_a_half_close,
 );
 
-/// A response body: one chunk, then nothing, ever; reports its drop.
-struct Trickle {
-    first: Option<Bytes>,
-    _probe: DropProbe,
-}
-
-impl http_body::Body for Trickle {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match self.first.take() {
-            Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
-            None => Poll::Pending,
-        }
-    }
+/// A response body: one chunk, then nothing, ever; reports its drop
+/// (`probe` goes with it).
+fn trickle(probe: DropProbe) -> impl http_body::Body<Data = Bytes, Error = Infallible> + Send {
+    let frames =
+        stream::iter([Ok(Frame::data(Bytes::from_static(b"first")))]).chain(stream::pending());
+    StreamBody::new(frames.map(move |frame| {
+        let _ = &probe;
+        frame
+    }))
 }
 
 /// The server of these tests (parks after 3 ms, dormant after 30), and
@@ -68,7 +57,7 @@ struct Probed<A> {
 }
 
 /// `/wait` answers `released` once the test releases it and reports the
-/// drop of its future; `/stream` answers with a [`Trickle`]; anything else
+/// drop of its future; `/stream` answers with a [`trickle`]; anything else
 /// is echoed.
 fn serve_probed<T: Transport>() -> Probed<T::Addr> {
     let (probes, started, dropped) = Probes::new();
@@ -83,10 +72,7 @@ fn serve_probed<T: Transport>() -> Probed<T::Addr> {
                         p.gate().await;
                         Either::Left(Full::new(Bytes::from_static(b"released")))
                     }
-                    "/stream" => Either::Right(Trickle {
-                        first: Some(Bytes::from_static(b"first")),
-                        _probe: p.probe("body"),
-                    }),
+                    "/stream" => Either::Right(trickle(p.probe("body"))),
                     _ => Either::Left(echo(req).await?.into_body()),
                 };
                 Ok::<_, Infallible>(Response::new(body))

@@ -23,7 +23,7 @@ use crate::common::rungs::client_runtime;
 use crate::common::services::echo_service;
 use crate::common::sleepers::{SWITCHED, UPGRADE};
 use crate::common::temp_dir::TempDir;
-use crate::common::unix::serve_unix;
+use crate::common::transport::{Transport, Unix};
 use crate::common::upgrade_echo::{check_sleeping_echo, connect_upgraded, sleepy_service};
 use crate::common::wait::wait;
 use dormant::PeerAddr;
@@ -40,7 +40,7 @@ use hyper::service::service_fn;
 #[test]
 fn sleeping_upgraded_stream_wakes_on_data_and_on_close() {
     let (service, s) = sleepy_service();
-    let srv = serve_unix(&ladder(None), service, 2);
+    let srv = Unix::serve(&ladder(None), service);
     let mut c = srv.connect();
     // The leftover wakes it at once.
     c.send(format!("{UPGRADE}first").as_bytes());
@@ -83,7 +83,7 @@ fn sleeping_upgraded_stream_wakes_on_data_and_on_close() {
 #[test]
 fn graceful_shutdown_hands_back_sleeping_upgraded_streams() {
     let (service, s) = sleepy_service();
-    let mut srv = serve_unix(&ladder(Duration::from_millis(10)), service, 2);
+    let mut srv = Unix::serve(&ladder(Duration::from_millis(10)), service);
     let path = srv.addr.clone();
 
     let mut clients = connect_upgraded(&srv, 3);
@@ -154,7 +154,7 @@ fn bind_errors_and_the_socket_file() {
 
     // After a server shuts down, the socket file it created is gone (its
     // directory is still there).
-    let mut srv = serve_unix(&ladder(None), echo_service(), 2);
+    let mut srv = Unix::serve(&ladder(None), echo_service());
     assert!(is_socket(&srv.addr));
     srv.begin_shutdown();
     srv.wait_stopped();
@@ -162,7 +162,7 @@ fn bind_errors_and_the_socket_file() {
     assert!(!srv.addr.exists(), "the socket file outlived the server");
 
     // Replaced by a regular file while serving: left alone at shutdown.
-    let mut srv = serve_unix(&ladder(None), echo_service(), 2);
+    let mut srv = Unix::serve(&ladder(None), echo_service());
     let mut c = srv.connect();
     std::fs::remove_file(&srv.addr).unwrap();
     std::fs::write(&srv.addr, "someone else's").unwrap();
@@ -183,7 +183,7 @@ fn bind_errors_and_the_socket_file() {
 
     // Replaced by another server's socket while serving: left alone, and
     // that server still gets connections.
-    let mut srv = serve_unix(&ladder(None), echo_service(), 2);
+    let mut srv = Unix::serve(&ladder(None), echo_service());
     std::fs::remove_file(&srv.addr).unwrap();
     let other = std::os::unix::net::UnixListener::bind(&srv.addr).unwrap();
     srv.begin_shutdown();
@@ -223,7 +223,7 @@ async fn peer(req: Request<dormant::Body>) -> Result<Response<Full<Bytes>>, Infa
 fn peer_addr_on_a_unix_listener() {
     let mut b = ladder(Duration::from_millis(10));
     b.peer_addr(true);
-    let srv = serve_unix(&b, service_fn(peer), 2);
+    let srv = Unix::serve(&b, service_fn(peer));
 
     let mut c = srv.connect();
     c.send(get("/").as_bytes());
@@ -255,7 +255,7 @@ fn peer_addr_on_a_unix_listener() {
     assert_eq!(c.response(), want, "woken from DORMANT");
     assert_eq!(srv.stats().lot_wakes, 2);
 
-    let srv = serve_unix(&ladder(Duration::from_millis(10)), service_fn(peer), 2);
+    let srv = Unix::serve(&ladder(Duration::from_millis(10)), service_fn(peer));
     let mut c = srv.connect();
     c.send(get("/").as_bytes());
     assert_eq!(c.response(), ok("none"), "off by default");
@@ -264,7 +264,7 @@ fn peer_addr_on_a_unix_listener() {
 /// 9. A real client: curl over the Unix socket.
 #[test]
 fn curl_over_the_unix_socket() {
-    let srv = serve_unix(&ladder(Duration::from_millis(10)), echo_service(), 2);
+    let srv = Unix::serve(&ladder(Duration::from_millis(10)), echo_service());
     let curl = |urls: &[&str]| {
         let mut args: Vec<&OsStr> = ["--silent", "--show-error", "--unix-socket"]
             .map(OsStr::new)

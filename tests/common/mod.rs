@@ -37,7 +37,6 @@ pub(crate) mod tls;
 #[cfg(any(feature = "tls", feature = "tls-ring"))]
 pub(crate) mod tls_client;
 pub(crate) mod transport;
-pub(crate) mod unix;
 pub(crate) mod upgrade_echo;
 pub(crate) mod wait;
 #[cfg(feature = "ws")]

@@ -16,8 +16,8 @@ use tokio::time::timeout;
 use super::client::Endpoint;
 use super::runtime::{ResponseBody, Servable, bind_tcp};
 use super::servers::{Hooks, Serve, serve_on};
+use super::temp_dir::TempDir;
 use super::timeout::CLIENT_TIMEOUT;
-use super::unix::serve_unix_hooked;
 
 /// A way for clients to reach a dormant server.
 pub(crate) trait Transport {
@@ -168,8 +168,8 @@ impl Transport for Tcp {
     }
 }
 
-/// A `dormant::UnixListener` at a fresh path in a fresh temporary
-/// directory, removed with the server.
+/// A `dormant::UnixListener` at a fresh path (`http.sock`) in a fresh
+/// temporary directory, removed with the server.
 pub(crate) struct Unix;
 
 impl Transport for Unix {
@@ -185,7 +185,13 @@ impl Transport for Unix {
         workers: usize,
         hooks: Hooks,
     ) -> Serve<PathBuf> {
-        serve_unix_hooked(builder, service, workers, hooks)
+        let dir = TempDir::new();
+        let path = dir.path.join("http.sock");
+        let bind = move || async move {
+            let listener = dormant::UnixListener::bind(&path).expect("bind the Unix socket");
+            (listener, path)
+        };
+        serve_on(builder, service, workers, dir, bind, hooks)
     }
 
     async fn connect_h2(addr: &PathBuf) -> TokioIo<Box<dyn AsyncStream>> {
