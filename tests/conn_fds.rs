@@ -4,6 +4,7 @@
 //! in-process, so the process's descriptors are counted: each test runs
 //! alone in a process of its own ([`in_own_process`]).
 
+use std::future::IntoFuture;
 use std::time::Duration;
 
 use crate::common::client::{Client, Endpoint, Stream, get, ok};
@@ -217,5 +218,52 @@ fn close_notify_alone_while_dormant_releases_the_fd() {
         ),
         (3, 0, 0, 0),
         "{s:?}"
+    );
+}
+
+/// Serve calls that end while their runtime goes on leave no descriptor
+/// behind: each call's parking lot (its epoll fd, registered with tokio)
+/// is closed when the call ends. Three calls, one after another on one
+/// runtime, each serving a request and shut down gracefully: the process's
+/// descriptors after the third are those after the first.
+#[test]
+fn serve_calls_that_end_close_their_lot() {
+    if !in_own_process() {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut after = Vec::new();
+    for round in 0..3 {
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let server = dormant::Server::builder().build().unwrap();
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let serving = tokio::spawn(
+                server
+                    .serve(listener, echo_service())
+                    .with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    })
+                    .into_future(),
+            );
+            let client = tokio::task::spawn_blocking(move || {
+                let mut c = addr.connect();
+                c.send(get(&format!("/{round}")).as_bytes());
+                assert_eq!(c.response(), ok(&format!("GET /{round} read=")));
+            });
+            client.await.unwrap();
+            let _ = stop.send(());
+            serving.await.unwrap().unwrap();
+        });
+        after.push(fd_count());
+    }
+    assert_eq!(
+        after[2], after[0],
+        "descriptors after each serve call: {after:?}"
     );
 }

@@ -655,7 +655,6 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
     /// for nearly every park (BENCHMARKS.md, "Instructions per request").
     pub(crate) async fn drive(&self, poll: Poll) -> io::Result<()> {
         let rouser = Rouser::new(&self.0, poll)?;
-        let rouse = Waker::from(rouser.clone());
         let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
         let mut batch = Batch::default();
         let driver = std::future::poll_fn(|cx| Ready::Ready(cx.waker().clone())).await;
@@ -676,7 +675,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
         // task (or a relief, while this one polls in place: `relief.rs`).
         let events = std::future::poll_fn(|cx| {
             rouser.set_task(cx.waker());
-            match rouser.collect(&rouse, |events| self.on_events(events, &mut batch)) {
+            match rouser.collect(rouser.waker(), |events| self.on_events(events, &mut batch)) {
                 Ready::Ready(Ok(true)) => {
                     self.hand_over(&mut batch, Some(&rouser));
                     Ready::Ready(Ok(()))

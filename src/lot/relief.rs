@@ -64,9 +64,11 @@ pub(super) trait Relieve: Send + Sync + Sized + 'static {
     fn relieve(self: Arc<Self>, rouser: &Rouser<Self>, waker: &Waker) -> Ready<io::Result<bool>>;
 }
 
-/// The waker the readiness of the lot's poll is registered with.
+/// What the readiness of the lot's poll wakes.
 pub(super) struct Rouser<L> {
     flags: AtomicU8,
+    /// The waker registered with the poll's readiness ([`Rousing`]).
+    waker: Waker,
     /// The lot's task.
     task: Mutex<Option<Waker>>,
     poller: Mutex<Poller>,
@@ -89,8 +91,9 @@ impl<L: Relieve> Rouser<L> {
         // `AsFd`.
         #[allow(deprecated)]
         let poll = AsyncFd::with_interest(poll, tokio::io::Interest::READABLE)?;
-        Ok(Arc::new(Rouser {
+        Ok(Arc::new_cyclic(|rouser| Rouser {
             flags: AtomicU8::new(0),
+            waker: Waker::from(Arc::new(Rousing(rouser.clone()))),
             task: Mutex::new(None),
             poller: Mutex::new(Poller {
                 poll,
@@ -200,9 +203,8 @@ impl<L: Relieve> Rouser<L> {
     /// A relief task's work: collects and acts on events while the lot's
     /// task polls in place.
     fn relief(self: Arc<Self>, lot: Arc<L>) {
-        let waker = Waker::from(self.clone());
         loop {
-            match lot.clone().relieve(&self, &waker) {
+            match lot.clone().relieve(&self, &self.waker) {
                 Ready::Ready(Ok(true)) if self.flags.load(Acquire) & IN_PLACE != 0 => continue,
                 Ready::Ready(Err(error)) => debug!(%error, "the lot's poll failed in a relief"),
                 Ready::Ready(Ok(_)) | Ready::Pending => {}
@@ -221,19 +223,42 @@ impl<L: Relieve> Rouser<L> {
     }
 }
 
-impl<L: Relieve> Wake for Rouser<L> {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
+impl<L: Relieve> Rouser<L> {
+    /// The waker to register with the poll's readiness.
+    pub(super) fn waker(&self) -> &Waker {
+        &self.waker
     }
 
-    fn wake_by_ref(self: &Arc<Self>) {
+    /// The poll turned readable: a relief takes it if the lot's task polls
+    /// in place; the lot's task is woken either way.
+    fn rouse(self: &Arc<Self>) {
         let before = self.flags.fetch_or(ROUSED, AcqRel);
-
         if before & IN_PLACE != 0 && before & RELIEF == 0 {
             self.relieve();
         }
         // The lot's task, always: back from its poll, it collects again
         // (finding nothing, if a relief collected meanwhile).
         self.wake_task();
+    }
+}
+
+/// The waker registered with the poll's readiness: the rouser, held
+/// weakly. tokio keeps a registered waker in the poll's `ScheduledIo`,
+/// which the rouser's `AsyncFd` keeps; a strong reference there would be a
+/// cycle that keeps the rouser, its `AsyncFd` and the epoll fd alive after
+/// the lot's driver ends (tokio clears a registration's wakers when the
+/// registration drops, which the cycle never lets happen:
+/// tokio-rs/tokio#3481).
+struct Rousing<L>(Weak<Rouser<L>>);
+
+impl<L: Relieve> Wake for Rousing<L> {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Some(rouser) = self.0.upgrade() {
+            rouser.rouse();
+        }
     }
 }
