@@ -356,3 +356,39 @@ impl<T: Seam> Write for ConnIo<T> {
         on_socket!(&mut this.stream, s => Pin::new(s).poll_shutdown(cx), Poll::Ready(Err(gone())))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use tokio::io::ReadBuf;
+
+    use super::Replay;
+    use crate::pool::Pool;
+    use crate::rewind::Rewind;
+
+    /// Carried bytes, then a read's pool buffer, served in pieces to each
+    /// kind of reader; the pool buffer goes back with the last byte.
+    #[test]
+    fn serves_in_order_and_lets_go_with_the_last_byte() {
+        let pool = Pool::default();
+        let mut buf = pool.take();
+        buf[10..13].copy_from_slice(b"cde");
+        let mut rewind = Rewind::new(Replay {
+            carried: Bytes::from_static(b"ab"),
+            fresh: Some((buf, 10..13)),
+        });
+        let mut two = [0; 2];
+        assert_eq!(rewind.take_into(&mut two), 2);
+        assert_eq!(&two, b"ab");
+        let mut storage = [0; 2];
+        let mut read = ReadBuf::new(&mut storage);
+        assert_eq!(rewind.serve(&mut read), 2);
+        assert_eq!(read.filled(), b"cd");
+        assert_eq!(pool.stats().in_use, 1);
+        assert_eq!(rewind.take_into(&mut two), 1);
+        assert_eq!(two[0], b'e');
+        assert!(rewind.is_empty());
+        assert_eq!(pool.stats().in_use, 0, "back to the pool once served");
+        assert_eq!(rewind.take_into(&mut two), 0);
+    }
+}
