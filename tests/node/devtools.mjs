@@ -66,7 +66,12 @@ export function launch(args, limitMs, why) {
     return reply.result?.result?.value;
   };
   const close = async () => {
-    await send("Browser.close");
+    // The browser may exit before its answer comes (its pipe closes
+    // first), and then nothing would answer: its exit ends the wait too.
+    if (browser.exitCode === null && browser.signalCode === null) {
+      const exited = new Promise((resolve) => browser.once("exit", resolve));
+      await Promise.race([send("Browser.close"), exited]);
+    }
     browser.kill("SIGKILL");
     process.exit(0);
   };
