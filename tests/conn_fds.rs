@@ -224,8 +224,12 @@ fn close_notify_alone_while_dormant_releases_the_fd() {
 /// Serve calls that end while their runtime goes on leave no descriptor
 /// behind: each call's parking lot (its epoll fd, registered with tokio)
 /// is closed when the call ends. Three calls, one after another on one
-/// runtime, each serving a request and shut down gracefully: the process's
-/// descriptors after the third are those after the first.
+/// runtime, each serving a request and shut down gracefully: after each,
+/// the process's descriptors come back to what they were before the first
+/// (the runtime's). They are waited for: the last connection's socket and
+/// the lot may close a moment after `serve` returned (counted right after
+/// the calls, a run once saw 14, 14, 12), and a descriptor a call left
+/// open would never close.
 #[test]
 fn serve_calls_that_end_close_their_lot() {
     if !in_own_process() {
@@ -236,7 +240,7 @@ fn serve_calls_that_end_close_their_lot() {
         .enable_all()
         .build()
         .unwrap();
-    let mut after = Vec::new();
+    let before = fd_count();
     for round in 0..3 {
         rt.block_on(async {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -260,10 +264,6 @@ fn serve_calls_that_end_close_their_lot() {
             let _ = stop.send(());
             serving.await.unwrap().unwrap();
         });
-        after.push(fd_count());
+        wait_for_fds(before, &format!("after serve call {round}"));
     }
-    assert_eq!(
-        after[2], after[0],
-        "descriptors after each serve call: {after:?}"
-    );
 }
