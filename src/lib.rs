@@ -85,7 +85,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Imports go one way, down the Layering block of docs/architecture.md,
-// which `cargo test --test layering` (tests/layering.rs) holds the code to:
+// which `cargo test --test it -- layering::` (tests/layering.rs) holds the code to:
 // a module imports only modules of the layers below its own, none but
 // `axum` imports `server`, the lot imports nothing of the crate, and no two
 // modules (nor two files of a folder) import each other.
