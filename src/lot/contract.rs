@@ -196,9 +196,9 @@ pub(crate) trait Callback<T: Parkable>: Send + 'static {
     fn call(self, woken: Wakeup<T::Dormant>);
 
     /// The sleeper's deadline passed ([`ParkingLot::sleep`]'s `after`): acts
-    /// where it sleeps, under the lot's lock (a keep-alive ping written to
-    /// `conn`), and returns when its next deadline is, from now; `None`
-    /// wakes it ([`Wakeup::Due`]).
+    /// where it sleeps (a keep-alive ping written to `conn`, lent out of
+    /// its slot, without the lot's lock), and returns when its next
+    /// deadline is, from now; `None` wakes it ([`Wakeup::Due`]).
     fn due(&mut self, conn: &mut T::Dormant) -> Option<Duration>;
 }
 

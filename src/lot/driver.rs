@@ -1,8 +1,16 @@
 //! The lot's driver: the task that collects readiness events and acts on
 //! them, and on the deadlines of task-less connections, in batches.
+//!
+//! Both work in two steps: under the lot's lock, what can be decided from
+//! the slots alone (readiness handed to a served connection's cell, a
+//! PARKED connection moved to DORMANT, a woken one made `Served` again);
+//! what needs the connection's socket (a ping, an answer, a peek at the
+//! peer's close) on connections lent out of their slots, after the lock
+//! is released, then given back under it again (`slots.rs`).
 
 use std::io;
 use std::sync::Arc;
+use std::sync::MutexGuard;
 use std::sync::atomic::Ordering;
 use std::task::{Poll as Ready, Waker};
 use std::time::Duration;
@@ -13,7 +21,7 @@ use mio::{Events, Poll};
 use tokio::time::Instant;
 use tracing::{debug, trace};
 
-use super::queue::{Millis, before, millis};
+use super::queue::{Millis, Timer, before, millis};
 use super::ready::{Registration, Report};
 use super::relief::{Relieve, Rouser};
 use super::{
@@ -29,7 +37,11 @@ const ANSWER_READ: usize = 256;
 /// The rouser of a lot's poll (`relief.rs`).
 type LotRouser<T, W, C> = Rouser<Core<T, W, C>>;
 
-/// What a batch of events asks for once the lot's lock is released.
+/// The lot's lock, held.
+type Locked<'a, T, W, C> = MutexGuard<'a, Synced<<T as Parkable>::Dormant, W, C>>;
+
+/// What a batch of events (or of deadlines) asks for once the lot's lock
+/// is released.
 struct Batch<T: Parkable, W, C> {
     /// Tasks whose connection turned ready.
     wake: Vec<Waker>,
@@ -40,20 +52,54 @@ struct Batch<T: Parkable, W, C> {
     gone: Vec<(T::Dormant, Rung, Closed)>,
     /// Sleepers to take out of the poll and call back.
     sleepers: Vec<(W, Wakeup<T::Dormant>)>,
+    /// Sleepers' sockets that failed, to close.
+    failed: Vec<T::Dormant>,
+    /// Connections lent out of their slots for a socket call.
+    lent: Vec<Loan<T::Dormant, W, C>>,
+    /// Lent connections whose lot closed meanwhile, to close for shutdown.
+    shut: Aged<T::Dormant, W, C>,
 }
 
-/// What became of a task-less connection's bytes read in the lot
-/// ([`ParkingLot::answer_in_place`]).
-enum InPlace {
-    /// Its protocol answered them: it sleeps on.
-    Answered,
-    /// None had come after all.
+/// A connection lent out of its slot at `key` (see `slots.rs`), for
+/// `errand`, and what the errand found.
+struct Loan<D, W, C> {
+    key: u32,
+    slot: Slot<D, W, C>,
+    errand: Errand,
+    found: Found,
+}
+
+/// Why a connection is lent out of its slot.
+#[derive(Clone, Copy, Debug)]
+enum Errand {
+    /// An event: its peer may have closed it (`closing`: the transport
+    /// tells bytes sent before the close from none), or bytes arrived for
+    /// a protocol that answers them where it sleeps. `read` is what its
+    /// cell is told if it wakes.
+    Event { closing: bool, read: Report },
+    /// Its keep-alive ping is due.
+    Ping,
+    /// A sleeper's deadline passed ([`Callback::due`]).
+    Due,
+}
+
+/// What a lent connection's socket call found.
+enum Found {
+    /// Not made yet.
     Nothing,
-    /// It wakes, with the bytes read (none if the lot read nothing: it
-    /// carries nothing, or its transport cannot read in its parked form).
+    /// Its protocol answered the bytes read: it sleeps on, its ping
+    /// moved on if `ping_moves`.
+    Answered { ping_moves: bool },
+    /// It wakes, with the bytes read (none if the lot read nothing).
     Wake(Bytes),
     /// The peer closed it, or it failed.
     Gone(Closed, Option<io::Error>),
+    /// Its ping was sent.
+    Pinged,
+    /// A sleeper's callback asks to be asked again after this long.
+    Again(Duration),
+    /// A sleeper's callback asks to be woken.
+    Woken,
 }
 
 /// What an event says of a task-less connection or a sleeper it takes
@@ -68,8 +114,43 @@ struct Checked {
     unread: Bytes,
 }
 
+impl Checked {
+    fn readable(read: Report) -> Self {
+        Checked {
+            gone: None,
+            failure: None,
+            read,
+            unread: Bytes::new(),
+        }
+    }
+}
+
 /// Slots taken out to be closed, by rung.
 type Aged<D, W, C> = Vec<(Slot<D, W, C>, Rung)>;
+
+/// What a pass over the deadlines took out of the slab, to act on once
+/// the lock is released.
+struct Passed<D, W, C> {
+    /// Past their idle deadline.
+    idle: Aged<D, W, C>,
+    /// Their ping's answer is late.
+    unanswered: Aged<D, W, C>,
+    /// Carrying connections that declined to go DORMANT.
+    refused: Vec<(D, C)>,
+    /// How many went DORMANT.
+    entered: usize,
+}
+
+impl<D, W, C> Default for Passed<D, W, C> {
+    fn default() -> Self {
+        Passed {
+            idle: Vec::new(),
+            unanswered: Vec::new(),
+            refused: Vec::new(),
+            entered: 0,
+        }
+    }
+}
 
 impl<T: Parkable, W, C> Default for Batch<T, W, C> {
     fn default() -> Self {
@@ -78,6 +159,9 @@ impl<T: Parkable, W, C> Default for Batch<T, W, C> {
             woken: Vec::new(),
             gone: Vec::new(),
             sleepers: Vec::new(),
+            failed: Vec::new(),
+            lent: Vec::new(),
+            shut: Vec::new(),
         }
     }
 }
@@ -95,8 +179,8 @@ impl<T: Parkable, W: Callback<T>, C: Carry> Relieve for Core<T, W, C> {
 }
 
 impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
-    /// Acts on a batch of events under the lot's lock, leaving in `batch`
-    /// what needs no lock ([`hand_over`](Self::hand_over)).
+    /// Acts on a batch of events, leaving in `batch` what needs no lock
+    /// ([`hand_over`](Self::hand_over)).
     fn on_events(&self, events: &Events, batch: &mut Batch<T, W, C>) {
         // Read once per batch, when a parked connection wakes.
         let mut now = None;
@@ -106,12 +190,13 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
                 self.on_event(&mut inner, key, event, batch, &mut now);
             }
         }
-        inner.shrink_if_empty();
+        let inner = self.run_errands(inner, batch, &mut now);
+        drop(inner);
     }
 
     /// Acts on one event of the connection at `key`: sets a served one's
-    /// readiness, or takes a task-less one or a sleeper out of its slot
-    /// (unless its protocol answers its bytes where it sleeps).
+    /// readiness, takes a task-less one or a sleeper out of its slot, or
+    /// lends it out if its socket must be looked at first.
     fn on_event(
         &self,
         inner: &mut Synced<T::Dormant, W, C>,
@@ -127,7 +212,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
             (true, false) => Report::Ready,
             (false, false) => Report::Nothing,
         };
-        let conn = match inner.slots.get_mut(key) {
+        match inner.slots.get_mut(key) {
             Some(Slot::Served(cell)) => {
                 let write = if event.is_write_closed() || event.is_error() {
                     Report::Closed
@@ -137,55 +222,287 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
                     Report::Nothing
                 };
                 cell.set(read, write, &mut batch.wake);
-                return;
             }
+            Some(Slot::Lent(lent)) => lent.readable |= readable,
             // Room to write (the ACK of the last response) does not wake a
             // task-less connection.
-            Some(
-                Slot::Parked { conn, .. }
-                | Slot::Dormant { conn, .. }
-                | Slot::ParkedCarrying { conn, .. }
-                | Slot::DormantCarrying { conn, .. }
-                | Slot::Sleeping { conn, .. },
-            ) if readable => conn,
-            _ => return,
+            Some(_) if readable => self.on_readable(inner, key, closing, read, batch, now),
+            _ => {}
+        }
+    }
+
+    /// The task-less connection or sleeper at `key` turned readable (its
+    /// peer closed it, if `closing`): out of its slot, or lent out if the
+    /// peer's close needs a look or its protocol answers bytes where it
+    /// sleeps. An event without the peer's close means bytes: no peek, the
+    /// reader finds them.
+    fn on_readable(
+        &self,
+        inner: &mut Synced<T::Dormant, W, C>,
+        key: u32,
+        closing: bool,
+        read: Report,
+        batch: &mut Batch<T, W, C>,
+        now: &mut Option<Millis>,
+    ) {
+        let answers = |slot: &mut Slot<_, _, C>| {
+            slot.carrying()
+                .is_some_and(|(_, _, _, value)| value.answers())
         };
-        // An event without the peer's close means bytes: no peek, the
-        // reader finds them. With the close, the transport tells bytes sent
-        // before it (serve them) from none (close the fd here).
-        let mut woke = Checked {
-            gone: None,
-            failure: None,
-            read,
-            unread: Bytes::new(),
+        let lend = closing || inner.slots.get_mut(key).is_some_and(answers);
+        if lend {
+            if let Some(slot) = inner.lend(key) {
+                let errand = Errand::Event { closing, read };
+                batch.lent.push(Loan {
+                    key,
+                    slot,
+                    errand,
+                    found: Found::Nothing,
+                });
+            }
+        } else if let Some(slot) = inner.slots.remove(key) {
+            // Not `inner.remove`: a woken slot is put back under its key.
+            self.take_out(inner, key, slot, Checked::readable(read), batch, now);
+        }
+    }
+
+    /// Runs the errands of the connections lent out in `batch`, with the
+    /// lock released, and gives them back; repeats while a connection
+    /// given back has an event to look at. Returns the lock.
+    fn run_errands<'a>(
+        &'a self,
+        mut inner: Locked<'a, T, W, C>,
+        batch: &mut Batch<T, W, C>,
+        now: &mut Option<Millis>,
+    ) -> Locked<'a, T, W, C> {
+        let mut loans = Vec::new();
+        while !batch.lent.is_empty() {
+            drop(inner);
+            std::mem::swap(&mut loans, &mut batch.lent);
+            for loan in &mut loans {
+                loan.found = Self::run_errand(&mut loan.slot, loan.errand);
+            }
+            inner = self.0.lock();
+            for loan in loans.drain(..) {
+                self.give_back(&mut inner, loan, batch, now);
+            }
+        }
+        inner.shrink_if_empty();
+        inner
+    }
+
+    /// What a lent connection's socket says, without the lock.
+    fn run_errand(slot: &mut Slot<T::Dormant, W, C>, errand: Errand) -> Found {
+        match (errand, slot) {
+            (Errand::Event { closing: true, .. }, slot) => {
+                let conn = match slot {
+                    Slot::Parked { conn, .. }
+                    | Slot::Dormant { conn, .. }
+                    | Slot::ParkedCarrying { conn, .. }
+                    | Slot::DormantCarrying { conn, .. }
+                    | Slot::Sleeping { conn, .. } => conn,
+                    Slot::Served(_) | Slot::Lent(_) => return Found::Nothing,
+                };
+                match T::peer_closed(conn) {
+                    // Bytes sent before the close: served (a carrying
+                    // connection's protocol does not answer them here).
+                    None | Some(Ok(false)) => Found::Wake(Bytes::new()),
+                    Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => Found::Nothing,
+                    Some(Ok(true)) => Found::Gone(Closed::ByPeer, None),
+                    Some(Err(error)) => {
+                        trace!(%error, "a task-less connection failed");
+                        Found::Gone(Closed::Failed, Some(error))
+                    }
+                }
+            }
+            (Errand::Event { .. }, slot) => Self::answer(slot),
+            (Errand::Ping, slot) => match slot.carrying() {
+                Some((conn, _, _, value)) => match T::send_dormant(conn, &value.ping()) {
+                    Ok(()) => Found::Pinged,
+                    Err(error) => {
+                        debug!(%error, "keep-alive ping failed");
+                        Found::Gone(Closed::Failed, Some(error))
+                    }
+                },
+                None => Found::Nothing,
+            },
+            (Errand::Due, Slot::Sleeping { conn, asleep }) => match asleep.callback.due(conn) {
+                Some(after) => Found::Again(after),
+                None => Found::Woken,
+            },
+            (Errand::Due, _) => Found::Nothing,
+        }
+    }
+
+    /// Reads what arrived for a lent carrying connection, for its protocol
+    /// to answer where it sleeps ([`Carry::answer`]): an answered read
+    /// leaves it asleep, its reply written and its keep-alive ping to be
+    /// moved on as hyper's timer would be (the next ping `every` after the
+    /// client's bytes; an answer to a ping in flight ends its wait).
+    fn answer(slot: &mut Slot<T::Dormant, W, C>) -> Found {
+        let Some((conn, _, ping, value)) = slot.carrying() else {
+            return Found::Wake(Bytes::new());
         };
-        match closing.then(|| T::peer_closed(conn)).flatten() {
-            None | Some(Ok(false)) => {}
-            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => return,
-            Some(Ok(true)) => woke.gone = Some(Closed::ByPeer),
+        let mut buf = [0; ANSWER_READ];
+        let n = match T::read_dormant(conn, &mut buf) {
+            None => return Found::Wake(Bytes::new()),
+            Some(Ok(0)) => return Found::Gone(Closed::ByPeer, None),
+            Some(Ok(n)) => n,
+            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => return Found::Nothing,
             Some(Err(error)) => {
                 trace!(%error, "a task-less connection failed");
-                (woke.gone, woke.failure) = (Some(Closed::Failed), Some(error));
+                return Found::Gone(Closed::Failed, Some(error));
             }
+        };
+        let read = &buf[..n];
+        let mut reply = Vec::new();
+        let answered = match value.answer(read, &mut reply) {
+            // A full read may have left bytes, which no event would report.
+            Some(answered) if n < ANSWER_READ => answered,
+            _ => return Found::Wake(Bytes::copy_from_slice(read)),
+        };
+        if !reply.is_empty() && T::send_dormant(conn, &reply).is_err() {
+            return Found::Wake(Bytes::copy_from_slice(read));
         }
-        // A carrying connection's protocol may answer the bytes where it
-        // sleeps.
-        if !closing {
-            match self.answer_in_place(inner, key, now) {
-                InPlace::Answered | InPlace::Nothing => return,
-                InPlace::Wake(bytes) => {
-                    if !bytes.is_empty() && bytes.len() < ANSWER_READ {
-                        // Read empty: the next read waits for an event.
-                        woke.read = Report::Nothing;
-                    }
-                    woke.unread = bytes;
+        value.answered(answered);
+        // Even when due, odd when sent (see `Ping`).
+        let due = ping.at() % 2 == 0;
+        Found::Answered {
+            ping_moves: *ping != Ping::OFF && (answered.pongs > 0 || due),
+        }
+    }
+
+    /// Gives a lent connection back, as its errand found: to its slot,
+    /// with the deadlines its errand set, or out of the lot (woken,
+    /// closed, called back).
+    fn give_back(
+        &self,
+        inner: &mut Synced<T::Dormant, W, C>,
+        loan: Loan<T::Dormant, W, C>,
+        batch: &mut Batch<T, W, C>,
+        now: &mut Option<Millis>,
+    ) {
+        let Loan {
+            key,
+            mut slot,
+            errand,
+            found,
+        } = loan;
+        let woke = match found {
+            Found::Wake(unread) => {
+                let mut read = match errand {
+                    Errand::Event { read, .. } => read,
+                    Errand::Ping | Errand::Due => Report::Ready,
+                };
+                if !unread.is_empty() && unread.len() < ANSWER_READ {
+                    // Read empty: the next read waits for an event.
+                    read = Report::Nothing;
                 }
-                InPlace::Gone(why, error) => (woke.gone, woke.failure) = (Some(why), error),
+                Checked {
+                    unread,
+                    ..Checked::readable(read)
+                }
+            }
+            Found::Gone(why, failure) => Checked {
+                gone: Some(why),
+                failure,
+                ..Checked::readable(Report::Closed)
+            },
+            Found::Woken => {
+                inner.end_loan(key);
+                if let Slot::Sleeping { conn, asleep } = slot {
+                    inner.sleeping -= 1;
+                    batch.sleepers.push((asleep.callback, Wakeup::Due(conn)));
+                }
+                return;
+            }
+            stays => {
+                let clock = &self.0.clock;
+                let now = *now.get_or_insert_with(|| clock.millis(Instant::now()));
+                self.stay(inner, key, &mut slot, stays, now);
+                let (lent, missed) = inner.give_back(key, slot);
+                if missed {
+                    // Due again: the driver looks after this batch.
+                    self.0.new_front.store(true, Ordering::Release);
+                }
+                if inner.closed {
+                    if let Some(slot) = inner.slots.remove(key) {
+                        self.shut(inner, slot, batch);
+                    }
+                } else if lent.readable {
+                    let read = Report::Ready;
+                    self.on_readable(inner, key, false, read, batch, &mut Some(now));
+                }
+                return;
+            }
+        };
+        inner.end_loan(key);
+        self.take_out(inner, key, slot, woke, batch, now);
+    }
+
+    /// What an errand that leaves a connection in its slot changed: the
+    /// deadline it set, queued.
+    fn stay(
+        &self,
+        inner: &mut Synced<T::Dormant, W, C>,
+        key: u32,
+        slot: &mut Slot<T::Dormant, W, C>,
+        found: Found,
+        now: Millis,
+    ) {
+        let pings = &self.0.pings;
+        let (timer, at) = match found {
+            Found::Answered { ping_moves: true } => (
+                Timer::Ping,
+                Ping::due(now.wrapping_add(millis(pings.every))).at(),
+            ),
+            // At most 24 days (`Builder::http2_keep_alive_timeout`).
+            Found::Pinged => (
+                Timer::Answer,
+                Ping::sent(now.wrapping_add(millis(pings.answer_within))).at(),
+            ),
+            Found::Again(after) => (
+                Timer::Sleeper(millis(after)),
+                now.wrapping_add(millis(after)),
+            ),
+            _ => return,
+        };
+        let (at, first) = inner.deadlines.push(timer, at, key);
+        if first {
+            // A new front, which the driver's timer does not know: it
+            // looks at the deadlines after this batch (`drive`).
+            self.0.new_front.store(true, Ordering::Release);
+        }
+        match slot {
+            Slot::Sleeping { asleep, .. } => asleep.deadline = Some(at),
+            slot => {
+                if let Some((_, _, ping, _)) = slot.carrying() {
+                    *ping = Ping(at);
+                }
             }
         }
-        // Not `inner.remove`: a woken slot is put back under its key.
-        if let Some(slot) = inner.slots.remove(key) {
-            self.take_out(inner, key, slot, woke, batch, now);
+    }
+
+    /// A connection out of its slot because the lot closed while it was
+    /// lent: closed (after its goodbye), or called back.
+    fn shut(
+        &self,
+        inner: &mut Synced<T::Dormant, W, C>,
+        slot: Slot<T::Dormant, W, C>,
+        batch: &mut Batch<T, W, C>,
+    ) {
+        match slot {
+            Slot::Sleeping { conn, asleep } => {
+                inner.sleeping -= 1;
+                batch
+                    .sleepers
+                    .push((asleep.callback, Wakeup::Shutdown(conn)));
+            }
+            slot => {
+                if let Some(rung) = slot.rung() {
+                    batch.shut.push((slot, rung));
+                }
+            }
         }
     }
 
@@ -210,9 +527,9 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
                         None => Wakeup::Readable(conn),
                         Some(Closed::ByPeer) => Wakeup::Eof(conn),
                         Some(_) => {
-                            // Closed here, under the lock, like a task-less
-                            // connection that failed.
-                            drop(conn);
+                            // Closed once the lock is released, like a
+                            // task-less connection that failed.
+                            batch.failed.push(conn);
                             Wakeup::Failed(woke.failure.unwrap_or_else(|| {
                                 io::Error::other("the socket failed while asleep")
                             }))
@@ -221,7 +538,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
                 batch.sleepers.push((callback, woken));
                 return;
             }
-            Slot::Served(_) => return,
+            Slot::Served(_) | Slot::Lent(_) => return,
             Slot::Parked { conn, cell } => (conn, Some(cell), None),
             Slot::Dormant { conn, .. } => (conn, None, None),
             Slot::ParkedCarrying { conn, with } => {
@@ -260,12 +577,12 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
         batch.woken.push((conn, carried, slept, woke.unread));
     }
 
-    /// What a batch of events left to do without the lot's lock: wakes
-    /// tasks, closes connections, calls sleepers back, and hands woken
+    /// What a batch left to do without the lot's lock: wakes tasks,
+    /// closes connections, calls sleepers back, and hands woken
     /// connections to the owner. With `rouser` (the lot's task), the last
     /// of them is handed over as [`Turn::Last`], which the owner may poll
     /// in place, while readiness goes to a relief (`relief.rs`); without
-    /// (a relief), each is [`Turn::Before`].
+    /// (a relief, or deadlines), each is [`Turn::Before`].
     fn hand_over(&self, batch: &mut Batch<T, W, C>, rouser: Option<&Arc<LotRouser<T, W, C>>>) {
         let shared = &self.0;
         batch.wake.drain(..).for_each(Waker::wake);
@@ -275,6 +592,8 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
             drop(conn);
             shared.owner.closed(from, why, 1);
         }
+        batch.failed.clear();
+        self.close(std::mem::take(&mut batch.shut), Closed::Shutdown);
         for (callback, woken) in batch.sleepers.drain(..) {
             self.wake_sleeper(callback, woken);
         }
@@ -295,233 +614,145 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
         }
     }
 
-    /// Reads what arrived for the task-less connection at `key`, if it
-    /// carries something, for its protocol to answer where it sleeps
-    /// ([`Carry::answer`]): an answered read leaves it asleep, its reply
-    /// written and its keep-alive ping moved on as hyper's timer would be
-    /// (the next ping `every` after the client's bytes; an answer to a
-    /// ping in flight ends its wait).
-    fn answer_in_place(
-        &self,
-        inner: &mut Synced<T::Dormant, W, C>,
-        key: u32,
-        now: &mut Option<Millis>,
-    ) -> InPlace {
-        let Some((conn, _, ping, value)) = inner.slots.get_mut(key).and_then(Slot::carrying) else {
-            return InPlace::Wake(Bytes::new());
-        };
-        if !value.answers() {
-            return InPlace::Wake(Bytes::new());
-        }
-        let mut buf = [0; ANSWER_READ];
-        let n = match T::read_dormant(conn, &mut buf) {
-            None => return InPlace::Wake(Bytes::new()),
-            Some(Ok(0)) => return InPlace::Gone(Closed::ByPeer, None),
-            Some(Ok(n)) => n,
-            Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => return InPlace::Nothing,
-            Some(Err(error)) => {
-                trace!(%error, "a task-less connection failed");
-                return InPlace::Gone(Closed::Failed, Some(error));
-            }
-        };
-        let read = &buf[..n];
-        let mut reply = Vec::new();
-        let answered = match value.answer(read, &mut reply) {
-            // A full read may have left bytes, which no event would report.
-            Some(answered) if n < ANSWER_READ => answered,
-            _ => return InPlace::Wake(Bytes::copy_from_slice(read)),
-        };
-        if !reply.is_empty() && T::send_dormant(conn, &reply).is_err() {
-            return InPlace::Wake(Bytes::copy_from_slice(read));
-        }
-        value.answered(answered);
-        // Even when due, odd when sent (see `Ping`).
-        let due = ping.at() % 2 == 0;
-        let moved = *ping != Ping::OFF && (answered.pongs > 0 || due);
-        if moved {
-            let now = *now.get_or_insert_with(|| self.0.clock.millis(Instant::now()));
-            let at = Ping::due(now.wrapping_add(millis(self.0.pings.every))).at();
-            let at = inner.ping_deadlines.push(at, key);
-            if let Some((_, _, ping, _)) = inner.slots.get_mut(key).and_then(Slot::carrying) {
-                *ping = Ping(at);
-            }
-            if inner.ping_deadlines.len() == 1 {
-                // A new front, which the driver's timer does not know: it
-                // looks at the deadlines after this batch (`drive`).
-                self.0.new_front.store(true, Ordering::Release);
-            }
-        }
-        InPlace::Answered
-    }
-
-    /// Closes the connections whose idle deadline passed and moves
-    /// task-less PARKED ones whose dormant deadline passed to DORMANT;
+    /// Acts on the deadlines that passed at `instant`: moves PARKED
+    /// connections to DORMANT, closes those whose idle deadline passed,
     /// pings carrying connections whose ping is due and closes those whose
-    /// answer is late, and those past their end; returns how long until
-    /// the next deadline.
+    /// answer is late, and those past their end; asks sleepers whose
+    /// deadline passed what to do ([`Callback::due`]). Returns how long
+    /// until the next deadline.
     fn expire(&self, instant: Instant) -> Option<Duration> {
         let shared = &*self.0;
         let now = shared.clock.millis(instant);
         let mut inner = shared.lock();
-        let mut idle = Vec::new();
-        self.expire_dormant(&mut inner, now, &mut idle);
-        let (entered, refused) = self.expire_parked(&mut inner, now, &mut idle);
-        let mut unanswered = Vec::new();
-        self.ping(&mut inner, now, &mut unanswered);
-        let due_sleepers = self.expire_sleepers(&mut inner, now);
+        let mut batch = Batch::default();
+        let mut passed = Passed::default();
+        // Lent out once every deadline was looked at: one that closes the
+        // connection in the same pass needs no ping first.
+        let mut errands = Vec::new();
+        while let Some((timer, deadline, key)) = inner.deadlines.pop_due(now) {
+            if let Some(Slot::Lent(_)) = inner.slots.get(key) {
+                inner.missed.push((timer, deadline, key));
+                continue;
+            }
+            // A key reused since has a deadline of its own, or none: an
+            // entry is acted on only if its slot still has its deadline.
+            match timer {
+                Timer::Parked => self.expire_parked(&mut inner, now, deadline, key, &mut passed),
+                Timer::Dormant => {
+                    let current = match inner.slots.get(key) {
+                        Some(Slot::Dormant { deadline: d, .. }) => *d == deadline,
+                        Some(Slot::DormantCarrying { with, .. }) => with.rung == deadline,
+                        _ => false,
+                    };
+                    if let Some(slot) = current.then(|| inner.remove(key)).flatten() {
+                        passed.idle.push((slot, Rung::Dormant));
+                    }
+                }
+                Timer::Answer => {
+                    let late =
+                        (inner.slots.get(key)).is_some_and(|slot| slot.pings(Ping(deadline)));
+                    if let Some(slot) = late.then(|| inner.remove(key)).flatten() {
+                        debug!("keep-alive ping unanswered");
+                        // A slot that pings has a rung.
+                        let rung = slot.rung().unwrap_or(Rung::Dormant);
+                        passed.unanswered.push((slot, rung));
+                    }
+                }
+                Timer::Ping => errands.push((key, deadline, Errand::Ping)),
+                Timer::Sleeper(_) => errands.push((key, deadline, Errand::Due)),
+            }
+        }
+        for (key, deadline, errand) in errands {
+            let current = match (errand, inner.slots.get(key)) {
+                (Errand::Ping, Some(slot)) => slot.pings(Ping(deadline)),
+                (Errand::Due, Some(Slot::Sleeping { asleep, .. })) => {
+                    asleep.deadline == Some(deadline)
+                }
+                _ => false,
+            };
+            if let Some(slot) = current.then(|| inner.lend(key)).flatten() {
+                let found = Found::Nothing;
+                batch.lent.push(Loan {
+                    key,
+                    slot,
+                    errand,
+                    found,
+                });
+            }
+        }
         let aged = self.sweep(&mut inner, now, instant);
-        let next = [
-            inner.dormant_deadlines.next_in(now),
-            inner.parked_deadlines.next_in(now),
-            inner.ping_deadlines.next_in(now),
-            inner.answer_deadlines.next_in(now),
-            (inner.next_sweep).map(|at| Duration::from_millis(at.wrapping_sub(now).into())),
-        ]
-        .into_iter()
-        .chain(inner.sleeper_deadlines.iter().map(|(_, q)| q.next_in(now)))
-        .flatten()
-        .min();
+        let inner = self.run_errands(inner, &mut batch, &mut Some(now));
+        let sweep = (inner.next_sweep).map(|at| Duration::from_millis(at.wrapping_sub(now).into()));
+        let next = inner.deadlines.next_in(now).into_iter().chain(sweep).min();
         drop(inner);
-        for (callback, conn) in due_sleepers {
-            self.wake_sleeper(callback, Wakeup::Due(conn));
-        }
-        for (rung, why, n) in unanswered {
-            shared.owner.closed(rung, why, n);
-        }
-        self.close(idle, Closed::Idle);
-        let n_refused = refused.len();
-        for (conn, value) in refused {
+        self.hand_over(&mut batch, None);
+        self.close(passed.unanswered, Closed::Unanswered);
+        self.close(passed.idle, Closed::Idle);
+        let n_refused = passed.refused.len();
+        for (conn, value) in passed.refused {
             T::close_dormant(conn, &value.goodbye());
         }
         shared.owner.closed(Rung::Parked, Closed::Failed, n_refused);
-        shared.owner.went_dormant(entered);
+        shared.owner.went_dormant(passed.entered);
         self.close(aged, Closed::Age);
         next
     }
 
-    /// Asks the sleepers whose deadline passed what to do where they sleep
-    /// ([`Callback::due`]): queues their next deadline, or takes them out
-    /// of the slab to be woken (returned).
-    fn expire_sleepers(
-        &self,
-        inner: &mut Synced<T::Dormant, W, C>,
-        now: Millis,
-    ) -> Vec<(W, T::Dormant)> {
-        let mut due = Vec::new();
-        for i in 0..inner.sleeper_deadlines.len() {
-            while let Some((deadline, key)) = inner.sleeper_deadlines[i].1.pop_due(now) {
-                // A key reused since has a deadline of its own, or none.
-                let Some(Slot::Sleeping { conn, asleep }) = inner.slots.get_mut(key) else {
-                    continue;
-                };
-                if asleep.deadline != Some(deadline) {
-                    continue;
-                }
-                match asleep.callback.due(conn) {
-                    Some(after) => {
-                        let (next, _) = inner.push_sleeper_deadline(now, after, key);
-                        if let Some(Slot::Sleeping { asleep, .. }) = inner.slots.get_mut(key) {
-                            asleep.deadline = Some(next);
-                        }
-                    }
-                    None => {
-                        if let Some(Slot::Sleeping { conn, asleep }) = inner.slots.remove(key) {
-                            inner.sleeping -= 1;
-                            due.push((asleep.callback, conn));
-                        }
-                    }
-                }
-            }
-        }
-        if !due.is_empty() {
-            inner.shrink_if_empty();
-        }
-        due
-    }
-
-    /// Takes the DORMANT connections whose idle deadline passed out of the
-    /// slab, into `idle`.
-    fn expire_dormant(
-        &self,
-        inner: &mut Synced<T::Dormant, W, C>,
-        now: Millis,
-        idle: &mut Aged<T::Dormant, W, C>,
-    ) {
-        while let Some((deadline, key)) = inner.dormant_deadlines.pop_due(now) {
-            // A key reused since has a later deadline of its own.
-            let current = match inner.slots.get(key) {
-                Some(Slot::Dormant { deadline: d, .. }) => *d == deadline,
-                Some(Slot::DormantCarrying { with, .. }) => with.rung == deadline,
-                _ => false,
-            };
-            if current {
-                if let Some(slot) = inner.remove(key) {
-                    idle.push((slot, Rung::Dormant));
-                }
-            }
-        }
-    }
-
-    /// Moves the PARKED connections whose due time passed to DORMANT, or
-    /// into `idle` if their idle deadline passed too; returns how many
-    /// went DORMANT, and the carrying ones that declined to
-    /// ([`Carry::went_dormant`]), out of the slab.
+    /// Moves the PARKED connection at `key` to DORMANT if its due time
+    /// `due` passed, or into `passed.idle` if its idle deadline passed
+    /// too, or into `passed.refused` if it carries something that declines
+    /// to go DORMANT ([`Carry::went_dormant`]).
     fn expire_parked(
         &self,
         inner: &mut Synced<T::Dormant, W, C>,
         now: Millis,
-        idle: &mut Aged<T::Dormant, W, C>,
-    ) -> (usize, Vec<(T::Dormant, C)>) {
-        let mut entered = 0;
-        let mut refused = Vec::new();
-        while let Some((due, key)) = inner.parked_deadlines.pop_due(now) {
-            // A key reused since has a later deadline of its own (or the
-            // same one, which has passed as well).
-            let cell = match inner.slots.get(key) {
-                Some(Slot::Parked { cell, .. }) => cell,
-                Some(Slot::ParkedCarrying { with, .. }) => &with.rung,
-                _ => continue,
-            };
-            let until = match cell.parked() {
-                (Some(d), until) if d == due => until,
-                _ => continue,
-            };
-            if until.is_some_and(|until| !before(now, until)) {
-                if let Some(slot) = inner.remove(key) {
-                    idle.push((slot, Rung::Parked));
-                }
-                continue;
+        due: Millis,
+        key: u32,
+        passed: &mut Passed<T::Dormant, W, C>,
+    ) {
+        let cell = match inner.slots.get(key) {
+            Some(Slot::Parked { cell, .. }) => cell,
+            Some(Slot::ParkedCarrying { with, .. }) => &with.rung,
+            _ => return,
+        };
+        let until = match cell.parked() {
+            (Some(d), until) if d == due => until,
+            _ => return,
+        };
+        if until.is_some_and(|until| !before(now, until)) {
+            if let Some(slot) = inner.remove(key) {
+                passed.idle.push((slot, Rung::Parked));
             }
-            // The cell goes: a DORMANT connection keeps its fd and state.
-            let deadline = until.map_or(0, |until| inner.dormant_deadlines.push(until, key));
-            let dormant = match inner.slots.remove(key) {
-                Some(Slot::Parked { conn, .. }) => Slot::Dormant { conn, deadline },
-                Some(Slot::ParkedCarrying { conn, with }) => {
-                    let Carried {
-                        ping, mut value, ..
-                    } = *with;
-                    if !value.went_dormant() {
-                        refused.push((conn, value));
-                        continue;
-                    }
-                    let with = Box::new(Carried {
-                        rung: deadline,
-                        ping,
-                        value,
-                    });
-                    Slot::DormantCarrying { conn, with }
+            return;
+        }
+        // The cell goes: a DORMANT connection keeps its fd and state.
+        let deadline = until.map_or(0, |until| {
+            inner.deadlines.push(Timer::Dormant, until, key).0
+        });
+        let dormant = match inner.slots.remove(key) {
+            Some(Slot::Parked { conn, .. }) => Slot::Dormant { conn, deadline },
+            Some(Slot::ParkedCarrying { conn, with }) => {
+                let Carried {
+                    ping, mut value, ..
+                } = *with;
+                if !value.went_dormant() {
+                    passed.refused.push((conn, value));
+                    inner.shrink_if_empty();
+                    return;
                 }
-                // Checked above: not reached.
-                Some(slot) => slot,
-                None => continue,
-            };
-            inner.slots.put_back(key, dormant);
-            entered += 1;
-        }
-        if !refused.is_empty() {
-            inner.shrink_if_empty();
-        }
-        (entered, refused)
+                let with = Box::new(Carried {
+                    rung: deadline,
+                    ping,
+                    value,
+                });
+                Slot::DormantCarrying { conn, with }
+            }
+            // Checked above: not reached.
+            Some(slot) => slot,
+            None => return,
+        };
+        inner.slots.put_back(key, dormant);
+        passed.entered += 1;
     }
 
     /// Closes task-less connections taken out of the slab, each after its
@@ -570,10 +801,10 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
         let mut aged = Vec::new();
         let mut left = false;
         for key in 0..inner.slots.end() {
-            let Some((rung, ends_at)) = inner
-                .slots
-                .get(key)
-                .and_then(|slot| Some((slot.rung()?, slot.ends_at()?)))
+            let slot = inner.slots.get(key);
+            // Looked at again at the next sweep.
+            left |= matches!(slot, Some(Slot::Lent(_)));
+            let Some((rung, ends_at)) = slot.and_then(|slot| Some((slot.rung()?, slot.ends_at()?)))
             else {
                 continue;
             };
@@ -590,54 +821,6 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
         let every = every.as_millis().min(i32::MAX as u128) as Millis;
         inner.next_sweep = left.then(|| now.wrapping_add(every));
         aged
-    }
-
-    /// Writes the pings that are due (a small write, non-blocking, under
-    /// the lock: the connection stays in its slot) and closes the
-    /// connections whose answer is late, or whose socket did not take the
-    /// ping; says what it closed in `closed`.
-    fn ping(
-        &self,
-        inner: &mut Synced<T::Dormant, W, C>,
-        now: Millis,
-        closed: &mut Vec<(Rung, Closed, usize)>,
-    ) {
-        // At most 24 days (`Builder::http2_keep_alive_timeout`).
-        let answer_within = millis(self.0.pings.answer_within);
-        while let Some((due, key)) = inner.ping_deadlines.pop_due(now) {
-            let Some((conn, rung, ping, value)) = inner.slots.get_mut(key).and_then(Slot::carrying)
-            else {
-                continue;
-            };
-            if *ping != Ping(due) {
-                continue;
-            }
-            match T::send_dormant(conn, &value.ping()) {
-                Ok(()) => {
-                    let by = Ping::sent(now.wrapping_add(answer_within)).at();
-                    *ping = Ping(inner.answer_deadlines.push(by, key));
-                }
-                Err(error) => {
-                    debug!(%error, "keep-alive ping failed");
-                    drop(inner.remove(key));
-                    closed.push((rung, Closed::Failed, 1));
-                }
-            }
-        }
-        while let Some((by, key)) = inner.answer_deadlines.pop_due(now) {
-            if !inner
-                .slots
-                .get(key)
-                .is_some_and(|slot| slot.pings(Ping(by)))
-            {
-                continue;
-            }
-            if let Some((conn, rung, goodbye)) = inner.remove(key).and_then(Slot::into_goodbye) {
-                debug!("keep-alive ping unanswered");
-                closed.push((rung, Closed::Unanswered, 1));
-                T::close_dormant(conn, &goodbye);
-            }
-        }
     }
 
     /// Runs the lot until its poll fails: hands readiness to the tasks that

@@ -33,12 +33,12 @@
 //!                                   facts), boxed with the rung's field
 //!                      Sleeping { conn, asleep }  an idle upgraded stream:
 //!                                   its callback and deadline, boxed
-//!  parked_deadlines    (due, key) in FIFO order: every parked connection
-//!                      has the same dormant_after and idle timeout
-//!  dormant_deadlines   (deadline, key) in FIFO order
-//!  sleeper_deadlines   a FIFO queue of (deadline, key) per delay: a few,
-//!                      one per keep-alive setting of the sleepers'
-//!                      protocol
+//!                      Lent(noted)  task-less or asleep, away for a socket
+//!                                   call made without the lock; what came
+//!                                   meanwhile is noted (`slots.rs`)
+//!  deadlines           (deadline, key) in FIFO order, a queue per Timer:
+//!                      Parked, Dormant, Ping, Answer, and Sleeper per
+//!                      delay (every entry of a queue has the same delay)
 //! ```
 //!
 //! While a task serves a connection, its transport reads and writes
@@ -66,7 +66,10 @@
 //! wakes with the bytes read ([`Woke::unread`]). An event that reports the
 //! peer's close asks the transport whether bytes came before it
 //! ([`Parkable::peer_closed`], a one-byte peek for TCP): none means the
-//! peer closed, and the fd is closed right there.
+//! peer closed, and the fd is closed. Those reads, writes and peeks (and a
+//! keep-alive ping, a sleeper's deadline, a message to a sleeper) are made
+//! on the connection lent out of its slot, without the lock: a socket call
+//! never holds up the lock that every park, wake and event takes.
 //!
 //! PARKED and DORMANT differ only in what they keep: a PARKED connection
 //! keeps its readiness cell, so a wake within `dormant_after` allocates
@@ -103,7 +106,7 @@
 //! stream's parked form ([`Wakeup`]): readable, closed by the peer, or shut
 //! down; or with the error when the socket failed. A sleeper may have a
 //! deadline, given as a delay (a WebSocket's keep-alive): when it passes,
-//! the driver asks the callback, under the lock, what to do where the
+//! the driver asks the callback, without the lock, what to do where the
 //! stream sleeps ([`Callback::due`]: write a ping, and sleep until the next
 //! deadline), or wakes it ([`Wakeup::Due`]). Delays are few, so a FIFO
 //! queue per delay keeps their order without a heap. At shutdown
@@ -130,7 +133,7 @@ use mio::unix::SourceFd;
 use mio::{Interest, Token};
 use tokio::time::Instant;
 
-use queue::{Clock, Fifo, earliest};
+use queue::{Clock, Deadlines, Timer, earliest};
 pub(crate) use ready::Direction;
 #[expect(
     unreachable_pub,
@@ -236,11 +239,8 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
             inner: Mutex::new(Synced {
                 slots: Slab::default(),
                 next_sweep: None,
-                parked_deadlines: Fifo::default(),
-                dormant_deadlines: Fifo::default(),
-                ping_deadlines: Fifo::default(),
-                answer_deadlines: Fifo::default(),
-                sleeper_deadlines: Vec::new(),
+                deadlines: Deadlines::default(),
+                missed: Vec::new(),
                 sleeping: 0,
                 closed: false,
                 driver: None,
@@ -318,11 +318,17 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
         let ends = carries.as_ref().and_then(Carry::ends_at).is_some();
         let idle = idle_at.map(|at| shared.clock.millis(at));
         let due = earliest(dormant_at.map(|at| shared.clock.millis(at)), idle);
-        let due = due.map(|due| inner.parked_deadlines.push(due, key));
+        let mut front = false;
+        let mut push = |inner: &mut Synced<_, _, _>, timer, at| {
+            let (at, first) = inner.deadlines.push(timer, at, key);
+            front |= first;
+            at
+        };
+        let due = due.map(|due| push(&mut inner, Timer::Parked, due));
         let ping = match ping_at {
             Some(at) if carries.is_some() => {
                 let at = Ping::due(shared.clock.millis(at)).at();
-                Ping(inner.ping_deadlines.push(at, key))
+                Ping(push(&mut inner, Timer::Ping, at))
             }
             _ => Ping::OFF,
         };
@@ -344,7 +350,6 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
             // A registration's slot is served until it parks or closes.
             _ => unreachable!("a served connection's slot is not served"),
         }
-        let first = |queue: &Fifo, queued: bool| queued && queue.len() == 1;
         let sweep = match shared.sweep_every {
             Some(every) if ends && inner.next_sweep.is_none() => {
                 let at = shared.clock.millis(now + every);
@@ -353,10 +358,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
             }
             _ => false,
         };
-        if first(&inner.parked_deadlines, due.is_some())
-            || first(&inner.ping_deadlines, ping != Ping::OFF)
-            || sweep
-        {
+        if front || sweep {
             shared.new_front.store(true, Ordering::Release);
             let driver = inner.driver.clone();
             drop(inner);
@@ -376,7 +378,9 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
         inner.closed = true;
         let (mut parked, mut dormant, mut sleepers) = (Vec::new(), Vec::new(), Vec::new());
         for key in 0..inner.slots.end() {
-            if let Some(Slot::Served(_)) | None = inner.slots.get(key) {
+            // A lent connection is closed by its lender, who finds the
+            // lot closed when it gives it back.
+            if let Some(Slot::Served(_) | Slot::Lent(_)) | None = inner.slots.get(key) {
                 continue;
             }
             match inner.slots.remove(key) {
@@ -449,7 +453,9 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
         let mut first = false;
         let deadline = after.map(|after| {
             let now = self.0.clock.millis(Instant::now());
-            let (deadline, front) = inner.push_sleeper_deadline(now, after, key);
+            let after = queue::millis(after);
+            let timer = Timer::Sleeper(after);
+            let (deadline, front) = inner.deadlines.push(timer, now.wrapping_add(after), key);
             first = front;
             deadline
         });
@@ -470,28 +476,74 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
 
     /// Runs `f` with the stream of the sleeper at `key`, where it sleeps,
     /// if `f` recognizes it by its callback (a key is reused once its
-    /// sleeper wakes): `f`'s answer, or `None` if no sleeper is at `key`.
-    /// Holds the lot's lock: `f` must not block.
+    /// sleeper wakes): `f`'s answer, or `None` if no sleeper is at `key`,
+    /// or if it is lent out for another call (it is woken once back, as
+    /// by [`wake_sleeper_at`](Self::wake_sleeper_at)). `f` runs without
+    /// the lot's lock, on the sleeper lent out of its slot.
     #[cfg(feature = "ws")]
     pub(crate) fn with_sleeper<R>(
         &self,
         key: u32,
         f: impl FnOnce(&mut T::Dormant, &W) -> Option<R>,
     ) -> Option<R> {
-        match self.0.lock().slots.get_mut(key) {
-            Some(Slot::Sleeping { conn, asleep }) => f(conn, &asleep.callback),
-            _ => None,
+        let mut inner = self.0.lock();
+        match inner.slots.get_mut(key) {
+            Some(Slot::Sleeping { .. }) => {}
+            Some(Slot::Lent(lent)) => {
+                lent.readable = true;
+                return None;
+            }
+            _ => return None,
         }
+        let mut slot = inner.lend(key)?;
+        drop(inner);
+        let answer = match &mut slot {
+            Slot::Sleeping { conn, asleep } => f(conn, &asleep.callback),
+            _ => None,
+        };
+        let mut inner = self.0.lock();
+        let (lent, missed) = inner.give_back(key, slot);
+        let woken = if inner.closed || lent.readable {
+            match inner.remove(key) {
+                Some(Slot::Sleeping { conn, asleep }) => {
+                    inner.sleeping -= 1;
+                    let woken = match inner.closed {
+                        true => Wakeup::Shutdown(conn),
+                        false => Wakeup::Readable(conn),
+                    };
+                    Some((asleep.callback, woken))
+                }
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let driver = missed.then(|| inner.driver.clone()).flatten();
+        drop(inner);
+        if let Some(driver) = driver {
+            // Deadlines it missed while lent: due, which the driver's
+            // timer does not know.
+            self.0.new_front.store(true, Ordering::Release);
+            driver.wake();
+        }
+        if let Some((callback, woken)) = woken {
+            self.wake_sleeper(callback, woken);
+        }
+        answer
     }
 
     /// Wakes the sleeper at `key` as if bytes had arrived, if `is`
     /// recognizes its callback; `false` if no such sleeper is there (it
-    /// woke already).
+    /// woke already). A sleeper lent out for a call is woken once back.
     #[cfg(feature = "ws")]
     pub(crate) fn wake_sleeper_at(&self, key: u32, is: impl FnOnce(&W) -> bool) -> bool {
         let mut inner = self.0.lock();
-        match inner.slots.get(key) {
+        match inner.slots.get_mut(key) {
             Some(Slot::Sleeping { asleep, .. }) if is(&asleep.callback) => {}
+            Some(Slot::Lent(lent)) => {
+                lent.readable = true;
+                return true;
+            }
             _ => return false,
         }
         let Some(Slot::Sleeping { conn, asleep }) = inner.remove(key) else {

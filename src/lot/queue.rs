@@ -1,12 +1,13 @@
-//! FIFO deadline queues on a 32-bit millisecond clock.
+//! The lot's deadlines: FIFO queues on a 32-bit millisecond clock, one
+//! per [`Timer`].
 //!
-//! Every connection in one table of the lot has the same delay (the
-//! server's `dormant_after`, or its idle timeout), so deadlines arrive in
-//! order and a queue is a `VecDeque`: push at the back, expire from the
-//! front, no heap and no timer per connection. An entry names a slab key
-//! and may outlive its connection (woken, closed, key reused); the owner
-//! checks that the key still holds a connection with that deadline before
-//! acting on it.
+//! Every deadline of one timer is pushed with the same delay (the server's
+//! `dormant_after`, its idle timeout, its keep-alive interval, a sleeper's
+//! delay), so deadlines arrive in order and a queue is a `VecDeque`: push
+//! at the back, expire from the front, no heap and no timer per
+//! connection. An entry names a slab key and may outlive its connection
+//! (woken, closed, key reused); the driver checks that the key still holds
+//! a connection with that deadline before acting on it.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -89,6 +90,10 @@ impl Fifo {
         self.queue.pop_front()
     }
 
+    fn front(&self) -> Option<Millis> {
+        self.queue.front().map(|&(deadline, _)| deadline)
+    }
+
     /// How long from `now` until the front deadline, if any.
     pub(crate) fn next_in(&self, now: Millis) -> Option<Duration> {
         let &(deadline, _) = self.queue.front()?;
@@ -96,13 +101,86 @@ impl Fifo {
         Some(Duration::from_millis(left.max(0) as u64))
     }
 
+    /// Puts back at the front an entry taken from it while its connection
+    /// was away from its slot: it was due, and is acted on first.
+    pub(crate) fn push_front(&mut self, deadline: Millis, key: u32) {
+        self.queue.push_front((deadline, key));
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.queue.len()
     }
+}
 
-    /// Forgets every deadline and frees the queue's memory.
+/// What a deadline is for: each has its own queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Timer {
+    /// A PARKED connection goes DORMANT, or is closed if its idle
+    /// deadline comes first.
+    Parked,
+    /// A DORMANT connection's idle deadline.
+    Dormant,
+    /// A carrying connection's keep-alive ping is due.
+    Ping,
+    /// Its ping's answer is late.
+    Answer,
+    /// A sleeper's deadline, this many milliseconds after its last: a
+    /// queue per delay (a few, one per keep-alive setting of the sleepers'
+    /// protocol).
+    Sleeper(Millis),
+}
+
+/// Every deadline of a lot: a [`Fifo`] per [`Timer`], made when a first
+/// deadline comes for it.
+#[derive(Debug, Default)]
+pub(crate) struct Deadlines {
+    queues: Vec<(Timer, Fifo)>,
+}
+
+impl Deadlines {
+    /// Queues `deadline` for `key` on `timer`: the deadline as queued (see
+    /// [`Fifo::push`]), and whether it is its queue's only entry, a front
+    /// the driver's timer does not know.
+    pub(crate) fn push(&mut self, timer: Timer, deadline: Millis, key: u32) -> (Millis, bool) {
+        let queue = self.queue(timer);
+        let queued = queue.push(deadline, key);
+        (queued, queue.len() == 1)
+    }
+
+    /// Puts back an entry [`pop_due`](Self::pop_due) gave while its
+    /// connection was away from its slot (see `Synced::missed`).
+    pub(crate) fn push_front(&mut self, timer: Timer, deadline: Millis, key: u32) {
+        self.queue(timer).push_front(deadline, key);
+    }
+
+    fn queue(&mut self, timer: Timer) -> &mut Fifo {
+        let i = match self.queues.iter().position(|(t, _)| *t == timer) {
+            Some(i) => i,
+            None => {
+                self.queues.push((timer, Fifo::default()));
+                self.queues.len() - 1
+            }
+        };
+        &mut self.queues[i].1
+    }
+
+    /// The entry whose deadline is earliest, if it is not after `now`.
+    pub(crate) fn pop_due(&mut self, now: Millis) -> Option<(Timer, Millis, u32)> {
+        let (timer, queue) = (self.queues.iter_mut())
+            .filter(|(_, queue)| queue.next_in(now) == Some(Duration::ZERO))
+            .min_by_key(|(_, queue)| queue.front().map(|at| at.wrapping_sub(now) as i32))?;
+        let (deadline, key) = queue.pop_due(now)?;
+        Some((*timer, deadline, key))
+    }
+
+    /// How long from `now` until the earliest deadline, if any.
+    pub(crate) fn next_in(&self, now: Millis) -> Option<Duration> {
+        self.queues.iter().filter_map(|(_, q)| q.next_in(now)).min()
+    }
+
+    /// Forgets every deadline and frees the queues' memory.
     pub(crate) fn clear(&mut self) {
-        self.queue = VecDeque::new();
+        self.queues = Vec::new();
     }
 }
 
@@ -177,16 +255,6 @@ mod tests {
     }
 
     #[test]
-    fn a_cleared_queue_has_nothing_due() {
-        let mut q = Fifo::default();
-        q.push(10, 1);
-        q.push(20, 2);
-        q.clear();
-        assert_eq!((q.len(), q.next_in(0), q.pop_due(100)), (0, None, None));
-        assert_eq!(q.push(5, 3), 5, "no back to move it to");
-    }
-
-    #[test]
     fn the_clock_counts_whole_milliseconds_from_its_epoch() {
         let start = Instant::now();
         let clock = Clock::new(start + Duration::from_millis(10));
@@ -199,5 +267,34 @@ mod tests {
             clock.millis(start + wrap),
             clock.millis(start + wrap + wrap / 4)
         ));
+    }
+
+    #[test]
+    fn deadlines_pop_the_earliest_due_of_every_timer() {
+        let mut d = Deadlines::default();
+        assert_eq!(d.push(Timer::Dormant, 30, 1), (30, true));
+        assert_eq!(d.push(Timer::Parked, 10, 2), (10, true));
+        assert_eq!(d.push(Timer::Parked, 20, 3), (20, false));
+        assert_eq!(d.push(Timer::Sleeper(5), 15, 4), (15, true));
+        assert_eq!(d.push(Timer::Sleeper(7), 25, 5), (25, true));
+        assert_eq!(d.next_in(0), Some(Duration::from_millis(10)));
+        assert_eq!(d.pop_due(9), None);
+        let popped: Vec<_> = std::iter::from_fn(|| d.pop_due(27)).collect();
+        assert_eq!(
+            popped,
+            [
+                (Timer::Parked, 10, 2),
+                (Timer::Sleeper(5), 15, 4),
+                (Timer::Parked, 20, 3),
+                (Timer::Sleeper(7), 25, 5),
+            ]
+        );
+        assert_eq!(d.next_in(27), Some(Duration::from_millis(3)));
+        // An entry put back while its connection was away is due first.
+        d.push_front(Timer::Parked, 20, 3);
+        assert_eq!(d.next_in(27), Some(Duration::ZERO));
+        assert_eq!(d.pop_due(27), Some((Timer::Parked, 20, 3)));
+        d.clear();
+        assert_eq!((d.next_in(0), d.pop_due(u32::MAX / 2)), (None, None));
     }
 }

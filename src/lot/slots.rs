@@ -1,19 +1,28 @@
 //! What the lot's lock guards ([`Synced`]): a slot per registered
-//! connection, by what it is doing ([`Slot`]), and the deadline queues the
+//! connection, by what it is doing ([`Slot`]), and the deadlines the
 //! driver acts on. The slot kinds are sized for the memory rows they serve
 //! (BENCHMARKS.md, "Idle memory"): a plain task-less connection's slot is
 //! its fd and a deadline; what a carrying connection or a sleeper keeps
 //! beyond that is boxed, so that the slot stays small for the many that
 //! keep nothing.
+//!
+//! The lock is held to look at a slot and change it, never across a
+//! socket call: a connection whose socket must be read or written where it
+//! sleeps (a keep-alive ping, bytes its protocol answers, a peek at the
+//! peer's close, a message to a sleeper) is *lent* out of its slot
+//! ([`Synced::lend`]), its slot marked [`Slot::Lent`] meanwhile, and given
+//! back once the call returned ([`Synced::give_back`]). What comes for it
+//! while it is away is noted in its place and acted on when it comes back:
+//! an event ([`Lent::readable`]), a deadline ([`Synced::missed`]), the
+//! lot's close.
 
 use std::sync::Arc;
 use std::task::Waker;
-use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::contract::{Carry, Rung};
-use super::queue::{self, Fifo, Millis};
+use super::queue::{Deadlines, Millis, Timer};
 use super::ready::Cell;
 use super::slab::Slab;
 
@@ -65,6 +74,17 @@ pub(super) enum Slot<D, W, C> {
         conn: D,
         with: Box<Carried<C, Millis>>,
     },
+    /// Task-less or asleep, lent out for a socket call made without the
+    /// lot's lock ([`Synced::lend`]).
+    Lent(Lent),
+}
+
+/// What came for a connection lent out of its slot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Lent {
+    /// An event said it is readable (or its peer closed it), or a waker
+    /// asked for it: it is woken once back.
+    pub(super) readable: bool,
 }
 
 /// What a carrying connection keeps on its rung `R`: its readiness cell
@@ -81,7 +101,7 @@ impl<D, W, C> Slot<D, W, C> {
         match self {
             Slot::Parked { .. } | Slot::ParkedCarrying { .. } => Some(Rung::Parked),
             Slot::Dormant { .. } | Slot::DormantCarrying { .. } => Some(Rung::Dormant),
-            Slot::Served(_) | Slot::Sleeping { .. } => None,
+            Slot::Served(_) | Slot::Sleeping { .. } | Slot::Lent(_) => None,
         }
     }
 
@@ -119,7 +139,7 @@ impl<D, W, C: Carry> Slot<D, W, C> {
             Slot::DormantCarrying { conn, with } => {
                 Some((conn, Rung::Dormant, with.value.goodbye()))
             }
-            Slot::Served(_) | Slot::Sleeping { .. } => None,
+            Slot::Served(_) | Slot::Sleeping { .. } | Slot::Lent(_) => None,
         }
     }
 
@@ -165,23 +185,17 @@ impl Ping {
     }
 }
 
-/// What the lot's lock guards: the slab of slots and the deadline queues.
+/// What the lot's lock guards: the slab of slots and the deadlines.
 pub(super) struct Synced<D, W, C> {
     pub(super) slots: Slab<Slot<D, W, C>>,
     /// When the next sweep for ends is due, while a task-less connection
     /// has one.
     pub(super) next_sweep: Option<Millis>,
-    pub(super) parked_deadlines: Fifo,
-    pub(super) dormant_deadlines: Fifo,
-    /// (due, key) of carrying connections' pings, and (due, key) of their
-    /// answers: in FIFO order too, as every connection has the same
-    /// keep-alive interval and timeout.
-    pub(super) ping_deadlines: Fifo,
-    pub(super) answer_deadlines: Fifo,
-    /// (deadline, key) of sleepers, a queue per delay (what
-    /// [`ParkingLot::sleep`] and [`Callback::due`] were given: a few, one per
-    /// keep-alive setting), each in FIFO order.
-    pub(super) sleeper_deadlines: Vec<(Millis, Fifo)>,
+    pub(super) deadlines: Deadlines,
+    /// Deadlines that came while their connection was lent out (see
+    /// [`Slot::Lent`]): queued again, due, when it comes back. Almost
+    /// always empty.
+    pub(super) missed: Vec<(Timer, Millis, u32)>,
     pub(super) sleeping: usize,
     pub(super) closed: bool,
     /// The waker of the task that drives the lot, told when a deadline
@@ -230,33 +244,52 @@ impl<D, W, C> Synced<D, W, C> {
     }
 
     pub(super) fn clear_deadlines(&mut self) {
-        self.parked_deadlines.clear();
-        self.dormant_deadlines.clear();
-        self.ping_deadlines.clear();
-        self.answer_deadlines.clear();
-        self.sleeper_deadlines = Vec::new();
+        self.deadlines.clear();
+        self.missed = Vec::new();
     }
 
-    /// Queues a sleeper's deadline `after` from `now`: the deadline as
-    /// queued, and whether its queue was empty (its front is new).
-    pub(super) fn push_sleeper_deadline(
-        &mut self,
-        now: Millis,
-        after: Duration,
-        key: u32,
-    ) -> (Millis, bool) {
-        let after = queue::millis(after);
-        let queues = &mut self.sleeper_deadlines;
-        let i = match queues.iter().position(|(delay, _)| *delay == after) {
-            Some(i) => i,
-            None => {
-                queues.push((after, Fifo::default()));
-                queues.len() - 1
-            }
+    /// Takes the task-less connection or sleeper at `key` out of its slot,
+    /// for a socket call without the lock; its slot says [`Slot::Lent`]
+    /// until [`give_back`](Self::give_back) or [`end_loan`](Self::end_loan).
+    pub(super) fn lend(&mut self, key: u32) -> Option<Slot<D, W, C>> {
+        let slot = self.slots.remove(key)?;
+        self.slots.put_back(key, Slot::Lent(Lent::default()));
+        Some(slot)
+    }
+
+    /// Puts a lent connection back in its slot: what came for it while it
+    /// was away, for the lender to act on (and the lot's `closed`), and
+    /// whether it missed a deadline, now due again at its queue's front
+    /// (a new front for the driver).
+    pub(super) fn give_back(&mut self, key: u32, slot: Slot<D, W, C>) -> (Lent, bool) {
+        let Some(entry @ Slot::Lent(_)) = self.slots.get_mut(key) else {
+            // Nothing but the lender takes a lent slot.
+            unreachable!("a lent slot is the lender's");
         };
-        let queue = &mut queues[i].1;
-        let first = queue.len() == 0;
-        (queue.push(now.wrapping_add(after), key), first)
+        let Slot::Lent(lent) = std::mem::replace(entry, slot) else {
+            unreachable!("matched above");
+        };
+        let mut missed = false;
+        let mut i = 0;
+        while i < self.missed.len() {
+            if self.missed[i].2 == key {
+                let (timer, deadline, key) = self.missed.swap_remove(i);
+                self.deadlines.push_front(timer, deadline, key);
+                missed = true;
+            } else {
+                i += 1;
+            }
+        }
+        (lent, missed)
+    }
+
+    /// Ends a loan whose connection leaves its slot (woken, closed): the
+    /// slot is freed with [`Slab::remove`], so that it can be put back in
+    /// another form, and the deadlines it missed are forgotten.
+    pub(super) fn end_loan(&mut self, key: u32) {
+        if let Some(Slot::Lent(_)) = self.slots.remove(key) {
+            self.missed.retain(|&(_, _, k)| k != key);
+        }
     }
 }
 
@@ -292,9 +325,9 @@ mod tests {
             assert!(due.at().wrapping_sub(at) <= 3 && sent.at().wrapping_sub(at) <= 1);
         }
         // A queue moves a deadline to its back entry's, of the same parity.
-        let mut queue = Fifo::default();
-        let back = queue.push(Ping::due(10).at(), 1);
-        let moved = queue.push(Ping::due(5).at(), 2);
+        let mut deadlines = Deadlines::default();
+        let (back, _) = deadlines.push(Timer::Ping, Ping::due(10).at(), 1);
+        let (moved, _) = deadlines.push(Timer::Ping, Ping::due(5).at(), 2);
         assert_eq!((back, moved), (10, 10));
     }
 }

@@ -310,8 +310,8 @@ pub(crate) trait Handler: Send + 'static {
     /// what it does where it sleeps, with `write`, which writes bytes to
     /// the stream whole and at once or fails; returns when its next
     /// deadline is, from now, or `None` to be woken (as
-    /// [`Woken::Readable`]). Called under the lot's lock: it must not
-    /// block.
+    /// [`Woken::Readable`]). Called from the lot's driver, on the stream
+    /// lent out of its slot (without the lot's lock): it must not block.
     fn due(&mut self, write: &mut dyn FnMut(&[u8]) -> bool) -> Option<Duration> {
         let _ = write;
         None

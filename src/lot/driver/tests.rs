@@ -5,7 +5,13 @@
 //! A connection is one end of a Unix socket pair, served through the lot
 //! as `transport::Socket` serves it; the test holds the other end and reads
 //! what the lot wrote, and whether it closed the socket.
+//!
+//! The tests of lent connections (`slots.rs`) act on the lot from inside a
+//! connection's socket call ([`in_socket_calls`]): events, deadlines and
+//! the lot's close that come while the connection is away from its slot.
 
+use std::cell::Cell as Flag;
+use std::cell::RefCell;
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
@@ -15,10 +21,31 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::Batch;
 use crate::lot::{
     Answered, Callback, Carry, Closed, Direction, Due, Owner, Parkable, ParkingLot, Pings,
     Registration, Rung, Slot, Wakeup, Woke, Wrote,
 };
+
+thread_local! {
+    /// What a test runs in each socket call of a task-less connection
+    /// (taken out while it runs: a call it makes runs nothing).
+    static IN_SOCKET_CALL: RefCell<Option<Box<dyn FnMut()>>> = RefCell::new(None);
+}
+
+/// Runs `f` in every socket call of a task-less connection from now on,
+/// on this thread.
+fn in_socket_calls(f: impl FnMut() + 'static) {
+    IN_SOCKET_CALL.with(|call| *call.borrow_mut() = Some(Box::new(f)));
+}
+
+fn socket_call() {
+    let f = IN_SOCKET_CALL.with(|call| call.borrow_mut().take());
+    if let Some(mut f) = f {
+        f();
+        IN_SOCKET_CALL.with(|call| *call.borrow_mut() = Some(f));
+    }
+}
 
 /// A Unix socket served through the lot.
 struct TestConn {
@@ -48,16 +75,19 @@ impl Parkable for TestConn {
     }
 
     fn peer_closed(_: &UnixStream) -> Option<io::Result<bool>> {
+        socket_call();
         None
     }
 
     fn close_dormant(io: UnixStream, goodbye: &[u8]) {
+        socket_call();
         if !goodbye.is_empty() {
             let _ = (&io).write(goodbye);
         }
     }
 
     fn send_dormant(io: &mut UnixStream, bytes: &[u8]) -> io::Result<()> {
+        socket_call();
         match io.write(bytes)? {
             n if n == bytes.len() => Ok(()),
             _ => Err(io::ErrorKind::WouldBlock.into()),
@@ -65,11 +95,13 @@ impl Parkable for TestConn {
     }
 
     fn write_dormant(io: &mut UnixStream, bytes: &[u8]) -> io::Result<Wrote> {
+        socket_call();
         let taken = io.write(bytes)?;
         Ok(Wrote { taken, held: false })
     }
 
     fn read_dormant(io: &mut UnixStream, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        socket_call();
         Some(io.read(buf))
     }
 }
@@ -120,16 +152,21 @@ impl Owner<TestConn, Carrying> for Reports {
 struct Carrying {
     ends_at: Option<Instant>,
     goes_dormant: bool,
+    /// Answers `PING` with `PONG` where it sleeps, and takes `PONG` as
+    /// the answer to its own.
+    answers: bool,
 }
 
 const GOODBYE: &[u8] = b"goodbye";
 const PING: &[u8] = b"ping";
+const PONG: &[u8] = b"pong";
 
 impl Carrying {
     fn new() -> Self {
         Carrying {
             ends_at: None,
             goes_dormant: true,
+            answers: false,
         }
     }
 
@@ -154,12 +191,17 @@ impl Carry for Carrying {
         self.goes_dormant
     }
 
-    fn answer(&self, _: &[u8], _: &mut Vec<u8>) -> Option<Answered> {
-        None
+    fn answer(&self, read: &[u8], reply: &mut Vec<u8>) -> Option<Answered> {
+        match read {
+            PING => reply.extend_from_slice(PONG),
+            PONG => return Some(Answered { pongs: 1 }),
+            _ => return None,
+        }
+        Some(Answered { pongs: 0 })
     }
 
     fn answers(&self) -> bool {
-        false
+        self.answers
     }
 
     fn answered(&mut self, _: Answered) {}
@@ -183,6 +225,7 @@ impl Callback<TestConn> for NoCallback {
 /// A lot, its owner's notes, and the time connections park at.
 struct Rig {
     lot: ParkingLot<TestConn, NoCallback, Carrying>,
+    poll: Arc<Mutex<mio::Poll>>,
     notes: Reports,
     /// When connections park: the tests' times are milliseconds after it.
     t0: Instant,
@@ -207,6 +250,7 @@ impl Rig {
         let lot = ParkingLot::new(owner, Duration::ZERO, pings, sweep_every, registry);
         Rig {
             lot,
+            poll: Arc::new(Mutex::new(poll)),
             notes,
             // After the lot's clock began.
             t0: Instant::now(),
@@ -245,10 +289,28 @@ impl Rig {
         self.lot.expire(self.at(after))
     }
 
+    /// The lot acts on the events its poll has now, as its driver would.
+    fn events(&self) {
+        events(&self.lot, &self.poll);
+    }
+
     /// Where the connection at `key` waits; `None` once it left the lot.
     fn rung(&self, key: u32) -> Option<Rung> {
         self.lot.0.lock().slots.get(key).and_then(Slot::rung)
     }
+}
+
+/// `lot` acts on the events `poll` has now, as its driver would (every
+/// woken connection handed over as one of a batch).
+fn events<W: Callback<TestConn>>(lot: &ParkingLot<TestConn, W, Carrying>, poll: &Mutex<mio::Poll>) {
+    let mut events = mio::Events::with_capacity(16);
+    let mut poll = poll.lock().unwrap();
+    poll.poll(&mut events, Some(Duration::ZERO))
+        .expect("polled");
+    drop(poll);
+    let mut batch = Batch::default();
+    lot.on_events(&events, &mut batch);
+    lot.hand_over(&mut batch, None);
 }
 
 fn pair() -> (UnixStream, UnixStream) {
@@ -592,22 +654,23 @@ impl Callback<TestConn> for Pinger {
             return None;
         }
         self.pings -= 1;
+        socket_call();
         conn.write_all(PING).unwrap();
         Some(self.every)
     }
 }
 
-#[test]
-fn sleepers_are_asked_at_their_deadlines_and_woken_when_they_ask() {
+/// A lot for sleepers.
+fn sleeper_lot() -> ParkingLot<TestConn, Pinger, Carrying> {
     let poll = mio::Poll::new().expect("an epoll instance");
     let registry = poll.registry().try_clone().expect("the poll's registry");
-    let lot: ParkingLot<TestConn, Pinger, Carrying> = ParkingLot::new(
-        Box::new(Reports::default()),
-        Duration::ZERO,
-        Pings::default(),
-        None,
-        registry,
-    );
+    let owner = Box::new(Reports::default());
+    ParkingLot::new(owner, Duration::ZERO, Pings::default(), None, registry)
+}
+
+#[test]
+fn sleepers_are_asked_at_their_deadlines_and_woken_when_they_ask() {
+    let lot = sleeper_lot();
     let t0 = Instant::now();
     let woken = Arc::new(Mutex::new(Vec::new()));
     let (conn, mut peer) = pair();
@@ -650,4 +713,139 @@ fn sleepers_are_asked_at_their_deadlines_and_woken_when_they_ask() {
     assert_eq!(peer_reads(&mut other_peer), (PING.to_vec(), false));
     assert_eq!(peer_reads(&mut quiet_peer), OPEN);
     assert_eq!(lot.sleeping(), 2);
+}
+
+/// A carrying connection that answers pings, DORMANT at 1 s and pinged at
+/// 2 s, with its idle deadline at `idle` ms.
+fn answering(rig: &Rig, idle: u64) -> (u32, UnixStream) {
+    let due = Due {
+        dormant_at: Some(rig.at(1_000)),
+        idle_at: Some(rig.at(idle)),
+        ping_at: Some(rig.at(2_000)),
+    };
+    let carrying = Carrying {
+        answers: true,
+        ..Carrying::new()
+    };
+    let parked = rig.park(due, Some(carrying));
+    rig.expire(1_000);
+    assert_eq!(rig.notes.take(), [Told::WentDormant(1)]);
+    parked
+}
+
+#[test]
+fn socket_calls_are_made_without_the_lots_lock() {
+    let rig = Rig::new(pings(), None);
+    let (lot, calls) = (rig.lot.clone(), Arc::new(Mutex::new(0)));
+    let counted = calls.clone();
+    in_socket_calls(move || {
+        let free = lot.0.inner.try_lock().is_ok();
+        assert!(free, "a socket call made under the lot's lock");
+        *counted.lock().unwrap() += 1;
+    });
+    let (key, mut peer) = answering(&rig, 60_000);
+    // Its ping, written where it sleeps; its answer, read there.
+    rig.expire(2_000);
+    assert_eq!(peer_reads(&mut peer), (PING.to_vec(), false));
+    peer.write_all(PONG).unwrap();
+    rig.events();
+    // A ping of the client's, answered where it sleeps.
+    peer.write_all(PING).unwrap();
+    rig.events();
+    assert_eq!(peer_reads(&mut peer), (PONG.to_vec(), false));
+    assert_eq!(
+        (rig.notes.take(), rig.rung(key)),
+        (vec![], Some(Rung::Dormant))
+    );
+    // Its idle deadline: its goodbye.
+    rig.expire(60_000);
+    assert_eq!(peer_reads(&mut peer), closed_after(GOODBYE));
+    assert_eq!(
+        rig.notes.take(),
+        [Told::Closed(Rung::Dormant, Closed::Idle, 1)]
+    );
+    // A sleeper's call where it sleeps (see `Pinger`).
+    let (conn, _peer) = pair();
+    let woken = Arc::new(Mutex::new(Vec::new()));
+    let pinger = Pinger {
+        pings: 1,
+        every: ms(1_000),
+        woken: woken.clone(),
+    };
+    let sleepers = sleeper_lot();
+    let lot = sleepers.clone();
+    let counted = calls.clone();
+    in_socket_calls(move || {
+        assert!(
+            lot.0.inner.try_lock().is_ok(),
+            "a sleeper's call under the lock"
+        );
+        *counted.lock().unwrap() += 1;
+    });
+    assert!(sleepers.sleep(conn, pinger, Some(ms(1_000))).is_some());
+    sleepers.expire(Instant::now() + ms(1_500));
+    in_socket_calls(|| {});
+    // Ping, PONG read, PING read, PONG written, goodbye, the sleeper's.
+    assert_eq!(*calls.lock().unwrap(), 6);
+}
+
+#[test]
+fn a_deadline_that_passes_while_a_connection_is_lent_is_acted_on_once_it_is_back() {
+    let rig = Rig::new(pings(), None);
+    let (key, mut peer) = answering(&rig, 3_000);
+    // While its ping is written, its idle deadline passes.
+    let (lot, t0) = (rig.lot.clone(), rig.t0);
+    in_socket_calls(move || {
+        lot.expire(t0 + ms(3_000));
+    });
+    let next = rig.expire(2_000);
+    in_socket_calls(|| {});
+    assert_eq!(next, Some(ms(1_000)), "due again");
+    assert_eq!(
+        (rig.notes.take(), rig.rung(key)),
+        (vec![], Some(Rung::Dormant))
+    );
+    rig.expire(3_000);
+    assert_eq!(
+        rig.notes.take(),
+        [Told::Closed(Rung::Dormant, Closed::Idle, 1)]
+    );
+    let mut said = PING.to_vec();
+    said.extend_from_slice(GOODBYE);
+    assert_eq!(peer_reads(&mut peer), closed_after(&said));
+}
+
+#[test]
+fn bytes_that_come_while_a_connection_is_lent_wake_it_once_it_is_back() {
+    let rig = Rig::new(pings(), None);
+    let (key, peer) = answering(&rig, 60_000);
+    // While its ping is written, bytes come: their one event finds it
+    // away from its slot.
+    let (lot, poll) = (rig.lot.clone(), rig.poll.clone());
+    let once = Flag::new(false);
+    in_socket_calls(move || {
+        if !once.replace(true) {
+            (&peer).write_all(b"GET / HTTP/1.1\r\n").unwrap();
+            events(&lot, &poll);
+        }
+    });
+    rig.expire(2_000);
+    in_socket_calls(|| {});
+    assert_eq!((rig.notes.take(), rig.rung(key)), (vec![Told::Woken], None));
+}
+
+#[test]
+fn a_connection_lent_when_the_lot_closes_is_closed_once_it_is_back() {
+    let rig = Rig::new(pings(), None);
+    let (key, mut peer) = answering(&rig, 60_000);
+    let lot = rig.lot.clone();
+    in_socket_calls(move || lot.close_all());
+    rig.expire(2_000);
+    in_socket_calls(|| {});
+    let notes = rig.notes.take();
+    assert_eq!(notes, [Told::Closed(Rung::Dormant, Closed::Shutdown, 1)]);
+    assert_eq!(rig.rung(key), None);
+    let mut said = PING.to_vec();
+    said.extend_from_slice(GOODBYE);
+    assert_eq!(peer_reads(&mut peer), closed_after(&said));
 }
