@@ -593,7 +593,9 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
             shared.owner.closed(from, why, 1);
         }
         batch.failed.clear();
-        self.close(std::mem::take(&mut batch.shut), Closed::Shutdown);
+        if !batch.shut.is_empty() {
+            self.close(std::mem::take(&mut batch.shut), Closed::Shutdown);
+        }
         for (callback, woken) in batch.sleepers.drain(..) {
             self.wake_sleeper(callback, woken);
         }

@@ -166,9 +166,14 @@ impl Deadlines {
 
     /// The entry whose deadline is earliest, if it is not after `now`.
     pub(crate) fn pop_due(&mut self, now: Millis) -> Option<(Timer, Millis, u32)> {
-        let (timer, queue) = (self.queues.iter_mut())
-            .filter(|(_, queue)| queue.next_in(now) == Some(Duration::ZERO))
-            .min_by_key(|(_, queue)| queue.front().map(|at| at.wrapping_sub(now) as i32))?;
+        let mut earliest: Option<(usize, Millis)> = None;
+        for (i, (_, queue)) in self.queues.iter().enumerate() {
+            let Some(at) = queue.front() else { continue };
+            if !before(now, at) && earliest.is_none_or(|(_, e)| before(at, e)) {
+                earliest = Some((i, at));
+            }
+        }
+        let (timer, queue) = &mut self.queues[earliest?.0];
         let (deadline, key) = queue.pop_due(now)?;
         Some((*timer, deadline, key))
     }
