@@ -90,10 +90,6 @@ impl Fifo {
         self.queue.pop_front()
     }
 
-    fn front(&self) -> Option<Millis> {
-        self.queue.front().map(|&(deadline, _)| deadline)
-    }
-
     /// How long from `now` until the front deadline, if any.
     pub(crate) fn next_in(&self, now: Millis) -> Option<Duration> {
         let &(deadline, _) = self.queue.front()?;
@@ -130,12 +126,20 @@ pub(crate) enum Timer {
     Sleeper(Millis),
 }
 
-/// Every deadline of a lot: a [`Fifo`] per [`Timer`], made when a first
-/// deadline comes for it.
+/// Every deadline of a lot: a [`Fifo`] per [`Timer`]; a sleeper delay's
+/// is made when a first deadline comes for it.
 #[derive(Debug, Default)]
 pub(crate) struct Deadlines {
-    queues: Vec<(Timer, Fifo)>,
+    /// [`Timer::Parked`], [`Timer::Dormant`], [`Timer::Ping`],
+    /// [`Timer::Answer`]: every park pushes one and every pass pops it, so
+    /// they are found without a search.
+    fixed: [Fifo; 4],
+    /// [`Timer::Sleeper`]'s, by delay.
+    sleepers: Vec<(Millis, Fifo)>,
 }
+
+/// The timers of [`Deadlines::fixed`], in its order.
+const FIXED: [Timer; 4] = [Timer::Parked, Timer::Dormant, Timer::Ping, Timer::Answer];
 
 impl Deadlines {
     /// Queues `deadline` for `key` on `timer`: the deadline as queued (see
@@ -154,38 +158,53 @@ impl Deadlines {
     }
 
     fn queue(&mut self, timer: Timer) -> &mut Fifo {
-        let i = match self.queues.iter().position(|(t, _)| *t == timer) {
+        let delay = match timer {
+            Timer::Parked => return &mut self.fixed[0],
+            Timer::Dormant => return &mut self.fixed[1],
+            Timer::Ping => return &mut self.fixed[2],
+            Timer::Answer => return &mut self.fixed[3],
+            Timer::Sleeper(delay) => delay,
+        };
+        let i = match self.sleepers.iter().position(|(d, _)| *d == delay) {
             Some(i) => i,
             None => {
-                self.queues.push((timer, Fifo::default()));
-                self.queues.len() - 1
+                self.sleepers.push((delay, Fifo::default()));
+                self.sleepers.len() - 1
             }
         };
-        &mut self.queues[i].1
+        &mut self.sleepers[i].1
     }
 
-    /// The entry whose deadline is earliest, if it is not after `now`.
+    /// An entry whose deadline is not after `now`, if any: each queue's in
+    /// its order, the queues one after another (each entry is checked
+    /// against its slot, so the order between timers does not matter).
     pub(crate) fn pop_due(&mut self, now: Millis) -> Option<(Timer, Millis, u32)> {
-        let mut earliest: Option<(usize, Millis)> = None;
-        for (i, (_, queue)) in self.queues.iter().enumerate() {
-            let Some(at) = queue.front() else { continue };
-            if !before(now, at) && earliest.is_none_or(|(_, e)| before(at, e)) {
-                earliest = Some((i, at));
+        for (timer, queue) in FIXED.iter().zip(&mut self.fixed) {
+            if let Some((deadline, key)) = queue.pop_due(now) {
+                return Some((*timer, deadline, key));
             }
         }
-        let (timer, queue) = &mut self.queues[earliest?.0];
-        let (deadline, key) = queue.pop_due(now)?;
-        Some((*timer, deadline, key))
+        for (delay, queue) in &mut self.sleepers {
+            if let Some((deadline, key)) = queue.pop_due(now) {
+                return Some((Timer::Sleeper(*delay), deadline, key));
+            }
+        }
+        None
     }
 
     /// How long from `now` until the earliest deadline, if any.
     pub(crate) fn next_in(&self, now: Millis) -> Option<Duration> {
-        self.queues.iter().filter_map(|(_, q)| q.next_in(now)).min()
+        let sleepers = self.sleepers.iter().map(|(_, q)| q);
+        self.fixed
+            .iter()
+            .chain(sleepers)
+            .filter_map(|q| q.next_in(now))
+            .min()
     }
 
     /// Forgets every deadline and frees the queues' memory.
     pub(crate) fn clear(&mut self) {
-        self.queues = Vec::new();
+        *self = Deadlines::default();
     }
 }
 
@@ -275,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn deadlines_pop_the_earliest_due_of_every_timer() {
+    fn deadlines_pop_every_due_entry_of_every_timer() {
         let mut d = Deadlines::default();
         assert_eq!(d.push(Timer::Dormant, 30, 1), (30, true));
         assert_eq!(d.push(Timer::Parked, 10, 2), (10, true));
@@ -285,12 +304,13 @@ mod tests {
         assert_eq!(d.next_in(0), Some(Duration::from_millis(10)));
         assert_eq!(d.pop_due(9), None);
         let popped: Vec<_> = std::iter::from_fn(|| d.pop_due(27)).collect();
+        // Each timer's in its order; the Dormant one is not due.
         assert_eq!(
             popped,
             [
                 (Timer::Parked, 10, 2),
-                (Timer::Sleeper(5), 15, 4),
                 (Timer::Parked, 20, 3),
+                (Timer::Sleeper(5), 15, 4),
                 (Timer::Sleeper(7), 25, 5),
             ]
         );
