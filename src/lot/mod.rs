@@ -133,7 +133,7 @@ use mio::unix::SourceFd;
 use mio::{Interest, Token};
 use tokio::time::Instant;
 
-use queue::{Clock, Deadlines, Timer, earliest};
+use queue::{Clock, Timer, Timers, earliest};
 pub(crate) use ready::Direction;
 #[expect(
     unreachable_pub,
@@ -239,7 +239,7 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
             inner: Mutex::new(Synced {
                 slots: Slab::default(),
                 next_sweep: None,
-                deadlines: Deadlines::default(),
+                deadlines: Timers::default(),
                 missed: Vec::new(),
                 sleeping: 0,
                 closed: false,

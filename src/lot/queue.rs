@@ -1,4 +1,4 @@
-//! The lot's deadlines: FIFO queues on a 32-bit millisecond clock, one
+//! The lot's timers: FIFO deadline queues on a 32-bit millisecond clock, one
 //! per [`Timer`].
 //!
 //! Every deadline of one timer is pushed with the same delay (the server's
@@ -129,7 +129,7 @@ pub(crate) enum Timer {
 /// Every deadline of a lot: a [`Fifo`] per [`Timer`]; a sleeper delay's
 /// is made when a first deadline comes for it.
 #[derive(Debug, Default)]
-pub(crate) struct Deadlines {
+pub(crate) struct Timers {
     /// [`Timer::Parked`], [`Timer::Dormant`], [`Timer::Ping`],
     /// [`Timer::Answer`]: every park pushes one and every pass pops it, so
     /// they are found without a search.
@@ -138,10 +138,10 @@ pub(crate) struct Deadlines {
     sleepers: Vec<(Millis, Fifo)>,
 }
 
-/// The timers of [`Deadlines::fixed`], in its order.
+/// The timers of [`Timers::fixed`], in its order.
 const FIXED: [Timer; 4] = [Timer::Parked, Timer::Dormant, Timer::Ping, Timer::Answer];
 
-impl Deadlines {
+impl Timers {
     /// Queues `deadline` for `key` on `timer`: the deadline as queued (see
     /// [`Fifo::push`]), and whether it is its queue's only entry, a front
     /// the driver's timer does not know.
@@ -204,7 +204,7 @@ impl Deadlines {
 
     /// Forgets every deadline and frees the queues' memory.
     pub(crate) fn clear(&mut self) {
-        *self = Deadlines::default();
+        *self = Timers::default();
     }
 }
 
@@ -295,7 +295,7 @@ mod tests {
 
     #[test]
     fn deadlines_pop_every_due_entry_of_every_timer() {
-        let mut d = Deadlines::default();
+        let mut d = Timers::default();
         assert_eq!(d.push(Timer::Dormant, 30, 1), (30, true));
         assert_eq!(d.push(Timer::Parked, 10, 2), (10, true));
         assert_eq!(d.push(Timer::Parked, 20, 3), (20, false));

@@ -22,7 +22,7 @@ use std::task::Waker;
 use tokio::time::Instant;
 
 use super::contract::{Carry, Rung};
-use super::queue::{Deadlines, Millis, Timer};
+use super::queue::{Millis, Timer, Timers};
 use super::ready::Cell;
 use super::slab::Slab;
 
@@ -191,7 +191,7 @@ pub(super) struct Synced<D, W, C> {
     /// When the next sweep for ends is due, while a task-less connection
     /// has one.
     pub(super) next_sweep: Option<Millis>,
-    pub(super) deadlines: Deadlines,
+    pub(super) deadlines: Timers,
     /// Deadlines that came while their connection was lent out (see
     /// [`Slot::Lent`]): queued again, due, when it comes back. Almost
     /// always empty.
@@ -325,7 +325,7 @@ mod tests {
             assert!(due.at().wrapping_sub(at) <= 3 && sent.at().wrapping_sub(at) <= 1);
         }
         // A queue moves a deadline to its back entry's, of the same parity.
-        let mut deadlines = Deadlines::default();
+        let mut deadlines = Timers::default();
         let (back, _) = deadlines.push(Timer::Ping, Ping::due(10).at(), 1);
         let (moved, _) = deadlines.push(Timer::Ping, Ping::due(5).at(), 2);
         assert_eq!((back, moved), (10, 10));
