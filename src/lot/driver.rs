@@ -190,8 +190,11 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
                 self.on_event(&mut inner, key, event, batch, &mut now);
             }
         }
-        let inner = self.run_errands(inner, batch, &mut now);
-        drop(inner);
+        if batch.lent.is_empty() {
+            inner.shrink_if_empty();
+        } else {
+            drop(self.run_errands(inner, batch, &mut now));
+        }
     }
 
     /// Acts on one event of the connection at `key`: sets a served one's
