@@ -19,7 +19,7 @@ use std::time::Duration;
 use rustls::client::Resumption;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConfig, StreamOwned};
 
 /// The crypto provider the crate's features chose: aws-lc-rs for `tls`
@@ -71,22 +71,41 @@ impl Identity {
     /// Makes the certificate and writes it as `cert.pem` into `dir`.
     pub(crate) fn self_signed(dir: &Path) -> Self {
         install_provider();
-        let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
-            .expect("a self-signed certificate");
+        let (pem, der, key) = localhost_certificate();
         let cert = dir.join("cert.pem");
-        std::fs::write(&cert, certified.cert.pem())
-            .unwrap_or_else(|e| panic!("writing {}: {e}", cert.display()));
-        let key =
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der()));
+        std::fs::write(&cert, pem).unwrap_or_else(|e| panic!("writing {}: {e}", cert.display()));
         let config = ServerConfig::builder()
             .with_no_client_auth()
-            .with_single_cert(vec![certified.cert.der().clone()], key)
+            .with_single_cert(vec![der], key)
             .expect("server configuration");
         Identity {
             config: Arc::new(config),
             cert,
         }
     }
+}
+
+/// A self-signed certificate for `localhost`, as PEM and DER, and its key,
+/// made by rcgen with the provider the features chose.
+#[cfg(any(feature = "tls", feature = "tls-ring"))]
+fn localhost_certificate() -> (String, CertificateDer<'static>, PrivateKeyDer<'static>) {
+    use rustls::pki_types::PrivatePkcs8KeyDer;
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+        .expect("a self-signed certificate");
+    let key = PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der());
+    (
+        certified.cert.pem(),
+        certified.cert.der().clone(),
+        key.into(),
+    )
+}
+
+/// `tls-no-provider` alone: rcgen has no provider to make a key with
+/// (tests/Cargo.toml gives it the one of `tls` or `tls-ring`), and
+/// `install_provider` has panicked before.
+#[cfg(not(any(feature = "tls", feature = "tls-ring")))]
+fn localhost_certificate() -> (String, CertificateDer<'static>, PrivateKeyDer<'static>) {
+    unreachable!("the tls-… kinds need a crypto provider")
 }
 
 /// What the client process trusts: the server's certificate file, and
