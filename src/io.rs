@@ -281,79 +281,72 @@ impl<T: Seam> ConnIo<T> {
     }
 }
 
-impl<T: Seam> Read for ConnIo<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
+crate::transport::unpin_io!(impl[T: Seam] Read for ConnIo<T>);
+crate::transport::unpin_io!(impl[T: Seam] Write for ConnIo<T>);
+
+/// hyper's reads and writes (see `unpin_io!`).
+impl<T: Seam> ConnIo<T> {
+    fn poll_read_unpin(
+        &mut self,
         cx: &mut Context<'_>,
         mut buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
         // Most reads find no replay: checked here, without a call.
-        if !this.replay.is_empty() && this.replay.serve_hyper(&mut buf) > 0 {
-            if let Some(tracker) = &this.tracker {
+        if !self.replay.is_empty() && self.replay.serve_hyper(&mut buf) > 0 {
+            if let Some(tracker) = &self.tracker {
                 tracker.set_read_blocked(false);
                 tracker.bytes_read();
             }
             return Poll::Ready(Ok(()));
         }
-        this.leave_if_handed();
-        let res = on_socket!(&mut this.stream, s => Pin::new(s).poll_read(cx, buf), Poll::Ready(Err(gone())));
-        if let Some(tracker) = &this.tracker {
+        self.leave_if_handed();
+        let res = on_socket!(&mut self.stream, s => Pin::new(s).poll_read(cx, buf), Poll::Ready(Err(gone())));
+        if let Some(tracker) = &self.tracker {
             tracker.set_read_blocked(res.is_pending());
             if let Poll::Ready(Ok(())) = res {
                 // Bytes, or the end of the stream, which ends the
                 // connection anyway.
                 tracker.bytes_read();
-                this.unread = false;
+                self.unread = false;
             }
         }
         res
     }
-}
 
-impl<T: Seam> Write for ConnIo<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        this.will_write();
-        on_socket!(&mut this.stream, s => Pin::new(s).poll_write(cx, buf), Poll::Ready(Err(gone())))
+    fn poll_write_unpin(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.will_write();
+        on_socket!(&mut self.stream, s => Pin::new(s).poll_write(cx, buf), Poll::Ready(Err(gone())))
     }
 
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
+    fn poll_write_vectored_unpin(
+        &mut self,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        this.will_write();
-        on_socket!(&mut this.stream, s => Pin::new(s).poll_write_vectored(cx, bufs), Poll::Ready(Err(gone())))
+        self.will_write();
+        on_socket!(&mut self.stream, s => Pin::new(s).poll_write_vectored(cx, bufs), Poll::Ready(Err(gone())))
     }
 
-    fn is_write_vectored(&self) -> bool {
+    fn is_write_vectored_unpin(&self) -> bool {
         on_socket!(&self.stream, s => s.is_write_vectored(), false)
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        this.leave_if_handed();
+    fn poll_flush_unpin(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.leave_if_handed();
         let res =
-            on_socket!(&mut this.stream, s => Pin::new(s).poll_flush(cx), Poll::Ready(Err(gone())));
-        if let (Poll::Ready(Ok(())), Some(tracker)) = (&res, &this.tracker) {
+            on_socket!(&mut self.stream, s => Pin::new(s).poll_flush(cx), Poll::Ready(Err(gone())));
+        if let (Poll::Ready(Ok(())), Some(tracker)) = (&res, &self.tracker) {
             tracker.set_unflushed(false);
-            if !this.unread && this.replay.is_empty() && tracker.awaits_response() {
-                return Poll::Ready(this.poll_peer_open(cx));
+            if !self.unread && self.replay.is_empty() && tracker.awaits_response() {
+                return Poll::Ready(self.poll_peer_open(cx));
             }
         }
         res
     }
 
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        this.leave_if_handed();
-        on_socket!(&mut this.stream, s => Pin::new(s).poll_shutdown(cx), Poll::Ready(Err(gone())))
+    fn poll_shutdown_unpin(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.leave_if_handed();
+        on_socket!(&mut self.stream, s => Pin::new(s).poll_shutdown(cx), Poll::Ready(Err(gone())))
     }
 }
 

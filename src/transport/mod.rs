@@ -203,6 +203,89 @@ macro_rules! forward_write {
 }
 pub(crate) use forward_write;
 
+/// Implements an I/O trait for an `Unpin` type by its inherent methods on
+/// `&mut self`, named as the trait's with `_unpin` after them
+/// (`poll_read_unpin`, `poll_write_unpin`, …; futures' `poll_next_unpin`
+/// is the same idea the other way round). A pin promises nothing to an
+/// `Unpin` type, and behind a `&mut self` a method borrows the fields it
+/// needs apart; so each method starts with its own work, and the `Pin` is
+/// taken off here, once.
+///
+/// `Read` and `Write` are hyper's (`rt`), for the transports hyper sees
+/// (their writes are vectored: `poll_write_vectored_unpin` and
+/// `is_write_vectored_unpin`); `AsyncRead` and `AsyncWrite` are tokio's.
+macro_rules! unpin_io {
+    (impl[$($generics:tt)*] Read for $type:ty) => {
+        impl<$($generics)*> hyper::rt::Read for $type {
+            fn poll_read(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: hyper::rt::ReadBufCursor<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                self.get_mut().poll_read_unpin(cx, buf)
+            }
+        }
+    };
+    (impl[$($generics:tt)*] Write for $type:ty) => {
+        impl<$($generics)*> hyper::rt::Write for $type {
+            $crate::transport::unpin_io!(@write);
+
+            fn poll_write_vectored(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                bufs: &[std::io::IoSlice<'_>],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.get_mut().poll_write_vectored_unpin(cx, bufs)
+            }
+
+            fn is_write_vectored(&self) -> bool {
+                self.is_write_vectored_unpin()
+            }
+        }
+    };
+    (impl[$($generics:tt)*] AsyncRead for $type:ty) => {
+        impl<$($generics)*> tokio::io::AsyncRead for $type {
+            fn poll_read(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                self.get_mut().poll_read_unpin(cx, buf)
+            }
+        }
+    };
+    (impl[$($generics:tt)*] AsyncWrite for $type:ty) => {
+        impl<$($generics)*> tokio::io::AsyncWrite for $type {
+            $crate::transport::unpin_io!(@write);
+        }
+    };
+    // The methods hyper's `Write` and tokio's `AsyncWrite` share.
+    (@write) => {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            self.get_mut().poll_write_unpin(cx, buf)
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            self.get_mut().poll_flush_unpin(cx)
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            self.get_mut().poll_shutdown_unpin(cx)
+        }
+    };
+}
+pub(crate) use unpin_io;
+
 mod sealed {
     use std::io;
     use std::task::{Context, Poll};

@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, ready};
 
-use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper::rt::ReadBufCursor;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::io::Replay;
@@ -206,42 +206,45 @@ where
     }
 }
 
-impl<T: Seam> Read for H2Io<'_, T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
+crate::transport::unpin_io!(impl['a, T: Seam] Read for H2Io<'a, T>);
+crate::transport::unpin_io!(impl['a, T: AsyncRead + AsyncWrite + Unpin] Write for H2Io<'a, T>);
+
+/// hyper's reads (see `unpin_io!`).
+impl<T: Seam> H2Io<'_, T> {
+    fn poll_read_unpin(
+        &mut self,
         cx: &mut Context<'_>,
         mut buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if let Some(poll) = this.poll_waking(cx, &mut buf) {
+        if let Some(poll) = self.poll_waking(cx, &mut buf) {
             return poll;
         }
         loop {
-            if !this.input.is_empty() {
+            if !self.input.is_empty() {
                 // Back to the pool once copied, before h2 waits again (I4).
-                this.input.serve_hyper(&mut buf);
+                self.input.serve_hyper(&mut buf);
                 return Poll::Ready(Ok(()));
             }
-            if this.replay.is_empty() && Parkable::poll_read_ready(&*this.stream, cx).is_pending() {
+            if self.replay.is_empty() && Parkable::poll_read_ready(&*self.stream, cx).is_pending() {
                 // Nothing to read: no buffer taken, no system call made.
-                lock(this.wire).read_blocked = true;
+                lock(self.wire).read_blocked = true;
                 return Poll::Pending;
             }
-            let mut bytes = this.pool.take();
-            let n = if this.replay.is_empty() {
+            let mut bytes = self.pool.take();
+            let n = if self.replay.is_empty() {
                 let mut read = ReadBuf::new(&mut bytes[HEAD_ROOM..]);
-                match Pin::new(&mut *this.stream).poll_read(cx, &mut read) {
+                match Pin::new(&mut *self.stream).poll_read(cx, &mut read) {
                     Poll::Ready(Ok(())) => read.filled().len(),
                     Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
                     Poll::Pending => {
-                        lock(this.wire).read_blocked = true;
+                        lock(self.wire).read_blocked = true;
                         return Poll::Pending;
                     }
                 }
             } else {
-                this.replay.take_into(&mut bytes[HEAD_ROOM..])
+                self.replay.take_into(&mut bytes[HEAD_ROOM..])
             };
-            let mut wire = lock(this.wire);
+            let mut wire = lock(self.wire);
             wire.read_blocked = false;
             if n == 0 {
                 // The end of the stream: h2 sees it as such.
@@ -251,47 +254,43 @@ impl<T: Seam> Read for H2Io<'_, T> {
             if wire.watch.gated() {
                 // A WINDOW_UPDATE may have opened the window for held
                 // frames: they go out at h2's next write or flush.
-                wire.watch.release(&mut this.output);
-                wire.unflushed |= !this.output.is_empty();
+                wire.watch.release(&mut self.output);
+                wire.unflushed |= !self.output.is_empty();
             }
             if len > 0 {
-                this.input = Rewind::new(Some((bytes, 0..len)));
+                self.input = Rewind::new(Some((bytes, 0..len)));
             }
         }
     }
 }
 
-impl<T> Write for H2Io<'_, T>
+/// hyper's writes (see `unpin_io!`).
+impl<T> H2Io<'_, T>
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        if let Some(waking) = &mut this.waking {
+    fn poll_write_unpin(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        if let Some(waking) = &mut self.waking {
             waking.written.extend_from_slice(buf);
             return Poll::Ready(Ok(buf.len()));
         }
-        ready!(this.poll_output(cx))?;
-        if lock(this.wire).watch.gated() {
-            return this.poll_gated(cx, [buf]);
+        ready!(self.poll_output(cx))?;
+        if lock(self.wire).watch.gated() {
+            return self.poll_gated(cx, [buf]);
         }
         let mut buf = buf;
         // One lock for the write: it is never contended (see `lock`).
-        let mut wire = lock(this.wire);
+        let mut wire = lock(self.wire);
         match wire.watch.early_fence_at([buf]) {
             // The fence first, through dormant's output.
             Some(0) => {
                 if let Some(fence) = wire.watch.early_fence() {
-                    this.output.extend_from_slice(&fence);
+                    self.output.extend_from_slice(&fence);
                     wire.unflushed = true;
                 }
                 drop(wire);
-                ready!(this.poll_output(cx))?;
-                wire = lock(this.wire);
+                ready!(self.poll_output(cx))?;
+                wire = lock(self.wire);
             }
             // What comes before it is written first.
             Some(at) => buf = &buf[..at],
@@ -304,26 +303,25 @@ where
                 wire.watch.raise_goaway(&mut field);
                 wire.watch.outbound(&field);
                 wire.unflushed = true;
-                this.output.extend_from_slice(&field);
+                self.output.extend_from_slice(&field);
                 return Poll::Ready(Ok(4));
             }
             // What comes before it is written first.
             Some(at) if at > 0 => buf = &buf[..at],
             _ => {}
         }
-        let n = ready!(Pin::new(&mut *this.stream).poll_write(cx, buf))?;
+        let n = ready!(Pin::new(&mut *self.stream).poll_write(cx, buf))?;
         wire.watch.outbound(&buf[..n]);
         wire.unflushed = true;
         Poll::Ready(Ok(n))
     }
 
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
+    fn poll_write_vectored_unpin(
+        &mut self,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        if let Some(waking) = &mut this.waking {
+        if let Some(waking) = &mut self.waking {
             let mut n = 0;
             for buf in bufs {
                 waking.written.extend_from_slice(buf);
@@ -331,11 +329,11 @@ where
             }
             return Poll::Ready(Ok(n));
         }
-        let wire = lock(this.wire);
+        let wire = lock(self.wire);
         if wire.watch.gated() {
             drop(wire);
-            ready!(this.poll_output(cx))?;
-            return this.poll_gated(cx, bufs.iter().map(|b| &**b));
+            ready!(self.poll_output(cx))?;
+            return self.poll_gated(cx, bufs.iter().map(|b| &**b));
         }
         let slices = || bufs.iter().map(|b| &**b);
         if wire.watch.goaway_in(slices()) || wire.watch.early_fence_at(slices()).is_some() {
@@ -346,12 +344,12 @@ where
                 .iter()
                 .find(|b| !b.is_empty())
                 .map_or(&[][..], |b| &**b);
-            return Pin::new(this).poll_write(cx, first);
+            return self.poll_write_unpin(cx, first);
         }
         drop(wire);
-        ready!(this.poll_output(cx))?;
-        let n = ready!(Pin::new(&mut *this.stream).poll_write_vectored(cx, bufs))?;
-        let mut wire = lock(this.wire);
+        ready!(self.poll_output(cx))?;
+        let n = ready!(Pin::new(&mut *self.stream).poll_write_vectored(cx, bufs))?;
+        let mut wire = lock(self.wire);
         let mut left = n;
         for buf in bufs {
             let part = left.min(buf.len());
@@ -365,42 +363,40 @@ where
         Poll::Ready(Ok(n))
     }
 
-    fn is_write_vectored(&self) -> bool {
+    fn is_write_vectored_unpin(&self) -> bool {
         self.stream.is_write_vectored()
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if this.waking.is_some() {
+    fn poll_flush_unpin(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.waking.is_some() {
             return Poll::Ready(Ok(()));
         }
         {
-            let mut wire = lock(this.wire);
+            let mut wire = lock(self.wire);
             if wire.watch.may_write() {
                 if wire.fence_wanted {
                     if let Some(fence) = wire.watch.fence() {
                         wire.fence_wanted = false;
-                        this.output.extend_from_slice(&fence);
+                        self.output.extend_from_slice(&fence);
                     }
                 }
                 if let Some(restore) = wire.watch.restore() {
-                    this.output.extend_from_slice(&restore);
+                    self.output.extend_from_slice(&restore);
                 }
                 if let Some(replies) = wire.watch.replies() {
-                    this.output.extend_from_slice(&replies);
+                    self.output.extend_from_slice(&replies);
                 }
             }
-            wire.unflushed |= !this.output.is_empty();
+            wire.unflushed |= !self.output.is_empty();
         }
-        ready!(this.poll_output(cx))?;
-        ready!(Pin::new(&mut *this.stream).poll_flush(cx))?;
-        lock(this.wire).unflushed = false;
+        ready!(self.poll_output(cx))?;
+        ready!(Pin::new(&mut *self.stream).poll_flush(cx))?;
+        lock(self.wire).unflushed = false;
         Poll::Ready(Ok(()))
     }
 
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        ready!(this.poll_output(cx))?;
-        Pin::new(&mut *this.stream).poll_shutdown(cx)
+    fn poll_shutdown_unpin(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_output(cx))?;
+        Pin::new(&mut *self.stream).poll_shutdown(cx)
     }
 }

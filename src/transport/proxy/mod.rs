@@ -179,21 +179,23 @@ impl<IO: fmt::Debug> fmt::Debug for ProxiedStream<IO> {
     }
 }
 
-impl<IO: AsyncRead + Unpin> AsyncRead for ProxiedStream<IO> {
-    fn poll_read(
-        self: Pin<&mut Self>,
+super::unpin_io!(impl[IO: AsyncRead + Unpin] AsyncRead for ProxiedStream<IO>);
+
+/// tokio's reads (see `unpin_io!`).
+impl<IO: AsyncRead + Unpin> ProxiedStream<IO> {
+    fn poll_read_unpin(
+        &mut self,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        while let HeaderState::Reading(reading) = &mut this.header {
+        while let HeaderState::Reading(reading) = &mut self.header {
             if buf.remaining() == 0 {
                 return Poll::Ready(Ok(()));
             }
             // Read into the caller's buffer: bytes after the header stay
             // there.
             let start = buf.filled().len();
-            ready!(Pin::new(&mut this.io).poll_read(cx, buf))?;
+            ready!(Pin::new(&mut self.io).poll_read(cx, buf))?;
             let fresh = &buf.filled()[start..];
             if fresh.is_empty() {
                 if reading.partial.is_empty() {
@@ -215,8 +217,8 @@ impl<IO: AsyncRead + Unpin> AsyncRead for ProxiedStream<IO> {
                     buf.filled_mut().copy_within(start + skip..end, start);
                     buf.set_filled(end - skip);
                     reading.failures = None;
-                    this.header = HeaderState::Read(client);
-                    trace!(client = ?this.client(), "PROXY header read");
+                    self.header = HeaderState::Read(client);
+                    trace!(client = ?self.client(), "PROXY header read");
                     if buf.filled().len() > start {
                         return Poll::Ready(Ok(()));
                     }
@@ -227,7 +229,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for ProxiedStream<IO> {
                 }
             }
         }
-        Pin::new(&mut this.io).poll_read(cx, buf)
+        Pin::new(&mut self.io).poll_read(cx, buf)
     }
 }
 

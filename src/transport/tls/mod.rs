@@ -594,34 +594,37 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
     }
 }
 
-impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
-    fn poll_read(
-        self: Pin<&mut Self>,
+super::unpin_io!(impl[IO: AsyncRead + AsyncWrite + Unpin] AsyncRead for TlsStream<IO>);
+super::unpin_io!(impl[IO: AsyncRead + AsyncWrite + Unpin] AsyncWrite for TlsStream<IO>);
+
+/// tokio's reads and writes (see `unpin_io!`).
+impl<IO: AsyncRead + AsyncWrite + Unpin> TlsStream<IO> {
+    fn poll_read_unpin(
+        &mut self,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
         loop {
-            if this.has_plain() {
-                this.read_plain(buf);
+            if self.has_plain() {
+                self.read_plain(buf);
                 return Poll::Ready(Ok(()));
             }
-            if this.rec.tls.eof {
+            if self.rec.tls.eof {
                 return Poll::Ready(Ok(()));
             }
-            match this.process_or_alert(cx, &[])? {
+            match self.process_or_alert(cx, &[])? {
                 // The records after a handshake are the next step's.
                 Step::Plain | Step::Eof | Step::Closed | Step::HandshakeDone => continue,
                 Step::NeedRead | Step::Written(_) => {}
             }
             // Handshake messages go out before the peer is waited for.
-            ready!(this.poll_send(cx))?;
-            if !ready!(this.poll_receive(cx))? {
+            ready!(self.poll_send(cx))?;
+            if !ready!(self.poll_receive(cx))? {
                 // The transport's end without `close_notify`: the end of
                 // the stream, as clients that just close expect; a record
                 // cut short is an error.
-                this.rec.tls.eof = true;
-                if !this.rec.unprocessed().is_empty() {
+                self.rec.tls.eof = true;
+                if !self.rec.unprocessed().is_empty() {
                     return Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         "the peer closed the connection in the middle of a TLS record",
@@ -630,27 +633,20 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<IO> {
             }
         }
     }
-}
 
-impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
+    fn poll_write_unpin(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         if buf.is_empty() {
             return Poll::Ready(Ok(0));
         }
         // Encrypt only once the last records are written: the stream
         // buffers one write at most.
-        ready!(this.poll_send(cx))?;
+        ready!(self.poll_send(cx))?;
         loop {
-            match this.process_or_alert(cx, buf)? {
+            match self.process_or_alert(cx, buf)? {
                 Step::Written(n) => {
                     // Started now; whatever the socket does not take yet
                     // goes on the next write or flush.
-                    if let Poll::Ready(Err(error)) = this.poll_send(cx) {
+                    if let Poll::Ready(Err(error)) = self.poll_send(cx) {
                         return Poll::Ready(Err(error));
                     }
                     return Poll::Ready(Ok(n));
@@ -661,8 +657,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
                 Step::Plain | Step::Eof | Step::HandshakeDone => continue,
                 // Still handshaking: the peer has to speak first.
                 Step::NeedRead => {
-                    ready!(this.poll_send(cx))?;
-                    if !ready!(this.poll_receive(cx))? {
+                    ready!(self.poll_send(cx))?;
+                    if !ready!(self.poll_receive(cx))? {
                         return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
                     }
                 }
@@ -670,23 +666,21 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<IO> {
         }
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        ready!(this.poll_send(cx))?;
+    fn poll_flush_unpin(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_send(cx))?;
         // A protocol that keeps a read pending (HTTP/2) may write after its
         // read found nothing: the buffers that write took go back now, not
         // at the next read's wait.
-        this.shed();
-        Pin::new(&mut this.io).poll_flush(cx)
+        self.shed();
+        Pin::new(&mut self.io).poll_flush(cx)
     }
 
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if !this.rec.tls.closing {
-            this.queue_close_notify();
+    fn poll_shutdown_unpin(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !self.rec.tls.closing {
+            self.queue_close_notify();
         }
-        ready!(this.poll_send(cx))?;
-        Pin::new(&mut this.io).poll_shutdown(cx)
+        ready!(self.poll_send(cx))?;
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
