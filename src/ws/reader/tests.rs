@@ -75,51 +75,21 @@ fn refusals() {
     let mask = [9, 8, 7, 6];
     let code = |input: &[u8]| read_all(&mut Reader::default(), input).unwrap_err().code;
     assert_eq!(code(&[0x81, 0x00]), CloseCode::PROTOCOL, "unmasked");
-    assert_eq!(
-        code(&client_frame(0xC1, b"x", mask)),
-        CloseCode::PROTOCOL,
-        "rsv1"
-    );
-    assert_eq!(
-        code(&client_frame(0x83, b"x", mask)),
-        CloseCode::PROTOCOL,
-        "opcode 3"
-    );
-    assert_eq!(
-        code(&client_frame(0x80, b"x", mask)),
-        CloseCode::PROTOCOL,
-        "lone continuation"
-    );
-    assert_eq!(
-        code(&client_frame(0x09, b"x", mask)),
-        CloseCode::PROTOCOL,
-        "fragmented ping"
-    );
-    assert_eq!(
-        code(&client_frame(0x89, &[0; 126], mask)),
-        CloseCode::PROTOCOL,
-        "long ping"
-    );
-    assert_eq!(
-        code(&client_frame(0x81, &[0xFF], mask)),
-        CloseCode::INVALID,
-        "bad UTF-8"
-    );
-    assert_eq!(
-        code(&client_frame(0x88, &[3], mask)),
-        CloseCode::PROTOCOL,
-        "1-byte close"
-    );
-    assert_eq!(
-        code(&client_frame(0x88, &[3, 0xED], mask)),
-        CloseCode::PROTOCOL,
-        "close 1005"
-    );
-    assert_eq!(
-        code(&client_frame(0x88, &[3, 0xE8, 0xFF], mask)),
-        CloseCode::INVALID,
-        "reason"
-    );
+    // One frame each: (first byte, payload, the close code, why).
+    let frames: [(u8, &[u8], CloseCode, &str); 9] = [
+        (0xC1, b"x", CloseCode::PROTOCOL, "rsv1"),
+        (0x83, b"x", CloseCode::PROTOCOL, "opcode 3"),
+        (0x80, b"x", CloseCode::PROTOCOL, "lone continuation"),
+        (0x09, b"x", CloseCode::PROTOCOL, "fragmented ping"),
+        (0x89, &[0; 126], CloseCode::PROTOCOL, "long ping"),
+        (0x81, &[0xFF], CloseCode::INVALID, "bad UTF-8"),
+        (0x88, &[3], CloseCode::PROTOCOL, "1-byte close"),
+        (0x88, &[3, 0xED], CloseCode::PROTOCOL, "close 1005"),
+        (0x88, &[3, 0xE8, 0xFF], CloseCode::INVALID, "reason"),
+    ];
+    for (first, payload, expected, why) in frames {
+        assert_eq!(code(&client_frame(first, payload, mask)), expected, "{why}");
+    }
     let mut two = client_frame(0x01, b"a", mask);
     two.extend(client_frame(0x81, b"b", mask));
     assert_eq!(
