@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::task::unconstrained;
 use tokio::time::{Instant, Sleep};
 
-use super::chosen::{ChosenCell, Limit};
+use super::chosen::{ChosenCell, Limit, Side};
 use super::{Expiry, Timeouts};
 
 /// What an ACTIVE HTTP/1 connection is doing, seen after hyper returned
@@ -258,40 +258,33 @@ impl Watchdog {
             self.head_since = None;
         }
         if seen.body {
-            let since = || *self.request_since.get_or_insert_with(&mut now);
-            consider(chosen_deadline(
-                read,
-                self.timeouts.read,
-                since,
-                Expiry::Read,
-            ));
+            consider(self.chosen_deadline(Side::Read, read, &mut now));
         }
         if seen.writing {
-            let since = || *self.write_since.get_or_insert_with(&mut now);
-            consider(chosen_deadline(
-                write,
-                self.timeouts.write,
-                since,
-                Expiry::Write,
-            ));
+            consider(self.chosen_deadline(Side::Write, write, &mut now));
         }
         best
     }
-}
 
-/// The deadline of a phase a handler may choose (`limit`), as `why`: the
-/// handler's, or the server's `timeout` from the phase's start (`since`,
-/// read only then: it starts the phase's clock), or none.
-fn chosen_deadline(
-    limit: Limit,
-    timeout: Option<Duration>,
-    since: impl FnOnce() -> Instant,
-    why: Expiry,
-) -> Option<(Instant, Expiry)> {
-    match (limit, timeout) {
-        (Limit::Server, Some(t)) => Some((since() + t, why)),
-        (Limit::At(at), _) => Some((at, why)),
-        (Limit::Server, None) | (Limit::Lifted, _) => None,
+    /// The deadline of the phase on `side`, which a handler may choose
+    /// (`limit`): the handler's, or the server's timeout from the phase's
+    /// start (its clock starts at `now` the first time it is needed), or
+    /// none.
+    fn chosen_deadline(
+        &mut self,
+        side: Side,
+        limit: Limit,
+        now: impl FnOnce() -> Instant,
+    ) -> Option<(Instant, Expiry)> {
+        let (timeout, since, why) = match side {
+            Side::Read => (self.timeouts.read, &mut self.request_since, Expiry::Read),
+            Side::Write => (self.timeouts.write, &mut self.write_since, Expiry::Write),
+        };
+        match (limit, timeout) {
+            (Limit::Server, Some(t)) => Some((*since.get_or_insert_with(now) + t, why)),
+            (Limit::At(at), _) => Some((at, why)),
+            (Limit::Server, None) | (Limit::Lifted, _) => None,
+        }
     }
 }
 
