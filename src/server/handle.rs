@@ -154,8 +154,8 @@ impl<A> Handle<A> {
 
     /// The `serve` call's side: says where it listens (and keeps `held`
     /// to count), or that it failed if the returned guard drops first.
-    pub(super) fn serving(&self) -> Serving<A> {
-        Serving {
+    pub(super) fn announcer(&self) -> Announcer<A> {
+        Announcer {
             handle: self.clone(),
         }
     }
@@ -199,12 +199,13 @@ impl<A> Handle<A> {
     }
 }
 
-/// A `serve` call's hold on its handle's listening state.
-pub(super) struct Serving<A> {
+/// A `serve` call's hold on its handle's listening state: it announces
+/// where the call listens, or, dropped before, that it failed.
+pub(super) struct Announcer<A> {
     handle: Handle<A>,
 }
 
-impl<A> Serving<A> {
+impl<A> Announcer<A> {
     /// The call listens on `addr` (`None`: its listener could not say),
     /// holding `held`.
     pub(super) fn listening(&self, addr: Option<A>, held: Weak<dyn Count>) {
@@ -216,7 +217,7 @@ impl<A> Serving<A> {
     }
 }
 
-impl<A> Drop for Serving<A> {
+impl<A> Drop for Announcer<A> {
     fn drop(&mut self) {
         self.handle.inner.listening.send_if_modified(|listening| {
             let first = matches!(listening, Listening::NotYet);

@@ -15,7 +15,7 @@ use tracing::debug;
 
 use super::Server;
 use super::accept::{accept_until, drain};
-use super::handle::{Command, Count, Handle, Serving};
+use super::handle::{Announcer, Command, Count, Handle};
 use super::owner::start;
 use crate::hooks::{Admit, ConnState, Hooks};
 use crate::listener::{Addr, Listener};
@@ -282,14 +282,14 @@ where
 {
     // Dropped before the call listens (it failed to start, or its future
     // was dropped, polled or not), it tells the handle.
-    let serving = serve.handle.as_ref().map(Handle::serving);
-    Box::pin(serve_until(serve, signal, serving))
+    let announcer = serve.handle.as_ref().map(Handle::announcer);
+    Box::pin(serve_until(serve, signal, announcer))
 }
 
 async fn serve_until<L, S, B, F>(
     serve: Serve<L, S>,
     signal: F,
-    serving: Option<Serving<Addr<L>>>,
+    announcer: Option<Announcer<Addr<L>>>,
 ) -> io::Result<()>
 where
     L: Listener,
@@ -306,12 +306,12 @@ where
     } = serve;
     let service = Arc::new(SharedService::new(service));
     let state = start(&server.shared, &service, hooks)?;
-    if let Some(serving) = &serving {
+    if let Some(announcer) = &announcer {
         let addr = listener.local_addr();
         if let Err(error) = &addr {
             debug!(%error, "the listener's address is unknown");
         }
-        serving.listening(addr.ok(), Arc::downgrade(&state) as _);
+        announcer.listening(addr.ok(), Arc::downgrade(&state) as _);
     }
     let asked = handle.as_ref().map(Handle::shutdown_asked);
     let stop = async move {

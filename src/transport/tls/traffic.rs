@@ -85,7 +85,7 @@ pub(super) struct Traffic {
     suite: &'static Tls13CipherSuite,
     /// What derives the next keys.
     next_keys: NextKeys,
-    alpn: Alpn,
+    alpn: ProtocolName,
     /// A handshake message whose record ended before it did.
     joining: Joining,
     empty_in_a_row: u8,
@@ -103,8 +103,10 @@ impl fmt::Debug for Traffic {
     }
 }
 
-/// The protocol ALPN chose, kept without an allocation for the usual two.
-enum Alpn {
+/// The name of the protocol ALPN chose (RFC 7301's `ProtocolName`),
+/// kept without an allocation for the usual two. (The driver's view of
+/// it is `transport::Alpn`.)
+enum ProtocolName {
     None,
     H2,
     Http11,
@@ -165,10 +167,10 @@ impl Traffic {
             return Err(unsupported());
         };
         let alpn = match conn.alpn_protocol() {
-            None => Alpn::None,
-            Some(b"h2") => Alpn::H2,
-            Some(b"http/1.1") => Alpn::Http11,
-            Some(other) => Alpn::Other(other.into()),
+            None => ProtocolName::None,
+            Some(b"h2") => ProtocolName::H2,
+            Some(b"http/1.1") => ProtocolName::Http11,
+            Some(other) => ProtocolName::Other(other.into()),
         };
         let (extracted, kernel) = conn.dangerous_into_kernel_connection()?;
         let (rx_seq, rx) = extracted.rx;
@@ -216,10 +218,10 @@ impl Traffic {
     /// Returns the protocol agreed on with ALPN.
     pub(super) fn alpn_protocol(&self) -> Option<&[u8]> {
         match &self.alpn {
-            Alpn::None => None,
-            Alpn::H2 => Some(b"h2"),
-            Alpn::Http11 => Some(b"http/1.1"),
-            Alpn::Other(protocol) => Some(protocol),
+            ProtocolName::None => None,
+            ProtocolName::H2 => Some(b"h2"),
+            ProtocolName::Http11 => Some(b"http/1.1"),
+            ProtocolName::Other(protocol) => Some(protocol),
         }
     }
 
