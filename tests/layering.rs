@@ -9,21 +9,30 @@
 //!   (peers do not import each other) or on a line above it, or the block
 //!   misses a module of src/ or names one that is not there (`lib.rs`, the
 //!   root that declares and re-exports them, is exempt);
-//! - imports go round a circle, among the top-level modules or among the
-//!   files of one folder, its `mod.rs` included: a file may use what its
-//!   folder's `mod.rs` defines (the folder's traits, say) only if `mod.rs`'s
-//!   own code does not use that file, or the arrow runs back up. What a
-//!   `mod.rs` re-exports (`pub use x::Item`) is not its own import: the
-//!   item stays its file's.
+//! - imports go round a circle, among the top-level modules (tests'
+//!   imports included) or among the files of one folder, its `mod.rs`
+//!   included: a file may use what its folder's `mod.rs` defines (the
+//!   folder's traits, say) only if `mod.rs`'s own code does not use that
+//!   file, or the arrow runs back up. What a `mod.rs` re-exports (`pub use
+//!   x::Item`) is not its own import: the item stays its file's.
 //!
 //! Imports are `use` declarations (nested groups too) and the paths in code
 //! that start with `crate::`, `super::` or `self::`, resolved through the
 //! re-exports of `lib.rs` and of each `mod.rs`. Comments, doc comments and
-//! literals are skipped, and so are tests (`#[cfg(test)]` items, `tests.rs`
-//! files: a test may import anything) and `#[cfg(doc)]` imports, which only
-//! bring names into scope for rustdoc's links and are no dependency of the
-//! code. The checker's own tests, at the end of this file, feed it small
-//! made-up crates, so that it cannot pass by seeing nothing.
+//! literals are skipped, and so are `#[cfg(doc)]` imports, which only bring
+//! names into scope for rustdoc's links and are no dependency of the code.
+//! Tests (`#[cfg(test)]` items, `tests.rs` files) may import up the layers,
+//! but their imports count for the circles among the top-level modules: a
+//! test that needs a module above its own belongs to that module.
+//!
+//! It also holds the crate to its words, the Glossary of the same
+//! document: each name a row defines (in backticks) is declared in the
+//! place the row gives, and each type or path a description names is
+//! declared where it says; and no public type shares its name with an
+//! internal one anywhere in src/ (one name, one type).
+//!
+//! The checker's own tests, at the end of this file, feed it small made-up
+//! crates, so that it cannot pass by seeing nothing.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
@@ -37,6 +46,12 @@ use std::path::Path;
 /// Do not add to it.
 const KNOWN_CIRCLES: &[(&str, &str)] = &[];
 
+/// Names a public type shares with an internal one, as (the name, the file
+/// of the internal one), known and tolerated until the code moves: only
+/// for a file another change is rewriting, and the test fails once an
+/// entry no longer occurs, so that the list only shrinks.
+const KNOWN_NAMESAKES: &[(&str, &str)] = &[];
+
 /// A folder's mod.rs, as a node of its folder's imports (no module is
 /// named so: `mod` is a keyword).
 const MOD_RS: &str = "mod";
@@ -48,6 +63,37 @@ const SUGGESTED: &str = "The Layering block as today's imports make it";
 /// The whole check on the crate as it is.
 #[test]
 fn the_imports_follow_docs_architecture_md() {
+    let (sources, doc) = the_crate();
+    let violations = check(&sources.files(), &doc, KNOWN_CIRCLES);
+    assert_none(&violations, "of the layering in docs/architecture.md");
+}
+
+/// No circle among the top-level modules, tests' imports included.
+#[test]
+fn no_circle_among_the_top_level_modules_tests_included() {
+    let (sources, _) = the_crate();
+    let violations = top_level_circles(&sources.files());
+    assert_none(&violations, "among the top-level modules of src/");
+}
+
+/// The glossary of docs/architecture.md names what src/ declares.
+#[test]
+fn the_glossary_names_what_src_declares() {
+    let (sources, doc) = the_crate();
+    let violations = glossary_violations(&sources.files(), &doc);
+    assert_none(&violations, "in the Glossary of docs/architecture.md");
+}
+
+/// A public type's name is no internal type's.
+#[test]
+fn no_public_type_shares_its_name_with_an_internal_one() {
+    let (sources, _) = the_crate();
+    let violations = shared_names(&sources.files(), KNOWN_NAMESAKES);
+    assert_none(&violations, "of one name per type");
+}
+
+/// The sources of src/ and the text of docs/architecture.md.
+fn the_crate() -> (Sources, String) {
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let mut sources = Vec::new();
     read_sources(&root.join("src"), "", &mut sources);
@@ -58,14 +104,25 @@ fn the_imports_follow_docs_architecture_md() {
     );
     let doc = fs::read_to_string(root.join("docs/architecture.md"))
         .unwrap_or_else(|error| panic!("cannot read docs/architecture.md: {error}"));
-    let sources: Vec<(&str, &str)> = sources
-        .iter()
-        .map(|(file, text)| (file.as_str(), text.as_str()))
-        .collect();
-    let violations = check(&sources, &doc, KNOWN_CIRCLES);
+    (Sources(sources), doc)
+}
+
+/// Files as (path relative to src/, text).
+struct Sources(Vec<(String, String)>);
+
+impl Sources {
+    fn files(&self) -> Vec<(&str, &str)> {
+        (self.0.iter())
+            .map(|(file, text)| (file.as_str(), text.as_str()))
+            .collect()
+    }
+}
+
+#[track_caller]
+fn assert_none(violations: &[String], what: &str) {
     assert!(
         violations.is_empty(),
-        "{} violation(s) of the layering in docs/architecture.md:\n\n{}\n",
+        "{} violation(s) {what}:\n\n{}\n",
         violations.len(),
         violations.join("\n\n")
     );
@@ -102,7 +159,7 @@ fn read_sources(dir: &Path, prefix: &str, out: &mut Vec<(String, String)>) {
 /// `allowed_circles`; returns every violation, each a message for a
 /// person.
 fn check(sources: &[(&str, &str)], doc: &str, allowed_circles: &[(&str, &str)]) -> Vec<String> {
-    let krate = Crate::parse(sources);
+    let krate = Crate::parse(sources, Tests::Skipped);
     let mut violations = Vec::new();
 
     // The layers, and the top-level modules each line names.
@@ -150,87 +207,75 @@ fn check(sources: &[(&str, &str)], doc: &str, allowed_circles: &[(&str, &str)]) 
     // (b).
     let mut edges: BTreeMap<Vec<String>, BTreeMap<(String, String), String>> = BTreeMap::new();
     let mut seen_a = BTreeSet::new();
-    for info in krate.files.values() {
-        if info.module.is_empty() {
-            continue; // lib.rs: the root, exempt.
-        }
+    for (info, import, target) in krate.imports() {
         let own = &info.module[0];
-        for import in &info.imports {
-            let Some(absolute) = krate.absolute(info, &import.scope, &import.path, 0) else {
-                continue; // another crate's path
-            };
-            let Some(target) = krate.resolve(&absolute, 0) else {
-                continue; // a re-export of another crate's item
-            };
-            let at = format!("{}:{}", info.path, import.line);
-            let written = import.written();
+        let at = format!("{}:{}", info.path, import.line);
+        let written = import.written();
 
-            // (a) the layers.
-            for module in &target.visited {
-                let Some(other) = module.first() else {
-                    continue;
-                };
-                if other == own || !seen_a.insert((info.path.clone(), import.line, other.clone())) {
-                    continue;
-                }
-                let (Some(&mine), Some(&theirs)) = (layer_of.get(own), layer_of.get(other)) else {
-                    continue; // reported as missing from the block
-                };
-                if theirs == mine {
-                    violations.push(format!(
-                        "{at}: `{own}` imports `{other}` (`{written}`), but they are peers on \
-                         line {} of the Layering block, and peers must not import each other. \
-                         Move what `{own}` needs of `{other}` into a module below both (or move \
-                         the code that needs it), or update the Layering block in \
-                         docs/architecture.md if the new order is intended (`{other}` on a line \
-                         below `{own}`).",
-                        mine + 1
-                    ));
-                } else if theirs < mine {
-                    violations.push(format!(
-                        "{at}: `{own}` (line {} of the Layering block) imports `{other}` \
-                         (`{written}`), which is on line {}, above it: a module may import only \
-                         the modules on the lines below its own. Move what `{own}` needs of \
-                         `{other}` down, or the code that needs it up, or update the Layering \
-                         block in docs/architecture.md if the new order is intended.",
-                        mine + 1,
-                        theirs + 1
-                    ));
-                }
+        // (a) the layers.
+        for module in &target.visited {
+            let Some(other) = module.first() else {
+                continue;
+            };
+            if other == own || !seen_a.insert((info.path.clone(), import.line, other.clone())) {
+                continue;
             }
-
-            // (b) edges between the files of a folder, at every level of
-            // folders: between siblings; from a file to its folder's
-            // mod.rs, for an item mod.rs defines; from a mod.rs's own code
-            // to one of its files (not its re-exports).
-            let mut edge = |folder: &[String], from: &String, to: &String| {
-                edges
-                    .entry(folder.to_vec())
-                    .or_default()
-                    .entry((from.clone(), to.clone()))
-                    .or_insert_with(|| format!("{at} (`{written}`)"));
+            let (Some(&mine), Some(&theirs)) = (layer_of.get(own), layer_of.get(other)) else {
+                continue; // reported as missing from the block
             };
-            for module in &target.visited {
-                for level in 0..info.module.len() {
-                    let folder = &info.module[..level];
-                    if module.len() > level
-                        && module[..level] == *folder
-                        && module[level] != info.module[level]
-                    {
-                        edge(folder, &info.module[level], &module[level]);
-                    }
-                }
-                let own_code = info.path.ends_with("/mod.rs")
-                    && (import.reexport.as_ref()).is_none_or(|name| info.mentioned.contains(name));
-                if own_code && module.len() > info.module.len() && module.starts_with(&info.module)
+            if theirs == mine {
+                violations.push(format!(
+                    "{at}: `{own}` imports `{other}` (`{written}`), but they are peers on \
+                     line {} of the Layering block, and peers must not import each other. \
+                     Move what `{own}` needs of `{other}` into a module below both (or move \
+                     the code that needs it), or update the Layering block in \
+                     docs/architecture.md if the new order is intended (`{other}` on a line \
+                     below `{own}`).",
+                    mine + 1
+                ));
+            } else if theirs < mine {
+                violations.push(format!(
+                    "{at}: `{own}` (line {} of the Layering block) imports `{other}` \
+                     (`{written}`), which is on line {}, above it: a module may import only \
+                     the modules on the lines below its own. Move what `{own}` needs of \
+                     `{other}` down, or the code that needs it up, or update the Layering \
+                     block in docs/architecture.md if the new order is intended.",
+                    mine + 1,
+                    theirs + 1
+                ));
+            }
+        }
+
+        // (b) edges between the files of a folder, at every level of
+        // folders: between siblings; from a file to its folder's
+        // mod.rs, for an item mod.rs defines; from a mod.rs's own code
+        // to one of its files (not its re-exports).
+        let mut edge = |folder: &[String], from: &String, to: &String| {
+            edges
+                .entry(folder.to_vec())
+                .or_default()
+                .entry((from.clone(), to.clone()))
+                .or_insert_with(|| format!("{at} (`{written}`)"));
+        };
+        for module in &target.visited {
+            for level in 0..info.module.len() {
+                let folder = &info.module[..level];
+                if module.len() > level
+                    && module[..level] == *folder
+                    && module[level] != info.module[level]
                 {
-                    edge(&info.module, &MOD_RS.to_owned(), &module[info.module.len()]);
+                    edge(folder, &info.module[level], &module[level]);
                 }
             }
-            let level = target.module.len();
-            if level > 0 && level < info.module.len() && info.module.starts_with(&target.module) {
-                edge(&target.module, &info.module[level], &MOD_RS.to_owned());
+            let own_code = info.path.ends_with("/mod.rs")
+                && (import.reexport.as_ref()).is_none_or(|name| info.mentioned.contains(name));
+            if own_code && module.len() > info.module.len() && module.starts_with(&info.module) {
+                edge(&info.module, &MOD_RS.to_owned(), &module[info.module.len()]);
             }
+        }
+        let level = target.module.len();
+        if level > 0 && level < info.module.len() && info.module.starts_with(&target.module) {
+            edge(&target.module, &info.module[level], &MOD_RS.to_owned());
         }
     }
 
@@ -244,23 +289,13 @@ fn check(sources: &[(&str, &str)], doc: &str, allowed_circles: &[(&str, &str)]) 
         ));
     }
 
-    // (b) the circles, folder by folder, without the known edges.
-    let shown = |folder: &[String], name: &String| {
-        if name == MOD_RS {
-            return format!("src/{}/mod.rs", folder.join("/"));
-        }
-        // `src/transport/tls/` for a folder, `src/transport/stream.rs` for a file.
-        let module = [folder, std::slice::from_ref(name)].concat();
-        let path = krate
-            .file_of(&module)
-            .map_or(String::new(), |info| info.path.clone());
-        path.strip_suffix("mod.rs")
-            .map_or(path.clone(), str::to_owned)
-    };
+    // (b) the circles, folder by folder, without the known edges; those
+    // among the top-level modules are `top_level_circles`'s, tests included.
+    edges.remove(&Vec::new());
     let mut used_circles = BTreeSet::new();
     for (folder, edges) in &mut edges {
         edges.retain(|(from, to), _| {
-            let key = (shown(folder, from), shown(folder, to));
+            let key = (krate.shown(folder, from), krate.shown(folder, to));
             let known = allowed_circles.contains(&(key.0.as_str(), key.1.as_str()));
             if known {
                 used_circles.insert(key);
@@ -278,26 +313,34 @@ fn check(sources: &[(&str, &str)], doc: &str, allowed_circles: &[(&str, &str)]) 
     }
     for (folder, edges) in &edges {
         for circle in circles(edges) {
-            let place = if folder.is_empty() {
-                "among the top-level modules of src/".to_owned()
-            } else {
-                format!("among the files of src/{}/", folder.join("/"))
-            };
-            let names: Vec<String> = circle.iter().map(|name| shown(folder, name)).collect();
-            let mut message = format!("a circle of imports {place}: {}", names.join(" → "));
-            for pair in circle.windows(2) {
-                let evidence = &edges[&(pair[0].clone(), pair[1].clone())];
-                let _ = write!(message, "\n    {} → {}: {evidence}", pair[0], pair[1]);
-            }
-            message.push_str(
-                "\n  A circle means a concept lives in the wrong file: move what both sides need \
-                 into one of them, or into a file (or module) that both import, so that the \
-                 imports go one way.",
-            );
-            violations.push(message);
+            violations.push(krate.circle_message(folder, &circle, edges));
         }
     }
     violations
+}
+
+/// The circles of imports among the top-level modules of src/, each a
+/// message for a person. Tests' imports count here (`#[cfg(test)]` items,
+/// `tests.rs` files): a test that imports a module above its own closes a
+/// circle as surely as code does (`rewind.rs`'s test of `io::Replay` did,
+/// `io` → `rewind` → `io`, before it moved to `io.rs`). `#[cfg(doc)]`
+/// imports still do not: no code depends on them.
+fn top_level_circles(sources: &[(&str, &str)]) -> Vec<String> {
+    let krate = Crate::parse(sources, Tests::Counted);
+    let mut edges: BTreeMap<(String, String), String> = BTreeMap::new();
+    for (info, import, target) in krate.imports() {
+        let own = &info.module[0];
+        for other in target.visited.iter().filter_map(|module| module.first()) {
+            if other != own {
+                (edges.entry((own.clone(), other.clone()))).or_insert_with(|| {
+                    format!("{}:{} (`{}`)", info.path, import.line, import.written())
+                });
+            }
+        }
+    }
+    (circles(&edges).iter())
+        .map(|circle| krate.circle_message(&[], circle, &edges))
+        .collect()
 }
 
 /// The layers of docs/architecture.md: the lines of the first `text` block
@@ -422,6 +465,310 @@ fn circles(edges: &BTreeMap<(String, String), String>) -> Vec<Vec<String>> {
     found
 }
 
+// ---------------------------------------------------------------------------
+// The words: the glossary against the sources, one type per name.
+// ---------------------------------------------------------------------------
+
+/// Checks the table under "## Glossary" in `doc` against `sources`: each
+/// row's places (its last column: `conn`, `wire/asleep.rs`) are files or
+/// folders of src/; each name it defines (its first column, in backticks)
+/// is declared in one of those places, the file named for it; and each
+/// type or path its description names (`upgrade::Woken`, `Asleep`) is
+/// declared where the path says, or anywhere in src/. Declared: a `struct`,
+/// `enum`, `union`, `trait`, `type`, `fn`, `const`, `static`, `mod` or
+/// `macro_rules!` of that name outside tests; after a type, the names of
+/// its members (`Lot::sleep`) need only occur in its file.
+fn glossary_violations(sources: &[(&str, &str)], doc: &str) -> Vec<String> {
+    let rows = match glossary_rows(doc) {
+        Ok(rows) => rows,
+        Err(message) => return vec![message],
+    };
+    let files: Vec<Declared> = (sources.iter())
+        .filter(|(file, _)| module_path(file, Tests::Skipped).is_some())
+        .map(|&(file, text)| Declared::of(file, text))
+        .collect();
+    let mut violations = Vec::new();
+    for (line, cells) in rows {
+        let [names, description, places] = &cells[..] else {
+            violations.push(format!(
+                "docs/architecture.md:{line}: a Glossary row has {} cells, not three (name, what \
+                 it is, where)",
+                cells.len()
+            ));
+            continue;
+        };
+        let at = format!("docs/architecture.md:{line}");
+        let places = backticked(places);
+        for place in &places {
+            if within(&files, place).is_empty() {
+                violations.push(format!(
+                    "{at}: the Glossary places a word in `{place}`, which is no file or folder of \
+                     src/: fix the place."
+                ));
+            }
+        }
+        for name in backticked(names) {
+            if let Err(problem) = find(&files, &name, &places) {
+                violations.push(format!(
+                    "{at}: the Glossary defines `{name}`, but {problem}: rename the row after the \
+                     code, or the code after the row, or correct its place (`{}`).",
+                    places.join("`, `")
+                ));
+            }
+        }
+        for term in backticked(description) {
+            let named = term.contains("::") || term.chars().any(char::is_uppercase);
+            let path = term
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == ':');
+            if named && path {
+                if let Err(problem) = find(&files, &term, &[]) {
+                    violations.push(format!(
+                        "{at}: the Glossary names `{term}`, but {problem}: rename it after the \
+                         code."
+                    ));
+                }
+            }
+        }
+    }
+    violations
+}
+
+/// The rows of the table under "## Glossary", each with its line in `doc`
+/// and its cells; the header and its rule are left out.
+fn glossary_rows(doc: &str) -> Result<Vec<(usize, Vec<String>)>, String> {
+    let rows: Vec<(usize, Vec<String>)> = (doc.lines().enumerate())
+        .skip_while(|(_, line)| line.trim() != "## Glossary")
+        .skip(1)
+        .take_while(|(_, line)| !line.starts_with("## "))
+        .filter(|(_, line)| line.trim_start().starts_with('|'))
+        .map(|(index, line)| {
+            let cells = line.trim().trim_matches('|').split('|');
+            (
+                index + 1,
+                cells.map(|cell| cell.trim().to_owned()).collect(),
+            )
+        })
+        .skip(2)
+        .collect();
+    if rows.is_empty() {
+        return Err(
+            "docs/architecture.md has no Glossary: a table under \"## Glossary\" with a \
+                    row per word (name | what it is | where)"
+                .to_owned(),
+        );
+    }
+    Ok(rows)
+}
+
+/// What is in backticks in `text`.
+fn backticked(text: &str) -> Vec<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// One file of src/ (tests left out): what it declares, and every name it
+/// uses.
+struct Declared {
+    file: String,
+    items: BTreeSet<String>,
+    idents: BTreeSet<String>,
+}
+
+impl Declared {
+    fn of(file: &str, text: &str) -> Declared {
+        let tokens = strip_cfg(lex(text), Tests::Skipped);
+        let is = |index: usize, text: &str| tokens.get(index).is_some_and(|t| t.is(text));
+        let mut items = BTreeSet::new();
+        for (index, token) in tokens.iter().enumerate() {
+            let keyword = [
+                "struct", "enum", "union", "trait", "type", "fn", "const", "static",
+            ];
+            let name = match token.text.as_str() {
+                _ if token.kind != Kind::Ident => None,
+                "macro_rules" if is(index + 1, "!") => tokens.get(index + 2),
+                "mod" => tokens.get(index + 1),
+                text if keyword.contains(&text) => tokens.get(index + 1),
+                _ => None,
+            };
+            if let Some(name) = name.filter(|name| name.kind == Kind::Ident) {
+                items.insert(name.text.clone());
+            }
+        }
+        let idents = (tokens.iter())
+            .filter(|token| token.kind == Kind::Ident)
+            .map(|token| token.text.clone())
+            .collect();
+        Declared {
+            file: file.to_owned(),
+            items,
+            idents,
+        }
+    }
+}
+
+/// The files of `place`: the file `x/y.rs` itself, or the module `x/y`
+/// (`x/y.rs`, or everything under `x/y/`).
+fn within<'a>(files: &'a [Declared], place: &str) -> Vec<&'a Declared> {
+    let place = place.trim_end_matches('/');
+    (files.iter())
+        .filter(|declared| {
+            let file = declared.file.as_str();
+            if place.ends_with(".rs") {
+                file == place
+            } else {
+                file.strip_prefix(place)
+                    .is_some_and(|rest| rest == ".rs" || rest.starts_with('/'))
+            }
+        })
+        .collect()
+}
+
+/// Finds `term` (`Item`, `module::Item`, `Item::member`, `module`) among
+/// `files`, in `places` if there are any; `Err` says what is missing.
+fn find(files: &[Declared], term: &str, places: &[String]) -> Result<(), String> {
+    let segments: Vec<&str> = term.split("::").collect();
+    // The module the path starts with, if it does.
+    let mut module = String::new();
+    let mut rest = &segments[..];
+    while let Some((first, after)) = rest.split_first() {
+        let longer = if module.is_empty() {
+            (*first).to_owned()
+        } else {
+            format!("{module}/{first}")
+        };
+        if first.starts_with(char::is_lowercase) && !within(files, &longer).is_empty() {
+            module = longer;
+            rest = after;
+        } else {
+            break;
+        }
+    }
+    let Some((item, members)) = rest.split_first() else {
+        return Ok(()); // a module
+    };
+    let (candidates, where_): (Vec<&Declared>, String) = if !module.is_empty() {
+        (within(files, &module), format!("src/{module}"))
+    } else if !places.is_empty() {
+        let candidates = places
+            .iter()
+            .flat_map(|place| within(files, place))
+            .collect();
+        (
+            candidates,
+            format!("its place (src/{})", places.join(", src/")),
+        )
+    } else {
+        (files.iter().collect(), "src/".to_owned())
+    };
+    let declaring: Vec<&Declared> = (candidates.into_iter())
+        .filter(|declared| declared.items.contains(*item))
+        .collect();
+    if declaring.is_empty() {
+        return Err(format!("nothing named `{item}` is declared in {where_}"));
+    }
+    for member in members {
+        if !declaring
+            .iter()
+            .any(|declared| declared.idents.contains(*member))
+        {
+            let file = &declaring[0].file;
+            return Err(format!(
+                "src/{file}, where `{item}` is declared, has no `{member}`"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The names that are a public type's (`pub struct`, `enum`, `union`,
+/// `trait`, `type`) and an internal type's (declared `pub(crate)`,
+/// `pub(super)`, `pub(in …)` or private), anywhere in src/, tests included:
+/// one name, one type, as tokio has one `Registration`. Associated types
+/// (`type Addr` in a trait or an impl) are no types of their own. The
+/// (name, file) pairs of `known` are tolerated, and reported once they no
+/// longer occur.
+fn shared_names(sources: &[(&str, &str)], known: &[(&str, &str)]) -> Vec<String> {
+    let mut declared: BTreeMap<String, [Vec<String>; 2]> = BTreeMap::new();
+    for &(file, text) in sources {
+        for (name, public, line) in type_declarations(&lex(text)) {
+            let places = declared.entry(name).or_default();
+            places[usize::from(public)].push(format!("src/{file}:{line}"));
+        }
+    }
+    let mut violations = Vec::new();
+    let mut used: BTreeSet<&(&str, &str)> = BTreeSet::new();
+    for (name, [internal, public]) in declared {
+        let mut tolerated = |place: &String| {
+            let entry = known.iter().find(|&&(known, file)| {
+                known == name && place.strip_prefix(file).is_some_and(|l| l.starts_with(':'))
+            });
+            used.extend(entry);
+            entry.is_some()
+        };
+        let internal: Vec<String> = internal.into_iter().filter(|p| !tolerated(p)).collect();
+        if !internal.is_empty() && !public.is_empty() {
+            violations.push(format!(
+                "`{name}` is a public type ({}) and an internal one ({}): a name is a promise \
+                 of one thing. Rename the internal one after what it is to its own module.",
+                public.join(", "),
+                internal.join(", ")
+            ));
+        }
+    }
+    for entry @ (name, file) in known {
+        if !used.contains(entry) {
+            violations.push(format!(
+                "KNOWN_NAMESAKES in tests/layering.rs lists (\"{name}\", \"{file}\"), but {file} \
+                 declares no `{name}` any more: remove the entry."
+            ));
+        }
+    }
+    violations
+}
+
+/// The types `tokens` declare: (name, whether it is `pub`, line).
+fn type_declarations(tokens: &[Token]) -> Vec<(String, bool, usize)> {
+    let is = |index: usize, text: &str| tokens.get(index).is_some_and(|t| t.is(text));
+    // For each open `{`: whether it holds the items of a trait or an impl.
+    let mut blocks: Vec<bool> = Vec::new();
+    // The item being read so far is a trait or an impl.
+    let mut trait_or_impl = false;
+    let mut found = Vec::new();
+    for (index, token) in tokens.iter().enumerate() {
+        if token.kind == Kind::Punct {
+            match token.text.as_str() {
+                "{" => blocks.push(std::mem::take(&mut trait_or_impl)),
+                "}" => {
+                    blocks.pop();
+                    trait_or_impl = false;
+                }
+                ";" => trait_or_impl = false,
+                _ => {}
+            }
+            continue;
+        }
+        let keyword = token.text.as_str();
+        if token.kind != Kind::Ident {
+            continue;
+        }
+        trait_or_impl |= keyword == "trait" || keyword == "impl";
+        let associated = keyword == "type" && blocks.last() == Some(&true);
+        if !["struct", "enum", "union", "trait", "type"].contains(&keyword) || associated {
+            continue;
+        }
+        let Some(name) = tokens.get(index + 1).filter(|t| t.kind == Kind::Ident) else {
+            continue; // `$name` in a macro
+        };
+        let public = index > 0 && is(index - 1, "pub");
+        found.push((name.text.clone(), public, token.line));
+    }
+    found
+}
+
 /// The crate: its files by module path.
 #[derive(Debug)]
 struct Crate {
@@ -482,11 +829,20 @@ struct Target {
     module: Vec<String>,
 }
 
+/// Whether tests' code is read: `#[cfg(test)]` items and `tests.rs` files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tests {
+    /// Skipped: tests may import anything up the layers.
+    Skipped,
+    /// Read as the code of the module they test.
+    Counted,
+}
+
 impl Crate {
-    fn parse(sources: &[(&str, &str)]) -> Crate {
+    fn parse(sources: &[(&str, &str)], tests: Tests) -> Crate {
         let mut files = BTreeMap::new();
         for &(file, text) in sources {
-            let Some(module) = module_path(file) else {
+            let Some(module) = module_path(file, tests) else {
                 continue;
             };
             let mut info = FileInfo {
@@ -497,7 +853,7 @@ impl Crate {
                 imports: Vec::new(),
                 mentioned: BTreeSet::new(),
             };
-            scan(&strip_test_and_doc(lex(text)), &mut info);
+            scan(&strip_cfg(lex(text), tests), &mut info);
             files.insert(module, info);
         }
         Crate { files }
@@ -505,6 +861,61 @@ impl Crate {
 
     fn file_of(&self, module: &[String]) -> Option<&FileInfo> {
         self.files.get(module)
+    }
+
+    /// Every import of a module (lib.rs, the root, is exempt) that leads
+    /// into the crate, with where it leads.
+    fn imports(&self) -> impl Iterator<Item = (&FileInfo, &Import, Target)> {
+        (self.files.values())
+            .filter(|info| !info.module.is_empty())
+            .flat_map(|info| info.imports.iter().map(move |import| (info, import)))
+            .filter_map(|(info, import)| {
+                // `None`: another crate's path, or a re-export of another
+                // crate's item.
+                let absolute = self.absolute(info, &import.scope, &import.path, 0)?;
+                Some((info, import, self.resolve(&absolute, 0)?))
+            })
+    }
+
+    /// The child `name` of `folder` as a person finds it:
+    /// `src/transport/tls/` for a folder, `src/transport/stream.rs` for a
+    /// file, `src/d/mod.rs` for [`MOD_RS`].
+    fn shown(&self, folder: &[String], name: &String) -> String {
+        if name == MOD_RS {
+            return format!("src/{}/mod.rs", folder.join("/"));
+        }
+        let module = [folder, std::slice::from_ref(name)].concat();
+        let path = (self.file_of(&module)).map_or(String::new(), |info| info.path.clone());
+        path.strip_suffix("mod.rs")
+            .map_or(path.clone(), str::to_owned)
+    }
+
+    /// A circle of imports among the children of `folder` (the top-level
+    /// modules for the root), with the import behind each arrow
+    /// (`evidence`).
+    fn circle_message(
+        &self,
+        folder: &[String],
+        circle: &[String],
+        evidence: &BTreeMap<(String, String), String>,
+    ) -> String {
+        let place = if folder.is_empty() {
+            "among the top-level modules of src/".to_owned()
+        } else {
+            format!("among the files of src/{}/", folder.join("/"))
+        };
+        let names: Vec<String> = circle.iter().map(|name| self.shown(folder, name)).collect();
+        let mut message = format!("a circle of imports {place}: {}", names.join(" → "));
+        for pair in circle.windows(2) {
+            let import = &evidence[&(pair[0].clone(), pair[1].clone())];
+            let _ = write!(message, "\n    {} → {}: {import}", pair[0], pair[1]);
+        }
+        message.push_str(
+            "\n  A circle means a concept lives in the wrong file: move what both sides need \
+             into one of them, or into a file (or module) that both import, so that the \
+             imports go one way.",
+        );
+        message
     }
 
     /// The child modules of `module` that are files.
@@ -600,14 +1011,15 @@ impl Crate {
 }
 
 /// The module path of a file relative to src/: `conn/h1.rs` → `conn::h1`,
-/// `conn/mod.rs` → `conn`, `lib.rs` → the root; `None` for tests' files.
-fn module_path(file: &str) -> Option<Vec<String>> {
+/// `conn/mod.rs` → `conn`, `lib.rs` → the root; `None` for tests' files
+/// when tests are skipped.
+fn module_path(file: &str, tests: Tests) -> Option<Vec<String>> {
     let mut parts: Vec<String> = file
         .trim_end_matches(".rs")
         .split('/')
         .map(str::to_owned)
         .collect();
-    if parts.last().is_some_and(|last| last == "tests") {
+    if tests == Tests::Skipped && parts.last().is_some_and(|last| last == "tests") {
         return None;
     }
     if parts.last().is_some_and(|last| last == "mod") || parts == ["lib"] {
@@ -786,10 +1198,10 @@ fn string_end(chars: &[char], index: usize) -> Option<usize> {
     Some(chars.len())
 }
 
-/// The tokens without the items under `#[cfg(test)]` (tests may import
-/// anything) or `#[cfg(doc)]` (imports for rustdoc's links only); an inner
-/// `#![cfg(test)]` drops the whole file.
-fn strip_test_and_doc(tokens: Vec<Token>) -> Vec<Token> {
+/// The tokens without the items under `#[cfg(doc)]` (imports for
+/// rustdoc's links only) and, if tests are skipped, under `#[cfg(test)]`;
+/// an inner `#![cfg(…)]` of either drops the whole file.
+fn strip_cfg(tokens: Vec<Token>, tests: Tests) -> Vec<Token> {
     let cfg_at = |index: usize, inner: bool| -> Option<usize> {
         // `#[cfg(test)]` or `#[cfg(doc)]` at `index`: the index after it.
         let shape: &[&str] = if inner {
@@ -804,7 +1216,7 @@ fn strip_test_and_doc(tokens: Vec<Token>) -> Vec<Token> {
             .all(|(k, text)| tokens.get(index + k).is_some_and(|t| t.is(text)))
             && tokens
                 .get(after)
-                .is_some_and(|t| t.is("test") || t.is("doc"))
+                .is_some_and(|t| t.is("doc") || (tests == Tests::Skipped && t.is("test")))
             && tokens.get(after + 1).is_some_and(|t| t.is(")"))
             && tokens.get(after + 2).is_some_and(|t| t.is("]"));
         matches.then_some(after + 3)
@@ -1299,15 +1711,40 @@ fn a_circle_among_the_files_of_a_folder_fails() {
 fn a_circle_among_top_level_modules_fails() {
     let a = ("a.rs", "use crate::b::B;\npub struct A;\n");
     let b = ("b.rs", "pub struct B;\nfn f(_: crate::A) {}\n");
+    let sources = [("lib.rs", "mod a;\nmod b;\npub use a::A;\n"), a, b];
     assert_found(
-        &violations(&[a, b, C], &["a", "b", "c"]),
-        &[
-            &["src/b.rs:2:", "imports `a`"],
-            &[
-                "a circle of imports among the top-level modules of src/: src/a.rs → src/b.rs → src/a.rs",
-            ],
-        ],
+        &top_level_circles(&sources),
+        &[&[
+            "a circle of imports among the top-level modules of src/: src/a.rs → src/b.rs → src/a.rs",
+            "a → b: src/a.rs:1 (`crate::b::B`)",
+            "b → a: src/b.rs:2 (`crate::A`)",
+        ]],
     );
+}
+
+#[test]
+fn a_circle_through_tests_among_top_level_modules_fails() {
+    // `b`'s tests import `a`, which imports `b`: the layers let tests
+    // import anything, the circles do not.
+    let a = ("a.rs", "use crate::b::B;\npub struct A(B);\n");
+    let b = (
+        "b/mod.rs",
+        "pub struct B;\n#[cfg(test)]\nmod tests;\n#[cfg(test)]\nmod more {\n    use crate::a::A;\n}\n",
+    );
+    let tests = ("b/tests.rs", "use super::B;\nfn f(_: crate::A) {}\n");
+    let lib = ("lib.rs", "mod a;\nmod b;\npub use a::A;\n");
+    let sources = [lib, a, b, tests];
+    assert_found(&check(&sources, &doc(&["a", "b"]), &[]), &[]);
+    assert_found(
+        &top_level_circles(&sources),
+        &[&[
+            "src/a.rs → src/b/ → src/a.rs",
+            "b → a: src/b/mod.rs:6 (`crate::a::A`)",
+        ]],
+    );
+    // `#[cfg(doc)]` imports still do not count.
+    let b = ("b.rs", "pub struct B;\n#[cfg(doc)]\nuse crate::a::A;\n");
+    assert_found(&top_level_circles(&[lib, a, b]), &[]);
 }
 
 #[test]
@@ -1324,5 +1761,123 @@ fn the_block_names_every_module_once() {
     assert_found(
         &check(&sources, "# Architecture\n\n## Layering\n\nProse.\n", &[]),
         &[&["no Layering block"]],
+    );
+}
+
+/// A made-up crate for the glossary: `a.rs` and the folder `d`.
+const WORDS: &[(&str, &str)] = &[
+    ("lib.rs", "mod a;\nmod d;\n"),
+    (
+        "a.rs",
+        "pub struct Alpha;\nimpl Alpha {\n    pub fn run(&self) {}\n}\n#[cfg(test)]\nstruct Tested;\n",
+    ),
+    ("d/mod.rs", "mod e;\npub(crate) use e::Echo;\n"),
+    (
+        "d/e.rs",
+        "pub(crate) enum Echo {\n    Loud,\n}\npub(crate) fn echo() {}\n",
+    ),
+];
+
+/// A document whose Glossary has `rows` (name | what it is | where).
+fn glossary(rows: &[&str]) -> String {
+    format!(
+        "# Architecture\n\n## Glossary\n\n| name | what it is | where |\n|---|---|---|\n{}\n\n## Next\n",
+        rows.join("\n")
+    )
+}
+
+#[test]
+fn glossary_words_declared_where_it_says_pass() {
+    let rows = [
+        "| `Alpha`, `Alpha::run` | runs (see `d::Echo`, `Echo::Loud`, `e` and `h2`) | `a.rs` |",
+        "| `Echo`, `echo` | what comes back | `d/e.rs`, `a.rs` |",
+        "| `d` | a folder | `d` |",
+        "| ladder | a word of prose, unchecked | `d/` |",
+    ];
+    assert_found(&glossary_violations(WORDS, &glossary(&rows)), &[]);
+}
+
+#[test]
+fn glossary_words_missing_from_src_fail() {
+    let rows = [
+        "| `Alpha`, `Bogus` | a name no code declares | `a.rs` |",
+        "| `Echo` | declared, but not where the row says | `a.rs` |",
+        "| `Tested` | a test's type | `a.rs` |",
+        "| `Alpha` | members and paths: `Alpha::walk`, `d::Alpha`, `Omega` | `a.rs` |",
+        "| `Echo` | a place that is not there | `d/x.rs` |",
+    ];
+    assert_found(
+        &glossary_violations(WORDS, &glossary(&rows)),
+        &[
+            &[
+                "docs/architecture.md:7:",
+                "defines `Bogus`",
+                "nothing named `Bogus` is declared in its place (src/a.rs)",
+            ],
+            &[
+                "docs/architecture.md:8:",
+                "defines `Echo`",
+                "in its place (src/a.rs)",
+            ],
+            &["docs/architecture.md:9:", "defines `Tested`"],
+            &[
+                "docs/architecture.md:10:",
+                "names `Alpha::walk`",
+                "src/a.rs, where `Alpha` is declared, has no `walk`",
+            ],
+            &[
+                "docs/architecture.md:10:",
+                "names `d::Alpha`",
+                "nothing named `Alpha` is declared in src/d",
+            ],
+            &["docs/architecture.md:10:", "names `Omega`", "in src/"],
+            &[
+                "docs/architecture.md:11:",
+                "`d/x.rs`, which is no file or folder of src/",
+            ],
+            &[
+                "docs/architecture.md:11:",
+                "defines `Echo`",
+                "in its place (src/d/x.rs)",
+            ],
+        ],
+    );
+    assert_found(
+        &glossary_violations(WORDS, "# Architecture\n\n## Next\n"),
+        &[&["no Glossary"]],
+    );
+}
+
+#[test]
+fn a_public_type_with_an_internal_namesake_fails() {
+    let sources = [
+        (
+            "a.rs",
+            "pub struct Shared;\npub trait Source {\n    type Addr;\n}\npub type Alias = u8;\n",
+        ),
+        (
+            "b.rs",
+            "pub(crate) enum Shared {}\nimpl crate::a::Source for u8 {\n    type Addr = u8;\n}\nstruct Addr;\n",
+        ),
+        ("c/tests.rs", "#[test]\nfn t() {\n    struct Alias;\n}\n"),
+    ];
+    assert_found(
+        &shared_names(&sources, &[]),
+        &[
+            &["`Shared` is a public type (src/a.rs:1) and an internal one (src/b.rs:1)"],
+            &["`Alias` is a public type (src/a.rs:5) and an internal one (src/c/tests.rs:3)"],
+        ],
+    );
+    let known = [("Shared", "src/b.rs"), ("Alias", "src/a.rs")];
+    assert_found(
+        &shared_names(&sources, &known),
+        &[
+            &["`Alias` is a public type"],
+            &[
+                "KNOWN_NAMESAKES",
+                "(\"Alias\", \"src/a.rs\")",
+                "remove the entry",
+            ],
+        ],
     );
 }
