@@ -32,6 +32,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use tracing::{error, trace};
 
+use crate::ladder::Rung;
+
 /// What an admission hook ([`Serve::on_accept`](crate::Serve::on_accept))
 /// decides for a new connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,21 +49,21 @@ pub enum Admit {
 /// A connection's state, as a state hook
 /// ([`Serve::on_conn_state`](crate::Serve::on_conn_state)) sees it.
 ///
-/// A connection goes `New`, then between `Active` and `Parked` (and
-/// `Dormant`, from `Parked`) for as long as it lives, and ends `Closed`, or
+/// A connection goes `New`, then between the rungs of the idle ladder
+/// (`On(Rung::Active)` and `On(Rung::Parked)`, and `On(Rung::Dormant)`
+/// from `Parked`) for as long as it lives, and ends `Closed`, or
 /// `Upgraded`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConnState {
     /// Accepted (and admitted); nothing read yet. Go's `StateNew`.
     New,
-    /// Bytes of a request arrived: hyper serves it. Go's `StateActive`.
-    Active,
-    /// Idle between requests, without hyper's state (PARKED; an HTTP/2
-    /// connection asleep). Go's `StateIdle`.
-    Parked,
-    /// Idle for `dormant_after`: DORMANT in the parking lot.
-    Dormant,
+    /// On a rung of the idle ladder: [`Rung::Active`] once bytes of a
+    /// request arrived and hyper serves it (Go's `StateActive`);
+    /// [`Rung::Parked`] idle between requests without hyper's state (an
+    /// HTTP/2 connection asleep too; Go's `StateIdle`); [`Rung::Dormant`]
+    /// idle for `dormant_after`, in the parking lot.
+    On(Rung),
     /// Handed to an upgrade's handler ([`upgrade::on`](crate::upgrade::on)):
     /// the last state reported, as Go's `StateHijacked`.
     Upgraded,

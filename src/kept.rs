@@ -23,6 +23,7 @@
 use tokio::time::Instant;
 
 use crate::hooks::{ConnState, Watched};
+use crate::ladder::Rung;
 use crate::life::Life;
 use crate::lot::{Answered, Carry};
 use crate::wire::Asleep;
@@ -134,8 +135,8 @@ impl<A: Send + 'static> Carry for Stowed<A> {
     fn went_dormant(&mut self) -> bool {
         match self {
             Stowed::Asleep(_) => true,
-            Stowed::Watched { watched, .. } => watched.report(ConnState::Dormant),
-            Stowed::Limited(kept) => kept.report(ConnState::Dormant),
+            Stowed::Watched { watched, .. } => watched.report(ConnState::On(Rung::Dormant)),
+            Stowed::Limited(kept) => kept.report(ConnState::On(Rung::Dormant)),
         }
     }
 

@@ -3,7 +3,7 @@
 //! one connection's handle on it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
 use hyper::server::conn::{http1, http2};
 use hyper_util::rt::TokioExecutor;
@@ -12,6 +12,7 @@ use crate::accounting::Held;
 use crate::config::Config;
 use crate::hooks::{Admitted, Hooks};
 use crate::kept::Stowed;
+use crate::ladder::Rung;
 use crate::lot;
 use crate::pool::Pool;
 use crate::shutdown::Signal;
@@ -79,21 +80,13 @@ impl<T: Seam> ServeState<T> {
 }
 
 /// A connection task's hold on its `serve` call: it counts the connection
-/// as held (from accept until it is closed) and in the `active` or
-/// `parked` gauge of the server's stats, until it drops, or until the
+/// as held (from accept until it is closed) and on its rung in the
+/// server's gauges (ACTIVE or PARKED), until it drops, or until the
 /// connection goes into the parking lot, which counts it from then on.
 pub(crate) struct Open<T: Seam> {
     state: Arc<ServeState<T>>,
-    gauge: Gauge,
-}
-
-/// The gauge an [`Open`] connection counts in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Gauge {
-    Active,
-    Parked,
-    /// In the lot, which counts it.
-    Lot,
+    /// The rung it counts on; `None` once in the lot, which counts it.
+    rung: Option<Rung>,
 }
 
 impl<T: Seam> Open<T> {
@@ -106,10 +99,10 @@ impl<T: Seam> Open<T> {
     /// A connection the parking lot hands back, PARKED until served; it
     /// is already held.
     pub(crate) fn woken(state: &Arc<ServeState<T>>) -> Self {
-        state.shared.stats.parked.fetch_add(1, Relaxed);
+        state.shared.stats.connections.add(Rung::Parked, 1);
         Open {
             state: state.clone(),
-            gauge: Gauge::Parked,
+            rung: Some(Rung::Parked),
         }
     }
 
@@ -119,27 +112,14 @@ impl<T: Seam> Open<T> {
         &self.state
     }
 
-    pub(crate) fn set_active(&mut self) {
-        self.set(Gauge::Active);
-    }
-
-    pub(crate) fn set_parked(&mut self) {
-        self.set(Gauge::Parked);
-    }
-
-    fn set(&mut self, gauge: Gauge) {
-        if self.gauge != gauge {
-            self.counter().fetch_sub(1, Relaxed);
-            self.gauge = gauge;
-            self.counter().fetch_add(1, Relaxed);
-        }
-    }
-
-    fn counter(&self) -> &AtomicUsize {
-        let stats = &self.state.shared.stats;
-        match self.gauge {
-            Gauge::Active => &stats.active,
-            Gauge::Parked | Gauge::Lot => &stats.parked,
+    /// The connection, in its task, steps onto `rung` (ACTIVE or PARKED).
+    pub(crate) fn set_rung(&mut self, rung: Rung) {
+        debug_assert!(self.rung.is_some(), "in the lot, it has no task");
+        if let Some(from) = self.rung.filter(|&from| from != rung) {
+            let gauges = &self.state.shared.stats.connections;
+            gauges.sub(from, 1);
+            gauges.add(rung, 1);
+            self.rung = Some(rung);
         }
     }
 
@@ -147,15 +127,15 @@ impl<T: Seam> Open<T> {
     /// and counts it as parked from now on, until it closes it or hands it
     /// back.
     pub(crate) fn moved_to_lot(&mut self) {
-        debug_assert_eq!(self.gauge, Gauge::Parked);
-        self.gauge = Gauge::Lot;
+        debug_assert_eq!(self.rung, Some(Rung::Parked));
+        self.rung = None;
     }
 }
 
 impl<T: Seam> Drop for Open<T> {
     fn drop(&mut self) {
-        if self.gauge != Gauge::Lot {
-            self.counter().fetch_sub(1, Relaxed);
+        if let Some(rung) = self.rung {
+            self.state.shared.stats.connections.sub(rung, 1);
             self.state.held.release(1);
         }
     }

@@ -4,13 +4,15 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
+use crate::ladder::PerRung;
 use crate::pool::PoolStats;
 
 /// A snapshot of a server's counters.
 ///
-/// Gauges (`active`, `parked`, `dormant`) are current values; the others count
-/// since the server was built. Each field is read on its own, so a snapshot
-/// taken while connections change state may be off by one between fields.
+/// Gauges (`connections`, and `websockets`) are current values; the others
+/// count since the server was built. Each value is read on its own, so a
+/// snapshot taken while connections change state may be off by one between
+/// values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
@@ -19,14 +21,14 @@ pub struct Stats {
     /// Accepted connections an admission hook
     /// ([`Serve::on_accept`](crate::Serve::on_accept)) rejected.
     pub rejected: u64,
-    /// Open connections being served by hyper right now (ACTIVE), HTTP/2
-    /// included.
-    pub active: usize,
-    /// Open connections waiting for bytes with no hyper state (PARKED).
-    pub parked: usize,
-    /// Task-less connections in the parking lot that freed their readiness
-    /// cell after `dormant_after` (DORMANT).
-    pub dormant: usize,
+    /// Open connections on each [`Rung`](crate::Rung) of the idle ladder
+    /// right now:
+    /// `connections[Rung::Active]` served by hyper (HTTP/2 included),
+    /// `connections[Rung::Parked]` waiting for bytes with no hyper state,
+    /// `connections[Rung::Dormant]` task-less in the parking lot, their
+    /// readiness cell freed after `dormant_after`. Upgraded connections
+    /// are their handlers', on no rung.
+    pub connections: PerRung<usize>,
     /// ACTIVE → PARKED transitions.
     pub parks: u64,
     /// PARKED → ACTIVE transitions after the first request.
@@ -151,9 +153,8 @@ pub struct H2SleepDeclines {
 pub(crate) struct Counters {
     pub(crate) accepted: AtomicU64,
     pub(crate) rejected: AtomicU64,
-    pub(crate) active: AtomicUsize,
-    pub(crate) parked: AtomicUsize,
-    pub(crate) dormant: AtomicUsize,
+    /// The gauges of the ladder.
+    pub(crate) connections: PerRung<AtomicUsize>,
     pub(crate) parks: AtomicU64,
     pub(crate) wakes: AtomicU64,
     pub(crate) dormancies: AtomicU64,
@@ -185,9 +186,7 @@ impl Counters {
         Stats {
             accepted: self.accepted.load(Relaxed),
             rejected: self.rejected.load(Relaxed),
-            active: self.active.load(Relaxed),
-            parked: self.parked.load(Relaxed),
-            dormant: self.dormant.load(Relaxed),
+            connections: self.connections.read(),
             parks: self.parks.load(Relaxed),
             wakes: self.wakes.load(Relaxed),
             dormancies: self.dormancies.load(Relaxed),

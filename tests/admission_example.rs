@@ -51,7 +51,7 @@ fn a_client_gets_its_limit_of_connections_and_a_closed_one_back() {
     drop(open.pop());
     // The state hook saw `Closed` before the server stopped counting it.
     srv.wait_for("a slot given back", |s| {
-        s.active + s.parked + s.dormant == PER_CLIENT - 1
+        s.connections.total() == PER_CLIENT - 1
     });
     let mut again = srv.connect();
     again.send(get("/again").as_bytes());

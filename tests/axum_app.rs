@@ -9,12 +9,13 @@ use std::future::IntoFuture;
 
 use crate::common::hyper::send_http1;
 use crate::common::ladder::ladder;
-use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
+use crate::common::rungs::{DORMANT_AFTER, all_closed, client_runtime, sleep_until, woke};
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::transport::{AsyncStream, Transport, over_every_transport};
 use axum::extract::ConnectInfo;
 use axum::routing::get;
 use dormant::Deadlines;
+use dormant::Rung;
 use http::{Request, StatusCode, header};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;

@@ -38,6 +38,7 @@ use crate::common::axum::{bye, echo};
 use crate::common::child::{Child, program};
 use crate::common::hyper::send_http1;
 use crate::common::timeout::CLIENT_TIMEOUT;
+use dormant::Rung::{Active, Dormant, Parked};
 
 /// The page headless Chromium loads: `fetch`es and a WebSocket, whose
 /// results it writes into the document that `--dump-dom` prints.
@@ -328,10 +329,10 @@ async fn pause_for(server: Option<&dormant::Server>, round: usize) {
     loop {
         let s = server.stats();
         let slept = match round {
-            0 => s.parked + s.dormant == 1,
-            _ => s.dormant == 1,
+            0 => s.connections[Parked] + s.connections[Dormant] == 1,
+            _ => s.connections[Dormant] == 1,
         };
-        if slept && s.active == 0 {
+        if slept && s.connections[Active] == 0 {
             return;
         }
         assert!(tokio::time::Instant::now() < deadline, "never slept: {s:?}");

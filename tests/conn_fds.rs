@@ -15,6 +15,7 @@ use crate::common::rungs::none_open;
 use crate::common::servers::Serve;
 use crate::common::services::echo_service;
 use crate::common::transport::{Transport, over_every_transport};
+use dormant::Rung::{Active, Dormant, Parked};
 
 over_every_transport!(
     client_close_while_dormant_releases_the_fd,
@@ -51,7 +52,7 @@ fn dormant_clients<A: Endpoint>(
         })
         .collect();
     srv.wait_for("all dormant", |s| {
-        s.dormant == n && s.dormancies == base.dormancies + n as u64
+        s.connections[Dormant] == n && s.dormancies == base.dormancies + n as u64
     });
     // The test's sockets and the server's.
     assert_eq!(fd_count(), baseline + 2 * n);
@@ -123,7 +124,9 @@ fn client_close_while_parked_releases_the_fd<T: Transport>() {
         let mut c = srv.connect();
         c.send(get("/").as_bytes());
         assert_eq!(c.response(), ok("GET / read="));
-        srv.wait_for("parked", |s| s.parked == 1 && s.parks == base.parks + round);
+        srv.wait_for("parked", |s| {
+            s.connections[Parked] == 1 && s.parks == base.parks + round
+        });
         srv.wait_tasks(1);
         // The test's socket and the server's.
         assert_eq!(fd_count(), baseline + 2);
@@ -151,7 +154,9 @@ fn clients_closing_leave_no_connection_and_no_fd<T: Transport>() {
         c.send(get(&format!("/{i}")).as_bytes());
         c.response();
     }
-    srv.wait_for("20 parked", |s| s.parked == 20 && s.parks == 20);
+    srv.wait_for("20 parked", |s| {
+        s.connections[Parked] == 20 && s.parks == 20
+    });
     // The test's own 20 sockets plus the server's 20.
     assert_eq!(fd_count(), baseline + 40);
     drop(clients);
@@ -163,7 +168,7 @@ fn clients_closing_leave_no_connection_and_no_fd<T: Transport>() {
     let mut c = srv.connect();
     c.send(b"GET /x HTTP/1.1\r\nHo");
     srv.wait_for("parked with carried bytes", |s| {
-        s.parks == 21 && s.parked == 1
+        s.parks == 21 && s.connections[Parked] == 1
     });
     drop(c);
     srv.wait_for("closed", none_open);
@@ -171,7 +176,7 @@ fn clients_closing_leave_no_connection_and_no_fd<T: Transport>() {
 
     // Never sent a request.
     let c = srv.connect();
-    srv.wait_for("accepted", |s| s.parked == 1);
+    srv.wait_for("accepted", |s| s.connections[Parked] == 1);
     drop(c);
     srv.wait_for("closed", none_open);
     wait_for_fds(baseline, "after closing a silent connection");
@@ -179,7 +184,7 @@ fn clients_closing_leave_no_connection_and_no_fd<T: Transport>() {
     // Active: the handler waits for a body that never comes.
     let mut c = srv.connect();
     c.send(b"POST /wait HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc");
-    srv.wait_for("active", |s| s.active == 1);
+    srv.wait_for("active", |s| s.connections[Active] == 1);
     drop(c);
     srv.wait_for("closed", none_open);
     wait_for_fds(baseline, "after closing an active connection");

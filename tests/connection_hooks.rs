@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::common::client::{Client, Endpoint, Stream, get, ok};
 use crate::common::h2_raw::RawClient;
 use crate::common::ladder::ladder;
-use crate::common::rungs::{Rung, client_runtime, sleep_until};
+use crate::common::rungs::{client_runtime, sleep_until};
 use crate::common::servers::{Hooks, Serve};
 use crate::common::services::{echo_service, mirror_service};
 use crate::common::transport::{Tcp, Transport, over_every_transport};
@@ -25,7 +25,14 @@ use hyper::body::Bytes;
 use hyper::service::service_fn;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use ConnState::{Active, Closed, Dormant, New, Parked, Upgraded};
+use ConnState::{Closed, New, Upgraded};
+use dormant::Rung;
+use dormant::Rung::{Active, Dormant};
+
+/// The rungs as the state hook reports them.
+const ACTIVE: ConnState = ConnState::On(Rung::Active);
+const PARKED: ConnState = ConnState::On(Rung::Parked);
+const DORMANT: ConnState = ConnState::On(Rung::Dormant);
 
 over_every_transport!(
     state_hook_sees_every_rung_of_an_http1_connection,
@@ -71,7 +78,7 @@ impl Seen {
         assert_eq!(head, &expected[..expected.len() - 1], "{states:?}");
         assert_eq!(tail.last(), Some(&last), "{states:?}");
         assert!(
-            tail[..tail.len() - 1].iter().all(|s| *s == Dormant),
+            tail[..tail.len() - 1].iter().all(|s| *s == DORMANT),
             "{states:?}"
         );
         let peer = &seen[0].0;
@@ -105,18 +112,18 @@ fn state_hook_sees_every_rung_of_an_http1_connection<T: Transport>() {
     assert_eq!(c.response(), ok("GET / read="));
     // Carrying its `Watched` in the lot, it holds no pool buffer (I1, I4).
     srv.wait_for("DORMANT, holding no buffer", |s| {
-        s.dormant == 1 && s.active == 0 && s.pool.in_use == 0
+        s.connections[Dormant] == 1 && s.connections[Active] == 0 && s.pool.in_use == 0
     });
     seen.wait_for(4);
     c.send(get("/").as_bytes());
     assert_eq!(c.response(), ok("GET / read="));
     seen.wait_for(6);
     drop(c);
-    srv.wait_for("closed", |s| s.active + s.parked + s.dormant == 0);
+    srv.wait_for("closed", |s| s.connections.total() == 0);
     wait("Closed seen", || seen.states().last() == Some(&Closed));
     seen.check_one_connection(
         local,
-        &[New, Active, Parked, Dormant, Active, Parked, Closed],
+        &[New, ACTIVE, PARKED, DORMANT, ACTIVE, PARKED, Closed],
     );
 }
 
@@ -138,11 +145,11 @@ fn state_hook_sees_every_rung_of_an_h2_connection<T: Transport>() {
         raw.get(3).await;
         seen.wait_for(6);
     });
-    srv.wait_for("closed", |s| s.active + s.parked + s.dormant == 0);
+    srv.wait_for("closed", |s| s.connections.total() == 0);
     wait("Closed seen", || seen.states().last() == Some(&Closed));
     seen.check_one_connection(
         None,
-        &[New, Active, Parked, Dormant, Active, Parked, Closed],
+        &[New, ACTIVE, PARKED, DORMANT, ACTIVE, PARKED, Closed],
     );
 }
 
@@ -183,7 +190,7 @@ fn state_hook_sees_an_upgrade_last<T: Transport>() {
     drop(c);
     srv.wait_for("upgraded", |s| s.upgrades == 1);
     wait("Upgraded seen", || seen.states().contains(&Upgraded));
-    assert_eq!(seen.states(), [New, Active, Upgraded]);
+    assert_eq!(seen.states(), [New, ACTIVE, Upgraded]);
 }
 
 /// The admission hook rejects every other connection: each rejected one

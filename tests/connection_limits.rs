@@ -15,12 +15,14 @@ use crate::common::h2_raw::{
     DATA, END_STREAM, GOAWAY, NO_ERROR, REFUSED_STREAM, RST_STREAM, RawClient, get_frame,
 };
 use crate::common::ladder::ladder;
-use crate::common::rungs::{Rung, all_closed, client_runtime, sleep_until};
+use crate::common::rungs::{all_closed, client_runtime, sleep_until};
 use crate::common::runtime::Servable;
 use crate::common::services::{echo_service, gated, mirror_service};
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::transport::{HyperSend, Transport, over_every_transport};
 use crate::common::wait::wait;
+use dormant::Rung;
+use dormant::Rung::{Active, Dormant, Parked};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -58,12 +60,14 @@ fn age_closes_a_dormant_http1_connection<T: Transport>() {
     let mut c = srv.connect();
     c.send(get("/").as_bytes());
     assert_eq!(c.response(), ok("GET / read="));
-    srv.wait_for("the connection DORMANT", |s| s.dormant == 1);
+    srv.wait_for("the connection DORMANT", |s| s.connections[Dormant] == 1);
     assert_eq!(srv.stats().age_closes, 0, "closed before its age");
     let (rest, end) = c.read_to_end();
     assert_eq!((rest.as_str(), end), ("", End::Clean));
     srv.wait_for("closed by age, from DORMANT", |s| {
-        s.age_closes == 1 && s.dormant == 0 && s.active + s.parked == 0
+        s.age_closes == 1
+            && s.connections[Dormant] == 0
+            && s.connections[Active] + s.connections[Parked] == 0
     });
 }
 
@@ -213,7 +217,9 @@ fn request_limit_is_exact_on_http1_across_dormancy<T: Transport>() {
         let before = srv.stats().dormancies;
         c.send(get("/").as_bytes());
         assert_eq!(c.response(), call(i, false));
-        srv.wait_for("DORMANT", |s| s.dormancies > before && s.dormant == 1);
+        srv.wait_for("DORMANT", |s| {
+            s.dormancies > before && s.connections[Dormant] == 1
+        });
     }
     c.send(get("/").as_bytes());
     let (rest, end) = c.read_to_end();

@@ -11,10 +11,12 @@ use std::task::{Context, Poll};
 
 use crate::common::h2::close;
 use crate::common::ladder::ladder;
-use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
+use crate::common::rungs::{DORMANT_AFTER, all_closed, client_runtime, sleep_until, woke};
 use crate::common::servers::Serve;
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::transport::{Transport, over_every_transport};
+use dormant::Rung;
+use dormant::Rung::Active;
 use http::Uri;
 use hyper::client::conn::http2::SendRequest;
 use tokio::task::JoinHandle;
@@ -163,8 +165,8 @@ fn an_open_watch_keeps_the_connection_awake<T: Transport>() {
         tokio::time::sleep(DORMANT_AFTER).await;
         let s = srv.stats();
         assert_eq!(
-            (s.active, s.parked, s.dormant, s.parks),
-            (1, 0, 0, before.parks),
+            (s.connections.total(), s.connections[Active], s.parks),
+            (1, 1, before.parks),
             "the connection slept with a Watch open: {s:?}"
         );
         assert_eq!(next().await, Wire::NotServing);

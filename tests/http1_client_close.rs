@@ -21,6 +21,7 @@ use crate::common::rungs::none_open;
 use crate::common::servers::Serve;
 use crate::common::services::echo;
 use crate::common::transport::{Transport, over_every_transport};
+use dormant::Rung::{Active, Dormant, Parked};
 use futures_util::{StreamExt, stream};
 use http::{Request, Response};
 use http_body::Frame;
@@ -108,10 +109,11 @@ fn half_closing_a_woken_connection_drops_its_waiting_handler<T: Transport>() {
         c.send(get("/").as_bytes());
         assert_eq!(c.response(), ok("GET / read="));
         if dormant {
-            p.srv.wait_for("dormant", |s| s.dormant == 1);
+            p.srv.wait_for("dormant", |s| s.connections[Dormant] == 1);
         } else {
-            p.srv
-                .wait_for("parked", |s| s.parks >= 1 && s.parked == 1 && s.active == 0);
+            p.srv.wait_for("parked", |s| {
+                s.parks >= 1 && s.connections[Parked] == 1 && s.connections[Active] == 0
+            });
         }
         c.send(WAIT);
         handler_started(&p.started);
@@ -166,8 +168,9 @@ fn requests_arriving_while_one_is_answered_are_served<T: Transport>() {
         assert_eq!(c.response(), ok("GET /next read="));
         assert_eq!(c.response(), ok(&format!("POST /long read={body}")));
         // The second round runs on a connection woken after a park.
-        p.srv
-            .wait_for("parked", |s| s.parks == round + 1 && s.parked == 1);
+        p.srv.wait_for("parked", |s| {
+            s.parks == round + 1 && s.connections[Parked] == 1
+        });
     }
 
     // Only the start of a head arrives during the wait.

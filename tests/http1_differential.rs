@@ -114,9 +114,7 @@ fn split_pipelines_match_plain_hyper_on<T: Reference>(srv: Serve<T::Addr>, worke
             }
         });
     }
-    srv.wait_for("every connection released", |s| {
-        s.active + s.parked + s.dormant == 0
-    });
+    srv.wait_for("every connection released", |s| s.connections.total() == 0);
     let s = srv.stats();
     println!(
         "{} split cases ({} two-way, {} three-way); dormant on {workers} workers parked {} times",

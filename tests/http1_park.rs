@@ -13,6 +13,7 @@ use crate::common::ladder::ladder;
 use crate::common::servers::Serve;
 use crate::common::services::echo_service;
 use crate::common::transport::{Transport, over_every_transport};
+use dormant::Rung::{Active, Dormant, Parked};
 
 over_every_transport!(
     keep_alive_with_think_time_parks_and_goes_dormant,
@@ -40,13 +41,13 @@ fn keep_alive_with_think_time_parks_and_goes_dormant<T: Transport>() {
     // handshake runs in the reads of a PARKED connection, which holds none
     // once it has answered the client's last flight).
     srv.wait_for("accept", |s| {
-        s.accepted == 1 && s.parked == 1 && s.pool.in_use == 0
+        s.accepted == 1 && s.connections[Parked] == 1 && s.pool.in_use == 0
     });
 
     c.send(get("/0").as_bytes());
     assert_eq!(c.response(), ok("GET /0 read="));
     srv.wait_for("first park", |s| {
-        s.parks == 1 && s.parked == 1 && s.active == 0
+        s.parks == 1 && s.connections[Parked] == 1 && s.connections[Active] == 0
     });
     let s = srv.stats();
     assert_eq!(s.wakes, 0, "the first request is not a wake: {s:?}");
@@ -65,7 +66,7 @@ fn keep_alive_with_think_time_parks_and_goes_dormant<T: Transport>() {
         c.send(get(&format!("/parked/{i}")).as_bytes());
         assert_eq!(c.response(), ok(&format!("GET /parked/{i} read=")));
         srv.wait_for("parked again", |s| {
-            s.parks == 1 + i && s.parked == 1 && s.active == 0
+            s.parks == 1 + i && s.connections[Parked] == 1 && s.connections[Active] == 0
         });
         let s = srv.stats();
         assert_eq!(
@@ -78,19 +79,22 @@ fn keep_alive_with_think_time_parks_and_goes_dormant<T: Transport>() {
     // Pauses longer than dormant_after: woken from DORMANT.
     for i in 1..=2u64 {
         srv.wait_for("dormant", |s| {
-            s.dormant == 1 && s.parked == 0 && s.active == 0 && s.dormancies == i
+            s.connections[Dormant] == 1
+                && s.connections[Parked] == 0
+                && s.connections[Active] == 0
+                && s.dormancies == i
         });
         assert_eq!(srv.stats().pool.in_use, 0, "DORMANT holds a buffer");
         c.send(get(&format!("/dormant/{i}")).as_bytes());
         assert_eq!(c.response(), ok(&format!("GET /dormant/{i} read=")));
         srv.wait_for("parked after the lot's wake", |s| {
-            s.parks == 3 + i && s.lot_wakes == i && s.active == 0
+            s.parks == 3 + i && s.lot_wakes == i && s.connections[Active] == 0
         });
         let s = srv.stats();
         assert_eq!(s.wakes, 2 + i, "{s:?}");
     }
     srv.wait_for("dormant at the end", |s| {
-        s.dormant == 1 && s.dormancies == 3
+        s.connections[Dormant] == 1 && s.dormancies == 3
     });
     let s = srv.stats();
     assert_eq!(
@@ -122,7 +126,9 @@ fn pipelined_requests_in_one_write<T: Transport>() {
     assert_eq!(c.response(), ok("POST /2 read=abc"));
     assert_eq!(c.response(), ok("GET /3 read="));
     assert_eq!(c.response(), ok("PUT /4 read=hi"));
-    srv.wait_for("park", |s| s.parks == 1 && s.parked == 1 && s.requests == 4);
+    srv.wait_for("park", |s| {
+        s.parks == 1 && s.connections[Parked] == 1 && s.requests == 4
+    });
     assert_eq!(srv.stats().pool.in_use, 0);
     // Nothing more arrives, and the parked connection serves the next.
     c.send(b"GET /5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
@@ -164,7 +170,7 @@ fn partial_pipelined_request_survives_a_park<T: Transport>() {
     let mut c = srv.connect();
     c.send(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Le");
     assert_eq!(c.response(), ok("GET /a read="));
-    srv.wait_for("park", |s| s.parks == 1 && s.parked == 1);
+    srv.wait_for("park", |s| s.parks == 1 && s.connections[Parked] == 1);
     assert_eq!(srv.stats().pool.in_use, 0);
     c.send(b"ngth: 5\r\n\r\nhello");
     assert_eq!(c.response(), ok("POST /b read=hello"));
@@ -177,9 +183,7 @@ fn partial_pipelined_request_survives_a_park<T: Transport>() {
 fn first_request_split_across_a_park<T: Transport>() {
     let srv = T::serve(&ladder(None), echo_service());
     for split in [1usize, 3, 9, 17, 28] {
-        srv.wait_for("the last connection closed", |s| {
-            s.active + s.parked + s.dormant == 0
-        });
+        srv.wait_for("the last connection closed", |s| s.connections.total() == 0);
         let before = srv.stats().parks;
         let req = b"GET /split HTTP/1.1\r\nHost: x\r\n\r\n";
         let mut c = srv.connect();
@@ -202,7 +206,7 @@ fn later_request_split_across_a_park<T: Transport>() {
     srv.wait_for("first park", |s| s.parks == 1);
     c.send(b"POST /second HTTP/1.1\r\nHo");
     srv.wait_for("park with a partial head", |s| {
-        s.parks == 2 && s.parked == 1 && s.active == 0
+        s.parks == 2 && s.connections[Parked] == 1 && s.connections[Active] == 0
     });
     assert_eq!(srv.stats().pool.in_use, 0);
     c.send(b"st: x\r\nContent-Length: 2\r\n\r\nhi");
@@ -219,23 +223,30 @@ fn request_split_across_the_dormant_boundary<T: Transport>() {
     let mut c = srv.connect();
     c.send(get("/first").as_bytes());
     assert_eq!(c.response(), ok("GET /first read="));
-    srv.wait_for("dormant", |s| s.dormant == 1 && s.dormancies == 1);
+    srv.wait_for("dormant", |s| {
+        s.connections[Dormant] == 1 && s.dormancies == 1
+    });
 
     c.send(b"POST /second HTTP/1.1\r\nContent-Le");
     srv.wait_for("woken and parked with the half", |s| {
-        s.lot_wakes == 1 && s.parked == 1 && s.dormant == 0 && s.parks == 2
+        s.lot_wakes == 1
+            && s.connections[Parked] == 1
+            && s.connections[Dormant] == 0
+            && s.parks == 2
     });
     assert_eq!(srv.stats().pool.in_use, 0);
     std::thread::sleep(Duration::from_millis(30));
     assert_eq!(
-        srv.stats().dormant,
+        srv.stats().connections[Dormant],
         0,
         "a connection with carried bytes stays parked"
     );
     c.send(b"ngth: 3\r\n\r\nabc");
     assert_eq!(c.response(), ok("POST /second read=abc"));
 
-    srv.wait_for("dormant again", |s| s.dormant == 1 && s.dormancies == 2);
+    srv.wait_for("dormant again", |s| {
+        s.connections[Dormant] == 1 && s.dormancies == 2
+    });
     c.send(b"GET /thi");
     srv.wait_for("woken", |s| s.lot_wakes == 2);
     c.send(b"rd HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -278,7 +289,7 @@ fn body_split_while_handler_reads_does_not_park<T: Transport>() {
     let srv = T::serve(&ladder(None), echo_service());
     let mut c = srv.connect();
     c.send(b"POST /slowbody HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234");
-    srv.wait_for("active", |s| s.active == 1);
+    srv.wait_for("active", |s| s.connections[Active] == 1);
     std::thread::sleep(Duration::from_millis(30));
     assert_eq!(srv.stats().parks, 0, "parked with a request in flight");
     c.send(b"56789");
@@ -363,7 +374,9 @@ fn a_request_in_pieces_does_not_stop_another_connection<T: Transport>() {
     let mut later = srv.connect();
     later.send(get("/first").as_bytes());
     assert_eq!(later.response(), ok("GET /first read="));
-    srv.wait_for("all three dormant", |s| s.dormant == 3 && s.active == 0);
+    srv.wait_for("all three dormant", |s| {
+        s.connections[Dormant] == 3 && s.connections[Active] == 0
+    });
     send_in_pieces(&srv, &mut later, post, &cuts, &mut others);
     assert_eq!(later.response(), want, "a later request");
 

@@ -6,6 +6,7 @@ use crate::common::client::Client;
 use crate::common::servers::Serve;
 use crate::common::services::echo_service;
 use crate::common::tcp::{fast_park, serve_with};
+use dormant::Rung::{Active, Parked};
 
 fn ok(body: &str) -> String {
     resp("HTTP/1.1 200 OK", "", body)
@@ -61,7 +62,9 @@ fn http10_without_keep_alive_closes() {
         c.read_to_close(),
         resp("HTTP/1.0 200 OK", "", "GET /old read=")
     );
-    srv.wait_for("closed", |s| s.active == 0 && s.parked == 0);
+    srv.wait_for("closed", |s| {
+        s.connections[Active] == 0 && s.connections[Parked] == 0
+    });
 }
 
 #[test]
@@ -77,7 +80,7 @@ fn http10_with_keep_alive_stays_open() {
             "GET /a read="
         )
     );
-    srv.wait_for("park", |s| s.parks == 1 && s.parked == 1);
+    srv.wait_for("park", |s| s.parks == 1 && s.connections[Parked] == 1);
     c.send(b"GET /b HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
     assert_eq!(
         c.response(),
@@ -104,7 +107,9 @@ fn connection_close_closes_after_the_response() {
             resp("HTTP/1.1 200 OK", "connection: close\r\n", "GET /bye read=")
         );
     }
-    srv.wait_for("closed", |s| s.active == 0 && s.parked == 0);
+    srv.wait_for("closed", |s| {
+        s.connections[Active] == 0 && s.connections[Parked] == 0
+    });
 }
 
 #[test]

@@ -34,10 +34,12 @@ use std::path::{Path, PathBuf};
 
 use crate::common::child::{Child, Dial, program, python};
 use crate::common::ladder::ladder;
-use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, sleep_until, woke};
+use crate::common::rungs::{DORMANT_AFTER, all_closed, sleep_until, woke};
 use crate::common::servers::Serve;
 use crate::common::services::mirror_service;
 use crate::common::transport::{Transport, over_every_transport};
+use dormant::Rung;
+use dormant::Rung::{Active, Dormant, Parked};
 
 over_every_transport!(
     go_client_with_its_defaults_across_sleeps,
@@ -192,13 +194,13 @@ fn rounds_across_sleeps<A>(srv: &Serve<A>, client: &mut Child, pings: &[usize]) 
         if pings.contains(&i) {
             client.command("ping", "ping done");
             srv.wait_for("asleep after the PING", |s| {
-                s.active == 0 && s.parked + s.dormant == 1
+                s.connections[Active] == 0 && s.connections[Parked] + s.connections[Dormant] == 1
             });
         }
         before = srv.stats();
         // A PING may have woken the connection (over TLS), which then
         // slept again.
-        let rung = if before.dormant == 1 {
+        let rung = if before.connections[Dormant] == 1 {
             Rung::Dormant
         } else {
             Rung::Parked

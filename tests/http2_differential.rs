@@ -30,11 +30,12 @@ use crate::common::hpack::Field;
 use crate::common::hyper::Protocol;
 use crate::common::ladder::ladder;
 use crate::common::reference::Reference;
-use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
+use crate::common::rungs::{DORMANT_AFTER, all_closed, client_runtime, sleep_until, woke};
 use crate::common::servers::Serve;
 use crate::common::services::pattern;
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::transport::{Transport, over_every_transport};
+use dormant::Rung;
 use dormant::Stats;
 use http::{HeaderMap, HeaderValue, Response};
 use http_body_util::combinators::WithTrailers;
@@ -477,8 +478,13 @@ impl<'a, A> Pauses<'a, A> {
     }
 
     fn pause(&mut self) {
-        let rung = [Rung::Parked, Rung::Dormant][(self.count[0] + self.count[1]) as usize % 2];
-        self.count[rung as usize] += 1;
+        let pauses = self.count[0] + self.count[1];
+        let (rung, to) = if pauses % 2 == 0 {
+            (Rung::Parked, 0)
+        } else {
+            (Rung::Dormant, 1)
+        };
+        self.count[to] += 1;
         match (self.dormant, self.before) {
             (Some(srv), Some(before)) => {
                 self.before = Some(sleep_until(srv, rung, before));

@@ -15,6 +15,7 @@ use crate::common::transport::{Transport, over_every_transport};
 
 use std::time::Duration;
 
+use dormant::Rung::{Active, Dormant, Parked};
 use http::{StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::time::timeout;
@@ -44,7 +45,7 @@ fn an_h2_connection_sleeps_when_idle_and_wakes_for_streams<T: Transport>() {
         // Asleep and DORMANT; it may also have parked between the two
         // requests (if the second came after `park_after`), and woken.
         srv.wait_for("h2 asleep and dormant", |s| {
-            (s.active, s.parked, s.dormant) == (0, 0, 1) && s.parks == s.wakes + 1
+            s.connections.total() == 1 && s.connections[Dormant] == 1 && s.parks == s.wakes + 1
         });
 
         // Concurrent streams on the same connection.
@@ -68,7 +69,7 @@ fn an_h2_connection_sleeps_when_idle_and_wakes_for_streams<T: Transport>() {
             .unwrap()
             .expect("h2 connection");
     });
-    srv.wait_for("h2 closed", |s| s.active + s.parked + s.dormant == 0);
+    srv.wait_for("h2 closed", |s| s.connections.total() == 0);
     let s = srv.stats();
     assert_eq!(
         (s.accepted, s.requests, s.tls_handshakes),
@@ -162,5 +163,7 @@ fn h2c_disabled_closes_like_plain_hyper() {
     let mut c = srv.connect();
     c.send(preface);
     assert_eq!(c.read_to_close(), "");
-    srv.wait_for("closed", |s| s.active == 0 && s.parked == 0);
+    srv.wait_for("closed", |s| {
+        s.connections[Active] == 0 && s.connections[Parked] == 0
+    });
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::common::ladder::{accepts, rejects};
 
+use dormant::Rung::Active;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Bytes;
@@ -419,7 +420,7 @@ async fn keep_alive_pings_idle_connections_and_closes_silent_ones() {
         }
     }
     timeout(CLIENT_TIMEOUT, async {
-        while server.stats().active != 0 {
+        while server.stats().connections[Active] != 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })

@@ -26,12 +26,14 @@ use crate::common::h2_raw::{
     frame, get_frame,
 };
 use crate::common::ladder::ladder;
-use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
+use crate::common::rungs::{DORMANT_AFTER, all_closed, client_runtime, sleep_until, woke};
 use crate::common::servers::Serve;
 use crate::common::services::{mirror_service, pattern};
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::transport::{AsyncStream, HyperSend, Transport, over_every_transport};
 use bytes::BytesMut;
+use dormant::Rung;
+use dormant::Rung::{Active, Dormant, Parked};
 use http::{Request, StatusCode, Version, response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -71,6 +73,7 @@ over_every_transport!(
 /// [`DORMANT_AFTER`].
 fn keep_alive_at(rung: Rung) -> Duration {
     match rung {
+        Rung::Active => panic!("a pause reaches PARKED or DORMANT"),
         Rung::Parked => DORMANT_AFTER / 4,
         Rung::Dormant => DORMANT_AFTER * 2,
     }
@@ -637,10 +640,10 @@ fn a_client_ping_while_asleep_is_answered<T: Transport>() {
                 // Answered where it sleeps: no wake, the rung kept.
                 let s = srv.stats();
                 assert_eq!(s.wakes, asleep.wakes, "{rung:?}: {s:?}");
-                assert_eq!((s.parked, s.dormant), (asleep.parked, asleep.dormant));
+                assert_eq!(s.connections, asleep.connections, "{rung:?}");
             }
             srv.wait_for("asleep after the PINGs", |s| {
-                s.active == 0 && s.parked + s.dormant == 1
+                s.connections[Active] == 0 && s.connections[Parked] + s.connections[Dormant] == 1
             });
             before = srv.stats();
             h2_get_bytes(client.send.clone(), 70_000).await;
@@ -734,6 +737,7 @@ fn graceful_shutdown_closes_dormant_h2_connections<T: Transport>() {
 /// A builder whose h2 connections sleep to `rung` and stay there.
 fn ladder_to(rung: Rung) -> dormant::Builder {
     ladder(match rung {
+        Rung::Active => panic!("a pause reaches PARKED or DORMANT"),
         Rung::Parked => None,
         Rung::Dormant => Some(Duration::from_millis(20)),
     })
@@ -751,11 +755,7 @@ async fn two_sleeping_connections<T: Transport>(
     let mut raw = RawClient::start(T::connect_h2(&srv.addr).await.into_inner()).await;
     raw.get(1).await;
     srv.wait_for(&format!("both connections {rung:?}"), |s| {
-        let asleep = match rung {
-            Rung::Parked => s.parked,
-            Rung::Dormant => s.dormant,
-        };
-        s.parks >= 2 && asleep == 2 && s.active == 0
+        s.parks >= 2 && s.connections[rung] == 2 && s.connections[Active] == 0
     });
     (send, conn, raw)
 }
@@ -789,7 +789,7 @@ fn graceful_shutdown_closes_sleeping_h2_connections<T: Transport>(rung: Rung) {
     });
     srv.wait_stopped();
     let s = srv.stats();
-    assert_eq!(s.active + s.parked + s.dormant, 0, "{s:?}");
+    assert_eq!(s.connections.total(), 0, "{s:?}");
 }
 
 fn idle_timeout_closes_parked_h2_connections<T: Transport>() {
@@ -817,7 +817,7 @@ fn idle_timeout_closes_sleeping_h2_connections<T: Transport>(rung: Rung) {
         assert_goaway(&raw.until_closed().await);
     });
     srv.wait_for("two idle timeouts", |s| {
-        s.idle_timeouts == 2 && s.active + s.parked + s.dormant == 0
+        s.idle_timeouts == 2 && s.connections.total() == 0
     });
 }
 
@@ -848,7 +848,9 @@ fn keep_alive_pings_reach_sleeping_h2_connections<T: Transport>() {
                 assert_eq!(s.wakes, asleep.wakes, "{rung:?}: {s:?}");
             } else {
                 srv.wait_for("woken by the answers, and asleep again", |s| {
-                    s.wakes >= asleep.wakes + 2 && s.active == 0 && s.parked + s.dormant == 1
+                    s.wakes >= asleep.wakes + 2
+                        && s.connections[Active] == 0
+                        && s.connections[Parked] + s.connections[Dormant] == 1
                 });
             }
             client.get(3).await;

@@ -49,8 +49,10 @@ const KNOWN_CIRCLES: &[(&str, &str)] = &[];
 /// Names a public type shares with an internal one, as (the name, the file
 /// of the internal one), known and tolerated until the code moves: only
 /// for a file another change is rewriting, and the test fails once an
-/// entry no longer occurs, so that the list only shrinks.
-const KNOWN_NAMESAKES: &[(&str, &str)] = &[];
+/// entry no longer occurs, so that the list only shrinks. The parking lot's
+/// two rungs (`Rung`: PARKED, DORMANT), in files its rewrite holds (#46),
+/// until it speaks `ladder::Rung`.
+const KNOWN_NAMESAKES: &[(&str, &str)] = &[("Rung", "src/lot/contract.rs")];
 
 /// A folder's mod.rs, as a node of its folder's imports (no module is
 /// named so: `mod` is a keyword).

@@ -11,6 +11,7 @@ use crate::common::ladder::ladder;
 use crate::common::racing::{Raced, request_racing_a_close};
 use crate::common::services::echo_service;
 use crate::common::transport::{Transport, over_every_transport};
+use dormant::Rung::{Active, Dormant, Parked};
 
 over_every_transport!(
     back_to_back_requests_racing_the_lot,
@@ -108,7 +109,7 @@ fn slots_reused_while_connections_sleep_and_wake_on<T: Transport>(workers: usize
         t.join().expect("every response exact");
     }
     srv.wait_for("every connection closed", |s| {
-        s.active == 0 && s.parked == 0 && s.dormant == 0
+        s.connections[Active] == 0 && s.connections[Parked] == 0 && s.connections[Dormant] == 0
     });
     assert!(srv.stats().lot_wakes > 0, "the lot was exercised");
 }
@@ -128,7 +129,7 @@ fn large_response_after_a_wake_is_written_to_the_end<T: Transport>() {
         let srv = T::serve_with_workers(&ladder(Duration::from_millis(10)), service, workers);
         let mut c = srv.connect();
         for round in 0..2 {
-            srv.wait_for("dormant", |s| s.dormant == 1 || round == 0);
+            srv.wait_for("dormant", |s| s.connections[Dormant] == 1 || round == 0);
             c.send(get("/big").as_bytes());
             // The server fills the socket and waits for room.
             std::thread::sleep(Duration::from_millis(50));
@@ -182,7 +183,7 @@ fn requests_racing_the_idle_deadline<T: Transport>(dormant_after: Option<Duratio
         .map(|t| t.join().expect("every request answered exactly or closed"))
         .sum();
     srv.wait_for("every connection released", |s| {
-        s.active == 0 && s.parked == 0 && s.dormant == 0
+        s.connections[Active] == 0 && s.connections[Parked] == 0 && s.connections[Dormant] == 0
     });
     let s = srv.stats();
     assert!(

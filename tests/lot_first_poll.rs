@@ -28,6 +28,7 @@ use crate::common::runtime::Servable;
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::transport::{Transport, over_every_transport};
 use crate::common::wait::wait;
+use dormant::Rung::{Dormant, Parked};
 
 over_every_transport!(
     a_handler_spinning_in_its_first_poll_holds_up_no_other_wake,
@@ -97,12 +98,12 @@ fn spin_and_release<T: Transport>(builder: &dormant::Builder, rung: fn(&dormant:
 fn a_handler_spinning_in_its_first_poll_holds_up_no_other_wake<T: Transport>() {
     let mut b = dormant::Server::builder();
     b.park_after(Duration::from_millis(2)).dormant_after(None);
-    spin_and_release::<T>(&b, |s| s.parked == 2 && s.parks == 2);
+    spin_and_release::<T>(&b, |s| s.connections[Parked] == 2 && s.parks == 2);
 }
 
 fn a_handler_spinning_in_a_dormant_connections_first_poll_holds_up_no_other_wake<T: Transport>() {
     let mut b = dormant::Server::builder();
     b.park_after(Duration::from_millis(2))
         .dormant_after(Duration::from_millis(5));
-    spin_and_release::<T>(&b, |s| s.dormant == 2);
+    spin_and_release::<T>(&b, |s| s.connections[Dormant] == 2);
 }

@@ -27,11 +27,13 @@ use crate::common::ladder::ladder;
 use crate::common::proxied::{
     HeaderWrite, Proxied, Tcp, Unix, over_every_proxied_transport, peer_service,
 };
-use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
+use crate::common::rungs::{DORMANT_AFTER, all_closed, client_runtime, sleep_until, woke};
 use crate::common::servers::{Hooks, serve_on};
 use crate::common::temp_dir::TempDir;
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::wait::wait;
+use dormant::Rung;
+use dormant::Rung::{Active, Parked};
 use dormant::proxy::ProxyProtocol;
 use dormant::{Admit, ConnState};
 use http::{StatusCode, Version};
@@ -211,7 +213,7 @@ fn a_request_after_the_header_survives_a_park_in_its_middle<T: Proxied>() {
     let mut c = T::connect(&srv.addr, V1_TCP4, HeaderWrite::Together);
     c.send(b"POST /split HTTP/1.1\r\nHost: x\r\nContent-");
     srv.wait_for("the connection parked in the middle of its request", |s| {
-        s.parks >= 1 && s.parked == 1 && s.active == 0
+        s.parks >= 1 && s.connections[Parked] == 1 && s.connections[Active] == 0
     });
     c.send(b"Length: 4\r\n\r\nbody");
     assert_eq!(
@@ -273,7 +275,9 @@ fn the_hooks_see_the_headers_address<T: Proxied>() {
         "",
         "a rejected client was answered"
     );
-    srv.wait_for("rejected", |s| s.rejected == 1 && s.active + s.parked == 0);
+    srv.wait_for("rejected", |s| {
+        s.rejected == 1 && s.connections[Active] + s.connections[Parked] == 0
+    });
     for (header, client) in [(V1_TCP4.to_vec(), Some(CLIENT4)), (v2(0, 0, &[]), None)] {
         states.lock().unwrap().clear();
         let mut c = T::connect(&srv.addr, &header, HeaderWrite::Together);
@@ -292,7 +296,11 @@ fn the_hooks_see_the_headers_address<T: Proxied>() {
         let states = states.lock().unwrap().clone();
         assert!(states.iter().all(|(p, _)| *p == peer), "{states:?}");
         let seen: Vec<ConnState> = states.iter().map(|(_, s)| *s).collect();
-        assert_eq!(seen[..2], [ConnState::New, ConnState::Active], "{seen:?}");
+        assert_eq!(
+            seen[..2],
+            [ConnState::New, ConnState::On(Rung::Active)],
+            "{seen:?}"
+        );
         assert_eq!(admitted.lock().unwrap().last().unwrap().0, peer);
     }
     let admitted = admitted.lock().unwrap();

@@ -22,6 +22,7 @@ use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::transport::{Transport, over_every_transport};
 use bytes::Bytes;
 use dormant::Deadlines;
+use dormant::Rung::{Active, Parked};
 use http::{Request, Response};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -189,7 +190,9 @@ fn a_lifted_stream_runs_past_write_timeout<T: Transport>() {
     assert_eq!(srv.stats().write_timeouts, 0);
     // The same connection, parked since, with a request that leaves the
     // server's timeout alone.
-    srv.wait_for("the connection to park", |s| s.parked == 1 && s.active == 0);
+    srv.wait_for("the connection to park", |s| {
+        s.connections[Parked] == 1 && s.connections[Active] == 0
+    });
     c.send(b"GET /events-server HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     let (body, events) = read_chunked(&mut c);
     assert_eq!(body, Ending::Cut, "{events} events");
@@ -280,7 +283,7 @@ fn a_client_that_stops_reading_is_closed_at_the_handlers_deadline<T: Transport>(
     c.send(EVENTS);
     // The client reads nothing until the server has given up.
     srv.wait_for("the write deadline closed the connection", |s| {
-        s.write_timeouts == 1 && s.active == 0
+        s.write_timeouts == 1 && s.connections[Active] == 0
     });
     let (body, events) = read_chunked(&mut c);
     assert_eq!(body, Ending::Cut, "{events} events");

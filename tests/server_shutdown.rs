@@ -18,6 +18,7 @@ use crate::common::services::{echo_service, gated};
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::transport::{Transport, over_every_transport};
 use crate::common::wait::wait;
+use dormant::Rung::{Active, Dormant, Parked};
 use tokio::sync::Semaphore;
 
 over_every_transport!(
@@ -74,13 +75,15 @@ fn handle_shutdown_closes_every_rung_and_requests_in_flight<T: Transport>() {
     );
     assert_eq!(srv.handle.connection_count(), 0);
     let mut dormant = connect_hello(&srv, 3);
-    srv.wait_for("3 dormant", |s| s.dormant == 3 && s.parked == 0);
+    srv.wait_for("3 dormant", |s| {
+        s.connections[Dormant] == 3 && s.connections[Parked] == 0
+    });
     let mut parked = connect_hello(&srv, 2);
     let mut slow = srv.connect();
     slow.send(get("/slow").as_bytes());
     wait_entered(&entered);
     srv.wait_for("3 dormant, 2 parked, 1 active", |s| {
-        (s.dormant, s.parked, s.active) == (3, 2, 1)
+        s.connections[Dormant] == 3 && s.connections[Parked] == 2 && s.connections[Active] == 1
     });
     assert_eq!(srv.handle.connection_count(), 6);
 
@@ -92,7 +95,7 @@ fn handle_shutdown_closes_every_rung_and_requests_in_flight<T: Transport>() {
     srv.wait_stopped();
     assert_eq!(srv.handle.connection_count(), 0);
     let s = srv.stats();
-    assert_eq!((s.active, s.parked, s.dormant), (0, 0, 0), "{s:?}");
+    assert_eq!(s.connections.total(), 0, "{s:?}");
     assert!(srv.addr.refuses(), "connect after shutdown");
 }
 
@@ -192,12 +195,17 @@ fn handle_listening_says_where_or_none() {
 fn graceful_shutdown_closes_parked_and_dormant_connections<T: Transport>() {
     let mut srv = T::serve(&ladder(Duration::from_millis(250)), echo_service());
     let mut dormant = connect_served(&srv, 5);
-    srv.wait_for("5 dormant", |s| s.dormant == 5 && s.parked == 0);
+    srv.wait_for("5 dormant", |s| {
+        s.connections[Dormant] == 5 && s.connections[Parked] == 0
+    });
     let mut parked = connect_served(&srv, 5);
     let mut partial = srv.connect();
     partial.send(b"GET /partial HTTP/1.1\r\nHo");
     srv.wait_for("5 dormant, 6 parked", |s| {
-        s.dormant == 5 && s.parked == 6 && s.parks == 11 && s.active == 0
+        s.connections[Dormant] == 5
+            && s.connections[Parked] == 6
+            && s.parks == 11
+            && s.connections[Active] == 0
     });
 
     srv.begin_shutdown();
@@ -206,7 +214,7 @@ fn graceful_shutdown_closes_parked_and_dormant_connections<T: Transport>() {
     }
     srv.wait_stopped();
     let s = srv.stats();
-    assert_eq!((s.active, s.parked, s.dormant), (0, 0, 0), "{s:?}");
+    assert_eq!(s.connections.total(), 0, "{s:?}");
     assert!(srv.addr.refuses(), "connect after shutdown");
 }
 
@@ -217,7 +225,9 @@ fn graceful_shutdown_closes_taskless_parked_connections<T: Transport>() {
     b.park_after(Duration::from_millis(2)).dormant_after(None);
     let mut srv = T::serve(&b, echo_service());
     let mut clients = connect_served(&srv, 30);
-    srv.wait_for("all parked", |s| s.parked == 30 && s.parks == 30);
+    srv.wait_for("all parked", |s| {
+        s.connections[Parked] == 30 && s.parks == 30
+    });
     srv.wait_tasks(1);
     srv.begin_shutdown();
     srv.wait_stopped();
@@ -225,7 +235,7 @@ fn graceful_shutdown_closes_taskless_parked_connections<T: Transport>() {
         assert_eq!(c.read_to_end(), (String::new(), End::Clean));
     }
     let s = srv.stats();
-    assert_eq!((s.parked, s.active, s.dormant), (0, 0, 0), "{s:?}");
+    assert_eq!(s.connections.total(), 0, "{s:?}");
 }
 
 /// Parked connections close at once, without waiting for a request in
@@ -241,7 +251,9 @@ fn parked_close_at_once_in_flight_finishes_serve_returns<T: Transport>() {
         c.send(get("/").as_bytes());
         assert_eq!(c.response(), ok("hello"));
     }
-    srv.wait_for("100 parked", |s| s.parked == 100 && s.parks == 100);
+    srv.wait_for("100 parked", |s| {
+        s.connections[Parked] == 100 && s.parks == 100
+    });
 
     let mut slow = srv.connect();
     slow.send(get("/slow").as_bytes());
@@ -253,7 +265,9 @@ fn parked_close_at_once_in_flight_finishes_serve_returns<T: Transport>() {
     for (i, c) in parked.iter_mut().enumerate() {
         assert_eq!(c.read_to_close(), "", "parked connection {i}");
     }
-    srv.wait_for("parked gone", |s| s.parked == 0 && s.active == 1);
+    srv.wait_for("parked gone", |s| {
+        s.connections[Parked] == 0 && s.connections[Active] == 1
+    });
     assert!(srv.addr.refuses(), "connect after shutdown began");
 
     gate.add_permits(1);
@@ -263,7 +277,11 @@ fn parked_close_at_once_in_flight_finishes_serve_returns<T: Transport>() {
     );
     srv.wait_stopped();
     let s = srv.stats();
-    assert_eq!((s.active, s.parked, s.requests), (0, 0, 101), "{s:?}");
+    assert_eq!(
+        (s.connections[Active], s.connections[Parked], s.requests),
+        (0, 0, 101),
+        "{s:?}"
+    );
 }
 
 /// A request that does not finish within `shutdown_grace` has its
@@ -282,7 +300,11 @@ fn shutdown_grace_closes_requests_in_flight<T: Transport>() {
     assert_eq!(slow.read_to_close(), "");
     srv.wait_stopped();
     let s = srv.stats();
-    assert_eq!((s.active, s.parked), (0, 0), "{s:?}");
+    assert_eq!(
+        (s.connections[Active], s.connections[Parked]),
+        (0, 0),
+        "{s:?}"
+    );
 }
 
 /// The same for a request on a connection woken from the lot, served
@@ -299,7 +321,7 @@ fn shutdown_grace_closes_a_woken_request_in_flight<T: Transport>() {
         let mut c = srv.connect();
         c.send(get("/").as_bytes());
         assert_eq!(c.response(), ok("hello"));
-        srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
+        srv.wait_for("parked", |s| s.connections[Parked] == 1 && s.parks == 1);
         c.send(get("/slow").as_bytes());
         wait_entered(&entered);
         srv.begin_shutdown();
@@ -307,7 +329,7 @@ fn shutdown_grace_closes_a_woken_request_in_flight<T: Transport>() {
         srv.wait_stopped();
         let s = srv.stats();
         assert_eq!(
-            (s.active, s.parked, s.wakes),
+            (s.connections[Active], s.connections[Parked], s.wakes),
             (0, 0, 1),
             "{workers} workers: {s:?}"
         );
@@ -324,7 +346,7 @@ fn requests_racing_graceful_shutdown<T: Transport>() {
     b.park_after(Duration::from_millis(2));
     let mut srv = T::serve(&b, echo_service());
     let mut clients = connect_served(&srv, 64);
-    srv.wait_for("all dormant", |s| s.dormant == 64);
+    srv.wait_for("all dormant", |s| s.connections[Dormant] == 64);
     let (racing, idle) = clients.split_at_mut(32);
     let sent = AtomicUsize::new(0);
     let outcomes = std::thread::scope(|scope| {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use axum::extract::{Extension, Path};
 use axum::routing::{get, post};
+use dormant::Rung::Dormant;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -129,7 +130,9 @@ fn peer_addr_reaches_a_handler_after_dormancy() {
     for round in 1..=2 {
         c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
         assert_eq!(c.response(), peer_response(&me));
-        srv.wait_for("dormant", |s| s.dormancies == round && s.dormant == 1);
+        srv.wait_for("dormant", |s| {
+            s.dormancies == round && s.connections[Dormant] == 1
+        });
     }
     assert_eq!(srv.stats().lot_wakes, 1);
 }

@@ -11,6 +11,7 @@ use crate::common::runtime::bind_tcp;
 use crate::common::servers::{Hooks, serve_on};
 use crate::common::services::echo;
 use bytes::Bytes;
+use dormant::Rung::{Active, Parked};
 use http::{Request, Response};
 use http_body_util::Full;
 
@@ -41,7 +42,7 @@ fn a_service_panic_after_a_wake_closes_only_its_connection() {
             c.send(get("/").as_bytes());
             assert_eq!(c.response(), ok("GET / read="));
         }
-        srv.wait_for("3 parked", |s| s.parked == 3 && s.parks == 3);
+        srv.wait_for("3 parked", |s| s.connections[Parked] == 3 && s.parks == 3);
 
         clients[0].send(get("/panic").as_bytes());
         assert_eq!(clients[0].read_to_close(), "", "{workers} workers");
@@ -51,7 +52,7 @@ fn a_service_panic_after_a_wake_closes_only_its_connection() {
             assert_eq!(c.response(), ok("GET /after read="), "{workers} workers");
         }
         srv.wait_for("the others parked again, the panicked one released", |s| {
-            s.parked == 2 && s.active == 0 && s.parks == 5
+            s.connections[Parked] == 2 && s.connections[Active] == 0 && s.parks == 5
         });
         let s = srv.stats();
         // The panicked request is not counted: it never completed.

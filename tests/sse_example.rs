@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::common::client::{Client, Stream};
 use crate::common::ladder::ladder;
 use crate::common::transport::{Transport, over_every_transport};
+use dormant::Rung::Active;
 use hyper::service::service_fn;
 use sse::Feed;
 
@@ -80,7 +81,7 @@ fn a_client_that_stops_reading_is_closed<T: Transport>() {
     let mut c = srv.connect();
     c.send(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n");
     srv.wait_for("the stream's deadline closed the connection", |s| {
-        s.write_timeouts == 1 && s.active == 0
+        s.write_timeouts == 1 && s.connections[Active] == 0
     });
     let (events, closed) = read_events(&mut c, usize::MAX);
     assert!(closed && events > 0, "{events} events");

@@ -15,6 +15,8 @@ use crate::common::client::{Client, End, Endpoint, Stream, get, ok};
 use crate::common::servers::Serve;
 use crate::common::services::{echo, echo_service};
 use crate::common::transport::{Transport, over_every_transport};
+use dormant::Rung;
+use dormant::Rung::{Active, Dormant, Parked};
 
 over_every_transport!(
     parked_connections_have_no_task_and_wake,
@@ -42,7 +44,9 @@ fn parked_connections_have_no_task_and_wake<T: Transport>() {
         c.send(get(&format!("/{i}")).as_bytes());
         assert_eq!(c.response(), ok(&format!("GET /{i} read=")));
     }
-    srv.wait_for("20 parked", |s| s.parked == 20 && s.parks == 20);
+    srv.wait_for("20 parked", |s| {
+        s.connections[Parked] == 20 && s.parks == 20
+    });
     // The lot's driver is the only task left.
     srv.wait_tasks(1);
     for round in 1..=3u64 {
@@ -51,12 +55,16 @@ fn parked_connections_have_no_task_and_wake<T: Transport>() {
             assert_eq!(c.response(), ok(&format!("GET /{round}/{i} read=")));
         }
         srv.wait_for("parked again", |s| {
-            s.parked == 20 && s.parks == 20 * (round + 1) && s.active == 0
+            s.connections[Parked] == 20 && s.parks == 20 * (round + 1) && s.connections[Active] == 0
         });
         srv.wait_tasks(1);
         let s = srv.stats();
         assert_eq!(s.wakes, 20 * round, "{s:?}");
-        assert_eq!((s.dormant, s.dormancies, s.lot_wakes), (0, 0, 0), "{s:?}");
+        assert_eq!(
+            (s.connections[Dormant], s.dormancies, s.lot_wakes),
+            (0, 0, 0),
+            "{s:?}"
+        );
         assert_eq!(s.pool.in_use, 0, "{s:?}");
     }
 }
@@ -70,7 +78,7 @@ fn parked_after_one_request<T: Transport>(
     let mut c = srv.connect();
     c.send(get("/1").as_bytes());
     assert_eq!(c.response(), ok("GET /1 read="));
-    srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
+    srv.wait_for("parked", |s| s.connections[Parked] == 1 && s.parks == 1);
     srv.wait_tasks(1);
     (srv, c)
 }
@@ -80,12 +88,24 @@ fn taskless_parked_goes_dormant_then_wakes<T: Transport>() {
     b.park_after(Duration::from_millis(2))
         .dormant_after(Duration::from_millis(30));
     let (srv, mut c) = parked_after_one_request::<T>(&b);
-    srv.wait_for("dormant", |s| s.dormant == 1 && s.parked == 0);
+    srv.wait_for("dormant", |s| {
+        s.connections[Dormant] == 1 && s.connections[Parked] == 0
+    });
     c.send(get("/2").as_bytes());
     assert_eq!(c.response(), ok("GET /2 read="));
-    srv.wait_for("dormant again", |s| s.dormant == 1 && s.dormancies == 2);
+    srv.wait_for("dormant again", |s| {
+        s.connections[Dormant] == 1 && s.dormancies == 2
+    });
     let s = srv.stats();
-    assert_eq!((s.lot_wakes, s.wakes, s.parked, s.active), (1, 1, 0, 0));
+    assert_eq!(
+        (
+            s.lot_wakes,
+            s.wakes,
+            s.connections[Parked],
+            s.connections[Active]
+        ),
+        (1, 1, 0, 0)
+    );
 }
 
 /// `park_after` and `dormant_after` tiny: bytes arrive while connections
@@ -118,7 +138,9 @@ fn back_to_back_requests_racing_the_parked_slab<T: Transport>() {
             .into_iter()
             .map(|t| t.join().expect("every response exact"))
             .collect();
-        srv.wait_for("all idle", |s| s.active == 0 && s.parked + s.dormant == 20);
+        srv.wait_for("all idle", |s| {
+            s.connections[Active] == 0 && s.connections[Parked] + s.connections[Dormant] == 20
+        });
         let s = srv.stats();
         eprintln!("dormant_after {dormant_after:?}: {s:?}");
         assert!(s.parks > 0 && s.wakes > 0, "{s:?}");
@@ -128,7 +150,7 @@ fn back_to_back_requests_racing_the_parked_slab<T: Transport>() {
         srv.begin_shutdown();
         srv.wait_stopped();
         let s = srv.stats();
-        assert_eq!((s.parked, s.active, s.dormant), (0, 0, 0), "{s:?}");
+        assert_eq!(s.connections.total(), 0, "{s:?}");
         drop(clients);
     }
 }
@@ -150,7 +172,9 @@ fn parked_slab_freed_and_rebuilt<T: Transport>() {
             assert_eq!(c.response(), ok(&format!("GET /{round}/{i} read=")));
         }
         srv.wait_for("all dormant", |s| {
-            s.dormant == 100 && s.parked == 0 && s.dormancies == 100 * round
+            s.connections[Dormant] == 100
+                && s.connections[Parked] == 0
+                && s.dormancies == 100 * round
         });
     }
     srv.wait_tasks(1);
@@ -172,7 +196,7 @@ fn long_sleeper<T: Transport>() -> (Serve<T::Addr>, Client<<T::Addr as Endpoint>
 /// after its last request, then checks its `(parks, wakes, requests)`.
 fn assert_parked_again<A>(srv: &Serve<A>, want: (u64, u64, u64)) {
     srv.wait_for("parked again", |s| {
-        s.parked == 1 && s.active == 0 && s.parks == want.0
+        s.connections[Parked] == 1 && s.connections[Active] == 0 && s.parks == want.0
     });
     srv.wait_tasks(1);
     let s = srv.stats();
@@ -239,7 +263,7 @@ fn a_woken_service_that_waits_is_answered<T: Transport>() {
                 );
             }
             srv.wait_for("both parked", |s| {
-                s.parked == 2 && s.parks == 2 * (round + 1)
+                s.connections[Parked] == 2 && s.parks == 2 * (round + 1)
             });
             srv.wait_tasks(1);
         }
@@ -265,7 +289,7 @@ fn a_request_in_pieces_wakes_a_parked_connection_and_keeps_no_worker_busy<T: Tra
     let mut c = srv.connect();
     c.send(get("/1").as_bytes());
     assert_eq!(c.response(), ok("GET /1 read="));
-    srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
+    srv.wait_for("parked", |s| s.connections[Parked] == 1 && s.parks == 1);
     srv.wait_tasks(1);
     let request = b"POST /2 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi";
     let mut others = Vec::new();
@@ -276,23 +300,31 @@ fn a_request_in_pieces_wakes_a_parked_connection_and_keeps_no_worker_busy<T: Tra
         srv.pause_idle(PAUSE, &format!("after the piece that ends at {cut}"));
         // Parked again before the next piece, which then wakes it (on a
         // loaded machine the park may come after the pause).
-        srv.wait_for("parked again", |s| s.active == 0);
+        srv.wait_for("parked again", |s| s.connections[Active] == 0);
         if others.is_empty() {
             others.push(served_other(&srv));
         }
     }
     c.send(&request[start..]);
     assert_eq!(c.response(), ok("POST /2 read=hi"));
-    srv.wait_for("both parked task-less", |s| s.parked == 2 && s.active == 0);
+    srv.wait_for("both parked task-less", |s| {
+        s.connections[Parked] == 2 && s.connections[Active] == 0
+    });
     srv.wait_tasks(1);
     let s = srv.stats();
-    assert_eq!((s.wakes, s.dormant), (5, 0), "a wake per piece: {s:?}");
+    assert_eq!(
+        (s.wakes, s.connections[Dormant]),
+        (5, 0),
+        "a wake per piece: {s:?}"
+    );
 
     c.send(b"GET /3 HTTP/1.1\r\nHost: x\r\n\r\n");
     c.stream.close_write().unwrap();
     let (got, end) = c.read_to_end();
     assert_eq!((got, end), (ok("GET /3 read="), End::Clean));
-    srv.wait_for("closed", |s| s.parked == 1 && s.active == 0);
+    srv.wait_for("closed", |s| {
+        s.connections[Parked] == 1 && s.connections[Active] == 0
+    });
     srv.pause_idle(PAUSE, "after the half-close");
 }
 
@@ -324,11 +356,13 @@ fn a_wake_that_brings_nothing_parks_again_and_keeps_no_worker_busy<T: Transport>
         let mut c = srv.connect();
         c.send(get("/1").as_bytes());
         assert_eq!(c.response(), ok("GET /1 read="));
-        let rung = |s: &dormant::Stats| match dormant_after {
-            None => s.parked,
-            Some(_) => s.dormant,
+        let rung = match dormant_after {
+            None => Rung::Parked,
+            Some(_) => Rung::Dormant,
         };
-        srv.wait_for("asleep", |s| rung(s) == 1 && s.active == 0);
+        srv.wait_for("asleep", |s| {
+            s.connections[rung] == 1 && s.connections[Active] == 0
+        });
         srv.wait_tasks(1);
         let mut others = Vec::new();
         for i in 0..3 {
@@ -342,7 +376,9 @@ fn a_wake_that_brings_nothing_parks_again_and_keeps_no_worker_busy<T: Transport>
             if others.is_empty() {
                 others.push(served_other(&srv));
             }
-            srv.wait_for("asleep again", |s| rung(s) == 2 && s.active == 0);
+            srv.wait_for("asleep again", |s| {
+                s.connections[rung] == 2 && s.connections[Active] == 0
+            });
         }
         c.send(get("/2").as_bytes());
         assert_eq!(c.response(), ok("GET /2 read="), "{dormant_after:?}");

@@ -18,6 +18,7 @@ use crate::common::services::echo_service;
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::transport::{Tcp, Transport, over_every_transport};
 use bytes::Bytes;
+use dormant::Rung::{Active, Dormant, Parked};
 use http::{Request, Response};
 use http_body_util::Full;
 use hyper::body::Frame;
@@ -119,7 +120,7 @@ fn a_connection_that_sends_nothing_is_closed_by_header_read_timeout() {
     let mut silent = srv.connect();
     assert!(closed_within(&mut silent.stream, CLIENT_TIMEOUT));
     srv.wait_for("the timeout counted", |s| {
-        s.header_read_timeouts == 1 && s.parked == 0
+        s.header_read_timeouts == 1 && s.connections[Parked] == 0
     });
 }
 
@@ -157,7 +158,7 @@ fn slow_body_is_closed_by_read_timeout() {
     }
     assert!(closed, "the slow upload was never closed");
     srv.wait_for("the timeout counted", |s| {
-        s.read_timeouts == 1 && s.active == 0
+        s.read_timeouts == 1 && s.connections[Active] == 0
     });
     // A quick upload on a new connection is fine.
     let mut c = srv.connect();
@@ -209,12 +210,14 @@ fn a_client_that_never_reads(woken: bool) {
     if woken {
         stuck.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
         assert_eq!(stuck.response(), ok("small"));
-        srv.wait_for("parked", |s| s.parked == 1 && s.active == 0);
+        srv.wait_for("parked", |s| {
+            s.connections[Parked] == 1 && s.connections[Active] == 0
+        });
     }
     stuck.send(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
     // The client reads nothing; the server gives up on the response.
     srv.wait_for("the write timeout", |s| {
-        s.write_timeouts == 1 && s.active == 0
+        s.write_timeouts == 1 && s.connections[Active] == 0
     });
     assert_eq!(srv.stats().wakes, u64::from(woken));
     // Small responses are unaffected.
@@ -257,7 +260,7 @@ fn idle_timeout_shuts_down_an_idle_h2_connection() {
             .unwrap();
     });
     srv.wait_for("the idle timeout", |s| {
-        s.idle_timeouts == 1 && s.active == 0
+        s.idle_timeouts == 1 && s.connections[Active] == 0
     });
 }
 
@@ -293,12 +296,14 @@ fn connection_limit(builder: &mut dormant::Builder, wait_state: impl Fn(&dormant
 
 #[test]
 fn max_connections_counts_parked_connections() {
-    connection_limit(&mut ladder(None), |s| s.parked == 2);
+    connection_limit(&mut ladder(None), |s| s.connections[Parked] == 2);
 }
 
 #[test]
 fn max_connections_counts_dormant_connections() {
-    connection_limit(&mut ladder(Duration::from_millis(10)), |s| s.dormant == 2);
+    connection_limit(&mut ladder(Duration::from_millis(10)), |s| {
+        s.connections[Dormant] == 2
+    });
 }
 
 #[test]
@@ -358,7 +363,7 @@ fn idle_timeout_closes_a_parked_connection<T: Transport>() {
     c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     let sent = Instant::now();
     assert_eq!(c.response(), ok("GET / read="));
-    srv.wait_for("parked", |s| s.parked == 1 && s.parks == 1);
+    srv.wait_for("parked", |s| s.connections[Parked] == 1 && s.parks == 1);
     assert_eq!(c.read_to_close(), "", "closed at the idle deadline");
     assert!(
         sent.elapsed() >= Duration::from_millis(75),
@@ -377,7 +382,7 @@ fn idle_timeout_closes_a_dormant_connection<T: Transport>() {
     let mut c = srv.connect();
     c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(c.response(), ok("GET / read="));
-    srv.wait_for("dormant", |s| s.dormant == 1);
+    srv.wait_for("dormant", |s| s.connections[Dormant] == 1);
     assert_eq!(c.read_to_close(), "", "closed at the idle deadline");
     closed_by_the_lot_at_its_idle_deadline(&srv, 1);
 }

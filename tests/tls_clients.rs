@@ -40,6 +40,7 @@ use crate::common::servers::{Hooks, Serve, serve_on};
 use crate::common::services::echo_service;
 use crate::common::temp_dir::TempDir;
 use crate::common::tls::Cert;
+use dormant::Rung::{Active, Dormant, Parked};
 use dormant::Stats;
 use dormant::tls::TlsListener;
 
@@ -71,7 +72,7 @@ fn echo_over_tls() -> (Cert, Serve<SocketAddr>) {
 /// connection is then DORMANT only if it went there after serving it.
 fn dormant_now(srv: &Serve<SocketAddr>) -> Stats {
     srv.wait_for("the connection DORMANT", |s| {
-        s.dormant == 1 && s.active + s.parked == 0
+        s.connections[Dormant] == 1 && s.connections[Active] + s.connections[Parked] == 0
     });
     srv.stats()
 }
@@ -82,8 +83,8 @@ fn slept_again(srv: &Serve<SocketAddr>, before: &Stats) -> Stats {
     srv.wait_for("woken from DORMANT, and DORMANT again", |s| {
         s.lot_wakes > before.lot_wakes
             && s.dormancies > before.dormancies
-            && s.dormant == 1
-            && s.active + s.parked == 0
+            && s.connections[Dormant] == 1
+            && s.connections[Active] + s.connections[Parked] == 0
     });
     srv.stats()
 }
@@ -658,7 +659,7 @@ fn chromium_fetches_over_h2_across_sleeps() {
     for path in ["/one", "/two"] {
         // Chromium may have opened a second connection; all sleep.
         srv.wait_for("every connection DORMANT", |s| {
-            s.dormant >= 1 && s.active + s.parked == 0
+            s.connections[Dormant] >= 1 && s.connections[Active] + s.connections[Parked] == 0
         });
         let before = srv.stats();
         node.send(format!("fetch {path}\n").as_bytes());

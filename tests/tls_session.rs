@@ -35,6 +35,7 @@ use crate::common::tls::{
 };
 use crate::common::tls_client::{TlsStream, tcp};
 use crate::common::xorshift::XorShift;
+use dormant::Rung::{Active, Dormant, Parked};
 use dormant::tls::{TlsConfig, TlsInfo, TlsListener};
 use http::{Request, StatusCode, Version};
 use http_body_util::Full;
@@ -215,7 +216,9 @@ fn pipelined_requests_in_one_record_and_across_records() {
     assert_eq!(records(&sealed).len(), 1, "one record");
     c.raw(&sealed);
     pipelined_answers(&mut c);
-    srv.wait_for("park", |s| s.parks == 1 && s.parked == 1 && s.requests == 4);
+    srv.wait_for("park", |s| {
+        s.parks == 1 && s.connections[Parked] == 1 && s.requests == 4
+    });
     assert_eq!(srv.stats().pool.in_use, 0);
     c.get_ok("/5");
 
@@ -236,7 +239,9 @@ fn pipelined_requests_in_one_record_and_across_records() {
     assert!(recs.iter().all(|&(kind, _)| kind == APPLICATION_DATA));
     c.raw(&sealed);
     pipelined_answers(&mut c);
-    srv.wait_for("park", |s| s.parks == 3 && s.parked == 2 && s.requests == 9);
+    srv.wait_for("park", |s| {
+        s.parks == 3 && s.connections[Parked] == 2 && s.requests == 9
+    });
     c.send(b"GET /6 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert_eq!(
         c.read_to_end(),
@@ -290,7 +295,9 @@ fn a_record_split_across_tcp_writes_and_a_park() {
     let mut c = connect(srv.addr, &config);
     c.get_ok("/0");
     for i in 0..CUTS {
-        srv.wait_for("dormant", |s| s.dormant == 1 && s.parked + s.active == 0);
+        srv.wait_for("dormant", |s| {
+            s.connections[Dormant] == 1 && s.connections[Parked] + s.connections[Active] == 0
+        });
         let woken = srv.stats().lot_wakes;
         let path = format!("/dor/{i}");
         let sealed = c.seal(&[get(&path).as_bytes()]);
@@ -300,7 +307,9 @@ fn a_record_split_across_tcp_writes_and_a_park() {
         // The start of a record is nothing for HTTP: the connection goes
         // back to sleep holding it, and no buffer.
         srv.wait_for("dormant again, holding the record's start", |s| {
-            s.dormant == 1 && s.parked + s.active == 0 && s.pool.in_use == 0
+            s.connections[Dormant] == 1
+                && s.connections[Parked] + s.connections[Active] == 0
+                && s.pool.in_use == 0
         });
         c.raw(&sealed[cut..]);
         assert_eq!(
@@ -313,7 +322,9 @@ fn a_record_split_across_tcp_writes_and_a_park() {
     // The start of a record arrives with the previous request: the
     // connection parks without its task and goes DORMANT holding it.
     for i in 0..CUTS {
-        srv.wait_for("dormant", |s| s.dormant == 1 && s.parked + s.active == 0);
+        srv.wait_for("dormant", |s| {
+            s.connections[Dormant] == 1 && s.connections[Parked] + s.connections[Active] == 0
+        });
         let before = srv.stats();
         let sealed = c.seal(&[get("/a").as_bytes(), get("/b").as_bytes()]);
         let recs = records(&sealed);
@@ -323,7 +334,9 @@ fn a_record_split_across_tcp_writes_and_a_park() {
         c.raw(&sealed[..first + cut]);
         assert_eq!(c.response(), ok("GET /a read="));
         srv.wait_for("parked, then dormant, with the record's start", |s| {
-            s.parks == before.parks + 1 && s.dormancies == before.dormancies + 1 && s.dormant == 1
+            s.parks == before.parks + 1
+                && s.dormancies == before.dormancies + 1
+                && s.connections[Dormant] == 1
         });
         assert_eq!(srv.stats().pool.in_use, 0);
         c.raw(&sealed[first + cut..]);
@@ -349,7 +362,9 @@ fn a_record_sent_byte_by_byte_sleeps_between_its_bytes() {
         let sealed = c.seal(&[get(&path).as_bytes()]);
         for (i, byte) in sealed.iter().enumerate() {
             srv.wait_for("dormant, holding what came", |s| {
-                s.dormant == 1 && s.parked + s.active == 0 && s.pool.in_use == 0
+                s.connections[Dormant] == 1
+                    && s.connections[Parked] + s.connections[Active] == 0
+                    && s.pool.in_use == 0
             });
             let before = srv.stats();
             c.raw(&[*byte]);
@@ -547,7 +562,7 @@ fn stalled_handshakes_are_closed_by_the_header_read_timeout() {
 
     let mut c = connect(srv.addr, &config);
     c.get_ok("/meanwhile");
-    srv.wait_for("dormant", |s| s.dormant == 1);
+    srv.wait_for("dormant", |s| s.connections[Dormant] == 1);
 
     stalled.closed();
     // A session counts its failed handshake when it is dropped, just
@@ -595,7 +610,7 @@ fn stalled_handshakes_are_closed_by_the_handshake_timeout() {
     // Its handshake completed in time: the first request may come after
     // the handshake timeout.
     c.get_ok("/late-first-request");
-    srv.wait_for("dormant", |s| s.dormant == 1);
+    srv.wait_for("dormant", |s| s.connections[Dormant] == 1);
     c.get_ok("/after");
     let s = srv.stats();
     assert_eq!(
@@ -648,7 +663,9 @@ fn plaintext_on_the_tls_port_is_closed() {
         served.push(c);
     }
     srv.wait_for("plaintext connections closed", |s| {
-        s.parked == 2 && s.active + s.dormant == 0 && s.parks == 2
+        s.connections[Parked] == 2
+            && s.connections[Active] + s.connections[Dormant] == 0
+            && s.parks == 2
     });
     for c in &mut served {
         c.get_ok("/again");
@@ -673,7 +690,7 @@ fn a_corrupted_record_closes_its_connection_with_an_alert() {
     other.get_ok("/other");
     let mut c = connect(srv.addr, &config);
     c.get_ok("/0");
-    srv.wait_for("dormant", |s| s.dormant == 2);
+    srv.wait_for("dormant", |s| s.connections[Dormant] == 2);
     let mut sealed = c.seal(&[get("/1").as_bytes()]);
     sealed[10] ^= 1;
     c.raw(&sealed);
@@ -683,7 +700,9 @@ fn a_corrupted_record_closes_its_connection_with_an_alert() {
         error.to_string().contains("BadRecordMac"),
         "not a bad_record_mac alert: {error:?}"
     );
-    srv.wait_for("closed", |s| s.dormant == 1 && s.active + s.parked == 0);
+    srv.wait_for("closed", |s| {
+        s.connections[Dormant] == 1 && s.connections[Active] + s.connections[Parked] == 0
+    });
     other.get_ok("/other/again");
 }
 
@@ -703,7 +722,7 @@ fn reload_serves_new_connections_with_the_new_certificate() {
     let mut old = connect(srv.addr, &client());
     assert_eq!(peer(&old), a.der);
     old.get_ok("/old/0");
-    srv.wait_for("dormant", |s| s.dormant == 1);
+    srv.wait_for("dormant", |s| s.connections[Dormant] == 1);
 
     config.reload(server_config(&b));
     let mut new = connect(srv.addr, &client());
@@ -728,7 +747,7 @@ fn reload_serves_new_connections_with_the_new_certificate() {
     let mut c = connect(srv.addr, &client());
     assert_eq!(peer(&c), c3.der);
     c.get_ok("/c");
-    srv.wait_for("all four dormant", |s| s.dormant == 4);
+    srv.wait_for("all four dormant", |s| s.connections[Dormant] == 4);
     old.get_ok("/old/2");
     new.get_ok("/new/1");
 }
@@ -765,11 +784,16 @@ fn a_key_update_alone_lets_the_connection_sleep_again() {
     let (cert, srv) = echo_over_tls(&ladder(Duration::from_millis(10)));
     let mut c = connect(srv.addr, &tls13(&cert));
     c.get_ok("/0");
-    srv.wait_for("dormant", |s| s.dormant == 1 && s.dormancies == 1);
+    srv.wait_for("dormant", |s| {
+        s.connections[Dormant] == 1 && s.dormancies == 1
+    });
     c.key_update();
     srv.wait_for("woken by the KeyUpdate", |s| s.lot_wakes == 1);
     srv.wait_for("dormant again, with no request", |s| {
-        s.dormant == 1 && s.dormancies == 2 && s.parked == 0 && s.active == 0
+        s.connections[Dormant] == 1
+            && s.dormancies == 2
+            && s.connections[Parked] == 0
+            && s.connections[Active] == 0
     });
     c.get_ok("/after");
     srv.wait_for("the request counted once the connection parks", |s| {
@@ -787,12 +811,16 @@ fn key_update_after_dormancy() {
     let mut c = connect(srv.addr, &tls13(&cert));
     c.get_ok("/0");
     for i in 1..=3u64 {
-        srv.wait_for("dormant", |s| s.dormant == 1 && s.dormancies == i);
+        srv.wait_for("dormant", |s| {
+            s.connections[Dormant] == 1 && s.dormancies == i
+        });
         c.key_update();
         srv.wait_for("woken by the KeyUpdate", |s| s.lot_wakes == i);
         c.get_ok(&format!("/after-key-update/{i}"));
     }
-    srv.wait_for("dormant", |s| s.dormant == 1 && s.dormancies == 4);
+    srv.wait_for("dormant", |s| {
+        s.connections[Dormant] == 1 && s.dormancies == 4
+    });
     // KeyUpdate and a request in one flush.
     c.stream
         .tls
@@ -801,7 +829,9 @@ fn key_update_after_dormancy() {
         .refresh_traffic_keys()
         .expect("refresh_traffic_keys");
     c.get_ok("/with-key-update");
-    srv.wait_for("dormant", |s| s.dormant == 1 && s.dormancies == 5);
+    srv.wait_for("dormant", |s| {
+        s.connections[Dormant] == 1 && s.dormancies == 5
+    });
     c.get_ok("/last");
     let s = srv.stats();
     assert_eq!((s.lot_wakes, s.lot_closes), (5, 0), "{s:?}");
@@ -899,7 +929,9 @@ fn key_updates_under_each_tls13_suite() {
         );
         c.get_ok("/0");
         for i in 1..=3u64 {
-            srv.wait_for("dormant", |s| s.dormant == 1 && s.dormancies == i);
+            srv.wait_for("dormant", |s| {
+                s.connections[Dormant] == 1 && s.dormancies == i
+            });
             c.key_update();
             c.get_ok(&format!("/{suite:?}/{i}"));
         }
@@ -986,7 +1018,9 @@ fn a_provider_that_keeps_its_keys_leaves_the_session_in_rustls() {
     let mut c = connect(srv.addr, &tls13(&cert));
     c.get_ok("/0");
     for i in 1..=2u64 {
-        srv.wait_for("dormant", |s| s.dormant == 1 && s.dormancies == i);
+        srv.wait_for("dormant", |s| {
+            s.connections[Dormant] == 1 && s.dormancies == i
+        });
         c.get_ok(&format!("/{i}"));
     }
     let s = srv.stats();
@@ -1017,7 +1051,7 @@ fn graceful_shutdown_closes_sessions_mid_record_and_before_their_handshake() {
     cut.raw(&sealed[..9]);
     let mut before_handshake = StdTcpStream::connect(srv.addr).unwrap();
     srv.wait_for("3 parked", |s| {
-        s.parked == 3 && s.parks == 1 && s.active == 0
+        s.connections[Parked] == 3 && s.parks == 1 && s.connections[Active] == 0
     });
 
     srv.begin_shutdown();
@@ -1027,7 +1061,7 @@ fn graceful_shutdown_closes_sessions_mid_record_and_before_their_handshake() {
     assert_eq!(raw_to_close(&mut before_handshake), b"");
     srv.wait_stopped();
     let s = srv.stats();
-    assert_eq!((s.active, s.parked, s.dormant), (0, 0, 0), "{s:?}");
+    assert_eq!(s.connections.total(), 0, "{s:?}");
     assert!(srv.addr.refuses(), "connect after shutdown");
 }
 

@@ -37,6 +37,7 @@ use crate::common::tls::{
 use crate::common::wait::wait;
 use crate::upgrade_examples::websocket;
 
+use dormant::Rung::Dormant;
 use dormant::tls::TlsListener;
 use dormant::upgrade::{self, Lot, Upgraded, Woken};
 use futures_util::{SinkExt, StreamExt};
@@ -417,7 +418,7 @@ fn wss_sleeps_in_the_lot_between_messages() {
             ("HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n", &b""[..])
         );
         srv.wait_for("dormant before the upgrade", |st| {
-            st.dormant == 1 && st.dormancies == 1
+            st.connections[Dormant] == 1 && st.dormancies == 1
         });
         let mut ws = ws_handshake(tls);
         assert_eq!(s.hand_off(), r#"tls=true read_buf=b"""#);

@@ -27,6 +27,7 @@ use crate::common::transport::{Transport, Unix};
 use crate::common::upgrade_echo::{check_sleeping_echo, connect_upgraded, sleepy_service};
 use crate::common::wait::wait;
 use dormant::PeerAddr;
+use dormant::Rung::Dormant;
 use dormant::upgrade;
 use http::{Request, Response};
 use http_body_util::Full;
@@ -49,7 +50,7 @@ fn sleeping_upgraded_stream_wakes_on_data_and_on_close() {
     assert_eq!(c.read_exact_bytes(5), b"first");
     wait("asleep", || s.sleeping() == 1);
     srv.wait_for("connection handed off", |st| {
-        st.upgrades == 1 && st.active + st.parked + st.dormant == 0
+        st.upgrades == 1 && st.connections.total() == 0
     });
 
     check_sleeping_echo(&mut c, &s);
@@ -92,7 +93,7 @@ fn graceful_shutdown_hands_back_sleeping_upgraded_streams() {
     }
     wait("all asleep", || s.sleeping() == 3);
     srv.wait_for("connections handed off", |st| {
-        st.upgrades == 3 && st.active + st.parked + st.dormant == 0
+        st.upgrades == 3 && st.connections.total() == 0
     });
     srv.stop();
     assert!(!path.exists(), "the socket file outlived the listener");
@@ -228,7 +229,7 @@ fn peer_addr_on_a_unix_listener() {
     let mut c = srv.connect();
     c.send(get("/").as_bytes());
     assert_eq!(c.response(), ok("unnamed"), "new connection");
-    srv.wait_for("dormant", |s| s.dormant == 1);
+    srv.wait_for("dormant", |s| s.connections[Dormant] == 1);
     c.send(get("/").as_bytes());
     assert_eq!(c.response(), ok("unnamed"), "woken from DORMANT");
     assert_eq!(srv.stats().lot_wakes, 1);
@@ -250,7 +251,9 @@ fn peer_addr_on_a_unix_listener() {
     let want = ok(&format!("path={}", client_path.display()));
     c.send(get("/").as_bytes());
     assert_eq!(c.response(), want, "new connection");
-    srv.wait_for("dormant", |s| s.dormant == 1 && s.lot_wakes == 1);
+    srv.wait_for("dormant", |s| {
+        s.connections[Dormant] == 1 && s.lot_wakes == 1
+    });
     c.send(get("/").as_bytes());
     assert_eq!(c.response(), want, "woken from DORMANT");
     assert_eq!(srv.stats().lot_wakes, 2);
@@ -279,7 +282,7 @@ fn curl_over_the_unix_socket() {
         curl(&["http://localhost/a", "http://localhost/b"]),
         "GET /a read=GET /b read="
     );
-    srv.wait_for("curl gone", |s| s.active + s.parked + s.dormant == 0);
+    srv.wait_for("curl gone", |s| s.connections.total() == 0);
     let s = srv.stats();
     assert_eq!((s.accepted, s.requests), (2, 3), "{s:?}");
 }

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use dormant::Rung::{Active, Dormant, Parked};
 use dormant::upgrade::{self, Upgraded, Woken};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Frame;
@@ -244,7 +245,7 @@ fn upgrade_after_parked_keep_alive_requests() {
         c.send(get(&format!("/plain{i}")).as_bytes());
         assert_eq!(c.response(), ok("plain"));
         assert!(next(&rx).starts_with("unsupported=true"));
-        srv.wait_for("parked", |s| s.parks == i && s.parked == 1);
+        srv.wait_for("parked", |s| s.parks == i && s.connections[Parked] == 1);
     }
     c.send(format!("{UPGRADE}xyz").as_bytes());
     assert_eq!(c.response(), SWITCHED);
@@ -263,7 +264,9 @@ fn connect_tunnels() {
     assert_eq!(c.response_head(), "HTTP/1.1 200 OK\r\n\r\n");
     c.send(b" bytes");
     assert_eq!(c.read_exact_bytes(14), b"tunneled bytes");
-    srv.wait_for("handed off", |s| s.upgrades == 1 && s.active == 0);
+    srv.wait_for("handed off", |s| {
+        s.upgrades == 1 && s.connections[Active] == 0
+    });
 }
 
 #[test]
@@ -276,7 +279,7 @@ fn declined_upgrade_goes_on_as_http() {
     // The connection still speaks HTTP, parks, and wakes.
     c.send(get("/after").as_bytes());
     assert_eq!(c.response(), ok("plain"));
-    srv.wait_for("parked", |s| s.parked == 1);
+    srv.wait_for("parked", |s| s.connections[Parked] == 1);
     c.send(get("/again").as_bytes());
     assert_eq!(c.response(), ok("plain"));
     let s = srv.stats();
@@ -303,7 +306,9 @@ fn dropped_upgrade_future_closes_the_connection() {
     let mut c = srv.connect();
     c.send(b"GET /drop HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n");
     assert_eq!(c.read_to_close(), SWITCHED);
-    srv.wait_for("closed", |s| s.active == 0 && s.parked == 0);
+    srv.wait_for("closed", |s| {
+        s.connections[Active] == 0 && s.connections[Parked] == 0
+    });
     assert_eq!(srv.stats().upgrades, 0);
 }
 
@@ -369,7 +374,10 @@ fn after_the_hand_off_nothing_of_the_server_remains() {
     assert_eq!(c.read_exact_bytes(4), b"ping");
 
     srv.wait_for("connection gone", |s| {
-        s.upgrades == 1 && s.active == 0 && s.parked == 0 && s.dormant == 0
+        s.upgrades == 1
+            && s.connections[Active] == 0
+            && s.connections[Parked] == 0
+            && s.connections[Dormant] == 0
     });
     assert_eq!(srv.stats().pool.in_use, 0, "no pool buffer in use");
     wait("request and response dropped", || {
@@ -441,7 +449,9 @@ fn dormant_upgraded_stream_wakes_on_data_and_on_close() {
     assert_eq!(s.hand_off(), r#"handed off: unix=false read_buf=b"first""#);
     assert_eq!(c.read_exact_bytes(5), b"first");
     wait("asleep", || s.sleeping() == 1);
-    srv.wait_for("connection gone", |s| s.active == 0 && s.parked == 0);
+    srv.wait_for("connection gone", |s| {
+        s.connections[Active] == 0 && s.connections[Parked] == 0
+    });
 
     check_sleeping_echo(&mut c, &s);
     assert_eq!(drops.get(), 0, "the state lives while the stream sleeps");

@@ -5,6 +5,7 @@ use crate::common::timeout::CLIENT_TIMEOUT;
 
 use crate::common::servers::Serve;
 use crate::common::tcp::{fast_park, serve_with};
+use dormant::Rung::{Active, Parked};
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "../examples/echo.rs"]
@@ -39,7 +40,7 @@ fn echo_example_echoes_and_sleeps_between_messages() {
         assert_eq!(c.read_exact_bytes(msg.len()), msg.as_bytes());
     }
     srv.wait_for("handed off", |s| {
-        s.upgrades == 1 && s.active == 0 && s.parked == 0
+        s.upgrades == 1 && s.connections[Active] == 0 && s.connections[Parked] == 0
     });
 
     let mut plain = srv.connect();
@@ -81,7 +82,9 @@ async fn websocket_example_echoes() {
         assert_eq!(echoed, message);
     }
     ws.close(None).await.unwrap();
-    srv.wait_for("handed off", |s| s.upgrades == 1 && s.active == 0);
+    srv.wait_for("handed off", |s| {
+        s.upgrades == 1 && s.connections[Active] == 0
+    });
 }
 
 /// A message over the example's limit gets a close frame with 1009
@@ -119,7 +122,9 @@ async fn websocket_example_closes_with_1009_on_a_too_big_message() {
         .expect("end timed out");
     assert!(end.is_none(), "{end:?}");
     drop(ws);
-    srv.wait_for("handed off", |s| s.upgrades == 1 && s.active == 0);
+    srv.wait_for("handed off", |s| {
+        s.upgrades == 1 && s.connections[Active] == 0
+    });
 }
 
 /// A frame sent in the same write as the handshake request reaches

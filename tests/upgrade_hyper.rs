@@ -7,11 +7,12 @@ use std::convert::Infallible;
 
 use crate::common::axum::{bye, echo};
 use crate::common::ladder::ladder;
-use crate::common::rungs::{DORMANT_AFTER, Rung, all_closed, client_runtime, sleep_until, woke};
+use crate::common::rungs::{DORMANT_AFTER, all_closed, client_runtime, sleep_until, woke};
 use crate::common::timeout::CLIENT_TIMEOUT;
 use crate::common::transport::{AsyncStream, Transport, over_every_transport, read_until};
 use axum::extract::ws::WebSocketUpgrade;
 use axum::routing::{any, get};
+use dormant::Rung;
 use futures_util::{SinkExt, StreamExt};
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Empty, Full};

@@ -84,12 +84,12 @@ fn millis(name: &str) -> Result<Option<Option<Duration>>, Box<dyn std::error::Er
 static STATES: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
 
 fn state_index(state: dormant::ConnState) -> usize {
-    use dormant::ConnState::*;
+    use dormant::{ConnState::*, Rung};
     match state {
         New => 0,
-        Active => 1,
-        Parked => 2,
-        Dormant => 3,
+        On(Rung::Active) => 1,
+        On(Rung::Parked) => 2,
+        On(Rung::Dormant) => 3,
         Upgraded => 4,
         _ => 5,
     }

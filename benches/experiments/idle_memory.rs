@@ -161,6 +161,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use dormant::Rung::{Active, Dormant, Parked};
 #[cfg(feature = "tls-no-provider")]
 use dormant::tls::{TlsConfig, TlsListener};
 use http::{Request, StatusCode, Version};
@@ -327,9 +328,13 @@ impl UnderTest for Running {
                 wait_until("all connections idle", Duration::from_secs(60), || {
                     let s = server.stats();
                     match kind.as_str() {
-                        "no-park" | "no-park-lean" => s.active == n,
-                        "parked" => s.parked == n && s.active == 0,
-                        _ => s.dormant == n && s.parked == 0 && s.active == 0,
+                        "no-park" | "no-park-lean" => s.connections[Active] == n,
+                        "parked" => s.connections[Parked] == n && s.connections[Active] == 0,
+                        _ => {
+                            s.connections[Dormant] == n
+                                && s.connections[Parked] == 0
+                                && s.connections[Active] == 0
+                        }
                     }
                 });
             }

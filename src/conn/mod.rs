@@ -64,6 +64,7 @@ use crate::config::Config;
 use crate::hooks::{Admitted, ConnState, Watched};
 use crate::io::Replay;
 use crate::kept::{Kept, Stowed};
+use crate::ladder::Rung;
 use crate::lot::Due;
 use crate::service::{HttpService, ResBody, SharedService};
 use crate::state::{Open, ServeState};
@@ -372,14 +373,14 @@ impl<T: Seam> Conn<T> {
                 ready: false,
             };
         }
-        self.open.set_active();
+        self.open.set_rung(Rung::Active);
         // Counted once out of the parked gauge: whoever saw the connection
         // parked sees its wake counted after.
         if self.progress == Progress::Served {
             self.open.state().shared.stats.wakes.fetch_add(1, Relaxed);
         }
         self.progress = Progress::Served;
-        if !self.kept.report(ConnState::Active) {
+        if !self.kept.report(ConnState::On(Rung::Active)) {
             return State::Gone;
         }
         State::Active {
@@ -481,8 +482,8 @@ impl<T: Seam> Conn<T> {
         }
         self.kept.asleep = asleep;
         self.open.state().shared.stats.parks.fetch_add(1, Relaxed);
-        self.open.set_parked();
-        if !self.kept.report(ConnState::Parked) {
+        self.open.set_rung(Rung::Parked);
+        if !self.kept.report(ConnState::On(Rung::Parked)) {
             return State::Gone;
         }
         self.park(stream, carried, clocks)

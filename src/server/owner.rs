@@ -15,7 +15,8 @@ use crate::accounting::Held;
 use crate::conn::{self, FirstPoll, Origin, Pause};
 use crate::hooks::Hooks;
 use crate::kept::Stowed;
-use crate::lot::{self, Closed, Pings, Rung, Slept, Turn, Woke};
+use crate::ladder::Rung;
+use crate::lot::{self, Closed, Pings, Slept, Turn, Woke};
 use crate::service::{HttpService, ResBody, SharedService};
 use crate::shutdown::{Level, Signal};
 use crate::state::{ServeLot, ServeState, Shared};
@@ -79,13 +80,13 @@ where
         let config = &state.shared.config;
         let long = match slept {
             Slept::Parked(slept) => {
-                stats.parked.fetch_sub(1, Ordering::Relaxed);
+                stats.connections.sub(Rung::Parked, 1);
                 config.park_after.is_some_and(|p| slept >= p)
             }
             Slept::Dormant => {
                 // Out of the gauge before the wake is counted, as a
                 // parked connection's wake is.
-                stats.dormant.fetch_sub(1, Ordering::Relaxed);
+                stats.connections.sub(Rung::Dormant, 1);
                 stats.lot_wakes.fetch_add(1, Ordering::Relaxed);
                 // It slept at least `dormant_after`.
                 matches!((config.park_after, config.dormant_after), (Some(p), Some(d)) if p <= d)
@@ -100,15 +101,18 @@ where
         conn::serve_woken(&state, conn, origin, &self.service, first_poll);
     }
 
-    fn closed(&self, from: Rung, why: Closed, n: usize) {
+    fn closed(&self, from: lot::Rung, why: Closed, n: usize) {
         let Some(state) = self.state.upgrade().filter(|_| n > 0) else {
             return;
         };
         let stats = &state.shared.stats;
-        match from {
-            Rung::Parked => stats.parked.fetch_sub(n, Ordering::Relaxed),
-            Rung::Dormant => stats.dormant.fetch_sub(n, Ordering::Relaxed),
+        // The lot's own word for the two rungs it holds connections on,
+        // until it speaks `Rung` (see `ladder`).
+        let from = match from {
+            lot::Rung::Parked => Rung::Parked,
+            lot::Rung::Dormant => Rung::Dormant,
         };
+        stats.connections.sub(from, n);
         match why {
             Closed::ByPeer if from == Rung::Dormant => {
                 stats.lot_closes.fetch_add(n as u64, Ordering::Relaxed);
@@ -134,8 +138,8 @@ where
             return;
         };
         let stats = &state.shared.stats;
-        stats.parked.fetch_sub(n, Ordering::Relaxed);
-        stats.dormant.fetch_add(n, Ordering::Relaxed);
+        stats.connections.sub(Rung::Parked, n);
+        stats.connections.add(Rung::Dormant, n);
         stats.dormancies.fetch_add(n as u64, Ordering::Relaxed);
     }
 }

@@ -142,14 +142,15 @@ impl<L: Listener, S> Serve<L, S> {
 
     /// Calls `hook` with a connection's peer address each time the
     /// connection changes [`ConnState`], on every transport and rung: `New`
-    /// at accept, `Active` when a request's bytes arrive, `Parked` when it
-    /// waits between requests without hyper's state, `Dormant`, and last
-    /// `Closed` (or `Upgraded`). Go's `Server.ConnState`, for metrics.
+    /// at accept, `On(Rung::Active)` when a request's bytes arrive,
+    /// `On(Rung::Parked)` when it waits between requests without hyper's
+    /// state, `On(Rung::Dormant)`, and last `Closed` (or `Upgraded`). Go's
+    /// `Server.ConnState`, for metrics.
     ///
-    /// A busy connection reports `Active` once, and `Parked` only when it
+    /// A busy connection reports ACTIVE once, and PARKED only when it
     /// pauses for `park_after`: a hook costs an indirect call per state
     /// change, not per request. It runs on the connection's task, or on the
-    /// parking lot's (for `Dormant`, and `Closed` where the lot closes a
+    /// parking lot's (for DORMANT, and `Closed` where the lot closes a
     /// connection), so it must be quick. One that panics closes that
     /// connection only. Each connection then carries the hook and its peer
     /// address (one allocation per connection), also while it sleeps in

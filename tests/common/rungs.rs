@@ -5,7 +5,8 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-use dormant::Stats;
+use dormant::Rung::{Active, Dormant, Parked};
+use dormant::{Rung, Stats};
 
 use super::servers::Serve;
 
@@ -13,13 +14,6 @@ use super::servers::Serve;
 /// after 3 ms, `ladder`): long enough for a test to see a connection
 /// PARKED before it goes DORMANT.
 pub(crate) const DORMANT_AFTER: Duration = Duration::from_millis(500);
-
-/// A rung of the idle ladder that a pause reaches.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Rung {
-    Parked,
-    Dormant,
-}
 
 /// A runtime for a test's async clients: one worker, so that the client
 /// connections' tasks run while the test thread waits on the server.
@@ -45,14 +39,18 @@ pub(crate) fn client_runtime() -> tokio::runtime::Runtime {
 /// never in them.
 pub(crate) fn sleep_until<A>(srv: &Serve<A>, rung: Rung, before: Stats) -> Stats {
     let asleep = |s: &Stats| match rung {
+        Rung::Active => panic!("a pause reaches PARKED or DORMANT"),
         // Asleep, it holds no pool buffer (invariant I4).
         Rung::Parked => {
-            s.parks > before.parks && s.parked == 1 && s.active == 0 && s.pool.in_use == 0
+            s.parks > before.parks
+                && s.connections[Parked] == 1
+                && s.connections[Active] == 0
+                && s.pool.in_use == 0
         }
         Rung::Dormant => {
             s.dormancies > before.dormancies
-                && s.dormant == 1
-                && s.active == 0
+                && s.connections[Dormant] == 1
+                && s.connections[Active] == 0
                 && s.pool.in_use == 0
         }
     };
@@ -91,5 +89,5 @@ pub(crate) fn all_closed<A>(srv: &Serve<A>) {
 
 /// Whether `s` counts no open connection, on any rung.
 pub(crate) fn none_open(s: &dormant::Stats) -> bool {
-    s.active + s.parked + s.dormant == 0
+    s.connections.total() == 0
 }
