@@ -5,9 +5,8 @@
 //! The driver moves a connection between rungs, the server's gauges count
 //! connections by rung (`Stats::connections`), and the state hook sees
 //! each step (`ConnState::On`): one enum, so that a rung is named the same
-//! way wherever it is counted or reported. The parking lot knows the two
-//! rungs it holds connections on (its own `Rung` still, until it speaks
-//! this one).
+//! way wherever it is counted or reported. The parking lot holds
+//! connections on two of them, PARKED and DORMANT, and says which.
 //!
 //! It imports nothing: it is a word, not a mechanism, and every module may
 //! speak it, the lot included.

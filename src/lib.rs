@@ -87,7 +87,8 @@
 // Imports go one way, down the Layering block of docs/architecture.md,
 // which `cargo test --test it -- layering::` (tests/layering.rs) holds the code to:
 // a module imports only modules of the layers below its own, none but
-// `axum` imports `server`, the lot imports nothing of the crate, and no two
+// `axum` imports `server`, the lot imports nothing of the crate but the
+// ladder's word for its rungs, and no two
 // modules (nor two files of a folder) import each other.
 mod accounting;
 #[cfg(feature = "axum")]
@@ -100,7 +101,6 @@ pub mod context;
 mod deadlines;
 mod error;
 mod hooks;
-mod io;
 mod kept;
 mod ladder;
 mod life;

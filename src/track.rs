@@ -168,7 +168,7 @@ impl Tracker {
 
     /// A request is in flight and hyper reads nothing until it is answered:
     /// its body was read to the end, or it had none. Only then does
-    /// `ConnIo` look for the peer's close (see `io`). Not after a body was
+    /// `ConnIo` look for the peer's close (see `conn::h1::io`). Not after a body was
     /// dropped before its end: hyper then drains it or stops reading, and a
     /// hyper that stops reading does not look for the close either.
     #[inline]

@@ -62,10 +62,10 @@ use tracing::{Instrument, debug_span, trace};
 
 use crate::config::Config;
 use crate::hooks::{Admitted, ConnState, Watched};
-use crate::io::Replay;
 use crate::kept::{Kept, Stowed};
 use crate::ladder::Rung;
 use crate::lot::Due;
+use crate::rewind::Replay;
 use crate::service::{HttpService, ResBody, SharedService};
 use crate::state::{Open, ServeState};
 use crate::transport::{Alpn, ClientAddr, Seam};

@@ -26,9 +26,9 @@ use tokio::time::{Instant, Sleep};
 use tracing::{debug, trace};
 
 use super::phase::Clocks;
-use crate::io::Replay;
 use crate::life::Life;
 use crate::lot::Parkable;
+use crate::rewind::Replay;
 use crate::shutdown::{Level, Watch};
 use crate::state::ServeState;
 use crate::timeout::Expiry;

@@ -10,8 +10,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use crate::io::Replay;
 use crate::life::Life;
+use crate::rewind::Replay;
 use crate::service::{ConnService, SharedService};
 use crate::state::{ServeState, Shared};
 use crate::timeout::{Expiry, Watchdog};

@@ -13,6 +13,10 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::ready::Registration;
+/// Where a connection waited in the lot: [`Rung::Parked`] (task-less, with
+/// its readiness cell) or [`Rung::Dormant`] (its cell freed); never
+/// [`Rung::Active`].
+pub(crate) use crate::ladder::Rung;
 
 /// What the lot needs of the connections it holds: a transport's stream,
 /// registered with the lot while a task serves it.
@@ -100,15 +104,6 @@ pub(crate) struct Due {
     pub(crate) idle_at: Option<Instant>,
     /// It is pinged (a carrying connection).
     pub(crate) ping_at: Option<Instant>,
-}
-
-/// Where a connection waited in the lot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Rung {
-    /// Task-less, with its readiness cell.
-    Parked,
-    /// Task-less, its cell freed.
-    Dormant,
 }
 
 /// How long a woken connection waited without its task.

@@ -769,8 +769,9 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
         let (mut n_parked, mut n_dormant) = (0, 0);
         for (slot, rung) in slots {
             match rung {
-                Rung::Parked => n_parked += 1,
                 Rung::Dormant => n_dormant += 1,
+                // Task-less: never ACTIVE.
+                Rung::Parked | Rung::Active => n_parked += 1,
             }
             match slot {
                 // At its idle deadline, one that carries nothing is

@@ -388,8 +388,9 @@ impl<T: Parkable, W: Callback<T>, C: Carry> ParkingLot<T, W, C> {
                 Some(slot) => {
                     if let Some((conn, rung, goodbye)) = slot.into_goodbye() {
                         match rung {
-                            Rung::Parked => parked.push((conn, goodbye)),
                             Rung::Dormant => dormant.push((conn, goodbye)),
+                            // Task-less: never ACTIVE.
+                            Rung::Parked | Rung::Active => parked.push((conn, goodbye)),
                         }
                     }
                 }

@@ -588,7 +588,7 @@ impl Builder {
         let mut h1 = http1::Builder::new();
         // hyper does not read while a request is answered: `ConnIo` looks
         // for the client's close instead, without costing hyper a new read
-        // buffer per request (see `io`).
+        // buffer per request (see `conn::h1::io`).
         h1.half_close(true)
             .keep_alive(self.keep_alive)
             .max_buf_size(self.max_header_bytes);

@@ -101,17 +101,11 @@ where
         conn::serve_woken(&state, conn, origin, &self.service, first_poll);
     }
 
-    fn closed(&self, from: lot::Rung, why: Closed, n: usize) {
+    fn closed(&self, from: Rung, why: Closed, n: usize) {
         let Some(state) = self.state.upgrade().filter(|_| n > 0) else {
             return;
         };
         let stats = &state.shared.stats;
-        // The lot's own word for the two rungs it holds connections on,
-        // until it speaks `Rung` (see `ladder`).
-        let from = match from {
-            lot::Rung::Parked => Rung::Parked,
-            lot::Rung::Dormant => Rung::Dormant,
-        };
         stats.connections.sub(from, n);
         match why {
             Closed::ByPeer if from == Rung::Dormant => {

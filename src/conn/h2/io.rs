@@ -25,9 +25,9 @@ use std::task::{Context, Poll, ready};
 use hyper::rt::ReadBufCursor;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::io::Replay;
 use crate::lot::Parkable;
 use crate::pool::Pool;
+use crate::rewind::Replay;
 use crate::rewind::{Fresh, Rewind};
 use crate::transport::Seam;
 use crate::wire::{Asleep, HELD, Unsettled, Watch};

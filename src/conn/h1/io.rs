@@ -51,95 +51,12 @@ use std::task::{Context, Poll};
 
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes};
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper_util::rt::TokioIo;
 
-use crate::rewind::{Ahead, Fresh, Rewind};
+use crate::rewind::{Replay, Rewind};
 use crate::track::Tracker;
 use crate::transport::{Peer, Seam, Stream};
-
-/// Bytes read from the socket before hyper was built, which its first
-/// reads get (through a [`Rewind`]).
-#[derive(Debug, Default)]
-pub(crate) struct Replay {
-    /// Unparsed bytes carried over from an earlier hyper connection, or an
-    /// incomplete HTTP/2 preface.
-    pub(crate) carried: Bytes,
-    /// The pool buffer of the read that woke the connection, and how many
-    /// bytes of it are filled and not yet handed over.
-    pub(crate) fresh: Fresh,
-}
-
-impl Replay {
-    #[inline]
-    pub(crate) fn len(&self) -> usize {
-        self.carried.len() + self.fresh.as_ref().map_or(0, |(_, r)| r.len())
-    }
-
-    /// Whether every byte was handed over (a `fresh` buffer is dropped
-    /// once it has been).
-    #[inline]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.fresh.is_none() && self.carried.is_empty()
-    }
-
-    /// The first `n` bytes, contiguous (copies only if they straddle the two
-    /// parts). Used to recognise the HTTP/2 preface.
-    pub(crate) fn starts_with(&self, prefix: &[u8]) -> bool {
-        let mut prefix = prefix;
-        let c = self.carried.len().min(prefix.len());
-        if self.carried[..c] != prefix[..c] {
-            return false;
-        }
-        prefix = &prefix[c..];
-        match &self.fresh {
-            Some((buf, range)) => {
-                let f = range.len().min(prefix.len());
-                buf[range.start..range.start + f] == prefix[..f]
-            }
-            None => true,
-        }
-    }
-
-    /// Moves every byte into `carried`, releasing the pool buffer.
-    pub(crate) fn into_carried(mut self) -> Bytes {
-        match self.fresh.take() {
-            None => self.carried,
-            Some((buf, range)) if self.carried.is_empty() => Bytes::copy_from_slice(&buf[range]),
-            Some((buf, range)) => {
-                let mut all = Vec::with_capacity(self.carried.len() + range.len());
-                all.extend_from_slice(&self.carried);
-                all.extend_from_slice(&buf[range]);
-                all.into()
-            }
-        }
-    }
-}
-
-/// The carried bytes first, then the fresh ones.
-impl Ahead for Replay {
-    #[inline]
-    fn chunk(&self) -> &[u8] {
-        match self.carried.is_empty() {
-            false => &self.carried,
-            true => self.fresh.chunk(),
-        }
-    }
-
-    #[inline]
-    fn advance(&mut self, n: usize) {
-        match self.carried.is_empty() {
-            false => Buf::advance(&mut self.carried, n),
-            true => self.fresh.advance(n),
-        }
-    }
-
-    #[inline]
-    fn is_empty(&self) -> bool {
-        Replay::is_empty(self)
-    }
-}
 
 /// hyper's transport for an ACTIVE connection.
 #[derive(Debug)]
@@ -355,8 +272,8 @@ mod tests {
     use bytes::Bytes;
     use tokio::io::ReadBuf;
 
-    use super::Replay;
     use crate::pool::Pool;
+    use crate::rewind::Replay;
     use crate::rewind::Rewind;
 
     /// Carried bytes, then a read's pool buffer, served in pieces to each

@@ -73,6 +73,8 @@
 //! phase, see `conn::serve`): waiting would cost a timer and a second
 //! poll of its task per request.
 
+mod io;
+
 use std::future::{Future, poll_fn};
 use std::marker::PhantomData;
 use std::pin::{Pin, pin};
@@ -87,9 +89,9 @@ use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 use tracing::debug;
 
+use self::io::ConnIo;
 use super::phase::{Clocks, Closing, Ended, Quiet, Start, count_requests};
 use crate::error::Error;
-use crate::io::ConnIo;
 use crate::life::Life;
 use crate::service::{ConnService, HttpService, ResBody};
 use crate::shutdown::{Level, Shutdown, Watch};
